@@ -1,0 +1,3 @@
+"""agtos: a self-hostable memory system for AI agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,148 @@
+"""Runtime settings, read once from environment variables (all documented in README).
+
+Every variable is prefixed ``AGTOS_`` except ``REDIS_URL``, which follows the
+common convention. ``Settings.from_env()`` is the only place the environment is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+APP_NAME = "agtos"
+DEFAULT_PORT = 4102
+DAY_SECONDS = 86_400
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw not in (None, "") else default
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class WorkingMemoryConfig:
+    """Limits of the in-process conversation buffer."""
+
+    maxHistoryTokens: int = 4000  # noqa: N815 - names mirror the public config contract
+    maxMessages: int = 30  # noqa: N815
+    preserveRecentCount: int = 6  # noqa: N815
+
+
+@dataclass(frozen=True)
+class LLMSlot:
+    """Which LLM serves one task slot (``summarize``, ``consolidation``, ``maintenance``...)."""
+
+    provider: str = "none"  # none | ollama | openai
+    model: str = ""
+    base_url: str = ""
+    api_key: str = ""
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All tunables of one running memory service."""
+
+    redis_url: str | None = None
+    data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
+    config_dir: Path = field(default_factory=lambda: Path.home() / f".{APP_NAME}")
+    key_prefix: str = APP_NAME
+    default_user: str = "default"
+    episode_ttl_days: float = 30.0
+    session_journal_ttl_hours: float = 48.0
+    working: WorkingMemoryConfig = field(default_factory=WorkingMemoryConfig)
+    llm_slots: dict[str, LLMSlot] = field(default_factory=dict)
+    redis_timeout_s: float = 1.0
+    port: int = DEFAULT_PORT
+
+    @property
+    def episode_ttl_seconds(self) -> int:
+        return max(1, int(self.episode_ttl_days * DAY_SECONDS))
+
+    @property
+    def session_journal_ttl_seconds(self) -> int:
+        return max(60, int(self.session_journal_ttl_hours * 3600))
+
+    def llm_slot(self, name: str) -> LLMSlot:
+        """The slot's own provider, else the ``default`` slot, else no LLM."""
+        return self.llm_slots.get(name) or self.llm_slots.get("default") or LLMSlot()
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        data_dir = Path(os.environ.get("AGTOS_DATA_DIR") or platformdirs.user_data_dir(APP_NAME))
+        config_dir = Path(os.environ.get("AGTOS_CONFIG_DIR") or Path.home() / f".{APP_NAME}")
+        return cls(
+            redis_url=os.environ.get("REDIS_URL") or None,
+            data_dir=data_dir,
+            config_dir=config_dir,
+            key_prefix=os.environ.get("AGTOS_KEY_PREFIX", APP_NAME),
+            default_user=os.environ.get("AGTOS_DEFAULT_USER", "default"),
+            episode_ttl_days=_env_float("AGTOS_EPISODE_TTL_DAYS", 30.0),
+            session_journal_ttl_hours=_env_float("AGTOS_SESSION_JOURNAL_TTL_HOURS", 48.0),
+            working=WorkingMemoryConfig(
+                maxHistoryTokens=_env_int("AGTOS_WM_MAX_HISTORY_TOKENS", 4000),
+                maxMessages=_env_int("AGTOS_WM_MAX_MESSAGES", 30),
+                preserveRecentCount=_env_int("AGTOS_WM_PRESERVE_RECENT", 6),
+            ),
+            llm_slots=load_llm_slots(config_dir / "config.json"),
+            redis_timeout_s=_env_float("AGTOS_REDIS_TIMEOUT_S", 1.0),
+            port=_env_int("AGTOS_PORT", DEFAULT_PORT),
+        )
+
+
+def _slot_from_env(prefix: str) -> LLMSlot | None:
+    provider = os.environ.get(f"{prefix}_PROVIDER")
+    if not provider:
+        return None
+    return LLMSlot(
+        provider=provider.strip().lower(),
+        model=os.environ.get(f"{prefix}_MODEL", ""),
+        base_url=os.environ.get(f"{prefix}_BASE_URL", ""),
+        api_key=os.environ.get(f"{prefix}_API_KEY", ""),
+        timeout_s=_env_float(f"{prefix}_TIMEOUT_S", 60.0),
+    )
+
+
+def load_llm_slots(config_file: Path) -> dict[str, LLMSlot]:
+    """Slots from ``~/.agtos/config.json`` (``{"slots": {name: {...}}}``), then env fallbacks.
+
+    ``AGTOS_LLM_*`` sets the ``default`` slot; ``AGTOS_<SLOT>_*`` (e.g.
+    ``AGTOS_CONSOLIDATION_PROVIDER``) fills a slot the file does not name.
+    """
+    slots: dict[str, LLMSlot] = {}
+    if config_file.is_file():
+        try:
+            raw = json.loads(config_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"config file {config_file} is not valid JSON: {exc}") from exc
+        for name, spec in (raw.get("slots") or {}).items():
+            allowed = {k: v for k, v in spec.items() if k in LLMSlot.__dataclass_fields__}
+            slots[name] = LLMSlot(**allowed)
+    default = _slot_from_env("AGTOS_LLM")
+    if default and "default" not in slots:
+        slots["default"] = default
+    for name in ("summarize", "consolidation", "maintenance", "dialectic", "expansion"):
+        env_slot = _slot_from_env(f"AGTOS_{name.upper()}")
+        if env_slot and name not in slots:
+            slots[name] = env_slot
+    return slots

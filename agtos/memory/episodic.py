@@ -1,0 +1,45 @@
+"""Turning a finished session into an episode: summarise, extract, score, decide."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from agtos.schemas import Episode, Turn
+from agtos.schemas.records import now_ms
+from agtos.tasks.extract import extract
+from agtos.tasks.importance import SaveDecision, decide_save
+from agtos.tasks.summarize import Summariser
+
+
+def session_episode_id(user_id: str, session_id: str) -> str:
+    """Deterministic id, so ending the same session twice stores one episode."""
+    digest = hashlib.sha256(f"{user_id}\x00{session_id}".encode()).hexdigest()[:16]
+    return f"ep-{digest}"
+
+
+@dataclass(frozen=True)
+class EpisodeDraft:
+    episode: Episode
+    decision: SaveDecision
+
+
+def build_episode(user_id: str, session_id: str, turns: list[Turn], summariser: Summariser) -> EpisodeDraft:
+    """Everything the episodic tier needs from a session's turns (no I/O but the summariser)."""
+    found = extract(turns)
+    decision = decide_save(turns, found)
+    summary = summariser.summarise(turns) if decision.save else "(not saved)"
+    facts = list(dict.fromkeys(found.corrections + found.preferences + found.facts))
+    episode = Episode(
+        id=session_episode_id(user_id, session_id),
+        user_id=user_id,
+        session_id=session_id,
+        summary=summary or "(empty session)",
+        keywords=found.keywords,
+        topic=found.topic,
+        timestamp=max((t.timestamp for t in turns), default=0) or now_ms(),
+        importance=decision.importance,
+        type=decision.type,
+        facts=facts[:256],
+    )
+    return EpisodeDraft(episode, decision)

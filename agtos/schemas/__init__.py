@@ -1,0 +1,35 @@
+"""Record contracts: pydantic models (records) and matching pyarrow schemas (arrow)."""
+
+from agtos.schemas.records import (
+    Conclusion,
+    ConclusionType,
+    Entity,
+    EntityType,
+    Episode,
+    EpisodeType,
+    MaintenanceReport,
+    Memory,
+    MemoryKind,
+    ProfileUpdate,
+    Relationship,
+    Role,
+    Turn,
+    UserProfile,
+)
+
+__all__ = [
+    "Conclusion",
+    "ConclusionType",
+    "Entity",
+    "EntityType",
+    "Episode",
+    "EpisodeType",
+    "MaintenanceReport",
+    "Memory",
+    "MemoryKind",
+    "ProfileUpdate",
+    "Relationship",
+    "Role",
+    "Turn",
+    "UserProfile",
+]

@@ -1,0 +1,191 @@
+"""Pydantic models of every stored record: the single contract of the system."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class EpisodeType(str, Enum):
+    conversation = "conversation"
+    correction = "correction"
+    preference = "preference"
+    task_outcome = "task_outcome"
+    response_ingest = "response_ingest"
+
+
+class Role(str, Enum):
+    user = "user"
+    assistant = "assistant"
+    system = "system"
+    tool = "tool"
+
+
+class Record(BaseModel):
+    """Base of stored records: strict on unknown fields so typos become 422s."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=True)
+
+
+class Turn(Record):
+    """One message of a conversation."""
+
+    role: Role
+    content: str = Field(min_length=1, max_length=100_000)
+    timestamp: int = Field(default_factory=now_ms, ge=0)
+    name: str | None = Field(default=None, max_length=128, description="tool name for tool turns")
+    is_summary: bool = False
+
+
+class Episode(Record):
+    """A saved session: summary, facts and keywords, with importance and type."""
+
+    id: str = Field(default_factory=lambda: new_id("ep"), max_length=128)
+    user_id: str = Field(max_length=128)
+    session_id: str = Field(default="", max_length=128)
+    summary: str = Field(min_length=1, max_length=20_000)
+    keywords: list[str] = Field(default_factory=list, max_length=64)
+    topic: str = Field(default="general", max_length=128)
+    timestamp: int = Field(default_factory=now_ms, ge=0)
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    type: EpisodeType = EpisodeType.conversation
+    facts: list[str] = Field(default_factory=list, max_length=256)
+    entities: list[str] = Field(default_factory=list, max_length=256)
+
+    def public(self) -> dict[str, Any]:
+        """The API view (the shape in the episodes list)."""
+        return {
+            "id": self.id,
+            "summary": self.summary,
+            "keywords": self.keywords,
+            "topic": self.topic,
+            "timestamp": self.timestamp,
+            "importance": self.importance,
+            "type": self.type,
+        }
+
+
+class MemoryKind(str, Enum):
+    fact = "fact"
+    preference = "preference"
+    pattern = "pattern"
+
+
+class Memory(Record):
+    """A distilled semantic memory, kept until deleted."""
+
+    id: str = Field(default_factory=lambda: new_id("mem"), max_length=128)
+    user_id: str = Field(max_length=128)
+    text: str = Field(min_length=1, max_length=20_000)
+    kind: MemoryKind = MemoryKind.fact
+    source_episode_ids: list[str] = Field(default_factory=list)
+    created_at: int = Field(default_factory=now_ms, ge=0)
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class ConclusionType(str, Enum):
+    explicit = "explicit"
+    deductive = "deductive"
+    inductive = "inductive"
+    abductive = "abductive"
+
+
+class Conclusion(Record):
+    """A Dreamer-derived belief about the user."""
+
+    id: str = Field(default_factory=lambda: new_id("con"), max_length=128)
+    user_id: str = Field(max_length=128)
+    text: str = Field(min_length=1, max_length=5_000)
+    type: ConclusionType
+    confidence: float = Field(ge=0.0, le=1.0)
+    source_episode_ids: list[str] = Field(default_factory=list)
+    created_at: int = Field(default_factory=now_ms, ge=0)
+    updated_at: int = Field(default_factory=now_ms, ge=0)
+    stale: bool = False
+
+
+class EntityType(str, Enum):
+    person = "person"
+    place = "place"
+    organization = "organization"
+    event = "event"
+    thing = "thing"
+
+
+class Entity(Record):
+    """A person, place, organisation, event or thing the user talks about."""
+
+    id: str = Field(default_factory=lambda: new_id("ent"), max_length=128)
+    user_id: str = Field(max_length=128)
+    name: str = Field(min_length=1, max_length=256)
+    type: EntityType
+    aliases: list[str] = Field(default_factory=list)
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    first_seen: int = Field(default_factory=now_ms, ge=0)
+    last_seen: int = Field(default_factory=now_ms, ge=0)
+    episode_ids: list[str] = Field(default_factory=list)
+    deleted: bool = False
+
+
+class Relationship(Record):
+    """A typed edge between two entities."""
+
+    id: str = Field(default_factory=lambda: new_id("rel"), max_length=128)
+    user_id: str = Field(max_length=128)
+    source_id: str
+    target_id: str
+    type: str = Field(min_length=1, max_length=64, description="works-at, lives-in, knows...")
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    source_episode_ids: list[str] = Field(default_factory=list)
+
+
+class UserProfile(Record):
+    """What the system knows about a user as a whole; PUT merges these fields."""
+
+    user_id: str = Field(default="", max_length=128)
+    name: str | None = Field(default=None, max_length=256)
+    communication_style: str | None = Field(default=None, max_length=1_000)
+    preferences: list[str] = Field(default_factory=list, max_length=500)
+    patterns: list[str] = Field(default_factory=list, max_length=500)
+    facts: list[str] = Field(default_factory=list, max_length=1_000)
+    opt_out: bool = False
+    updated_at: int = Field(default_factory=now_ms, ge=0)
+
+
+class ProfileUpdate(Record):
+    """A partial profile: only the fields present are changed."""
+
+    name: str | None = Field(default=None, max_length=256)
+    communication_style: str | None = Field(default=None, max_length=1_000)
+    preferences: list[str] | None = Field(default=None, max_length=500)
+    patterns: list[str] | None = Field(default=None, max_length=500)
+    facts: list[str] | None = Field(default=None, max_length=1_000)
+    opt_out: bool | None = None
+
+    @field_validator("preferences", "patterns", "facts")
+    @classmethod
+    def _no_blank_items(cls, items: list[str] | None) -> list[str] | None:
+        if items is not None and any(not item.strip() for item in items):
+            raise ValueError("list items must be non-empty strings")
+        return items
+
+
+class MaintenanceReport(Record):
+    """The persisted outcome of one lint sweep (filled in by the lint issue)."""
+
+    timestamp: int = Field(default_factory=now_ms, ge=0)
+    user_id: str = Field(max_length=128)
+    summary: dict[str, Any] = Field(default_factory=dict)
+    steps: list[dict[str, Any]] = Field(default_factory=list)

@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI). Routers stay thin: logic lives in tasks/, memory/ and storage/."""

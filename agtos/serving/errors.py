@@ -1,0 +1,64 @@
+"""Every error is a JSON body with a ``message``; no tracebacks ever reach a client."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agtos.storage.keys import InvalidIdentifier
+from agtos.storage.redis_conn import StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def _field_errors(errors: list[dict]) -> list[dict]:
+    out = []
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            out.append({"field": "body", "message": f"malformed JSON ({err.get('msg', 'decode error')})"})
+            continue
+        field = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        out.append({"field": field, "message": err.get("msg", "")})
+    return out
+
+
+def _validation_response(errors: list[dict]) -> JSONResponse:
+    fields = _field_errors(errors)
+    summary = "; ".join(f"{f['field'] or 'body'}: {f['message']}" for f in fields[:5])
+    return JSONResponse(status_code=422, content={"message": f"invalid request: {summary}", "errors": fields})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_response(list(exc.errors()))
+
+    @app.exception_handler(ValidationError)
+    async def _model_invalid(_: Request, exc: ValidationError) -> JSONResponse:
+        return _validation_response(list(exc.errors()))
+
+    @app.exception_handler(InvalidIdentifier)
+    async def _bad_id(_: Request, exc: InvalidIdentifier) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"message": str(exc)})
+
+    @app.exception_handler(StorageUnavailable)
+    async def _storage_down(_: Request, exc: StorageUnavailable) -> JSONResponse:
+        return JSONResponse(
+            status_code=503,
+            content={"message": "memory storage (Redis) is unavailable; try again later", "detail": str(exc)},
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        return JSONResponse(status_code=exc.status_code, content={"message": message}, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(status_code=500, content={"message": f"internal error: {type(exc).__name__}"})

@@ -1,0 +1,5 @@
+"""ASGI entry point for uvicorn: ``uvicorn agtos.serving.main:app``."""
+
+from agtos.serving.app import create_app
+
+app = create_app()

@@ -1,0 +1,59 @@
+"""Episodic reads, search and the profile."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from agtos.schemas import ProfileUpdate, UserProfile
+from agtos.serving.deps import Coordinator, UserId
+from agtos.storage.redis_conn import StorageUnavailable
+
+router = APIRouter(prefix="/api/memory", tags=["memory"])
+
+MAX_QUERY_CHARS = 1_000
+
+
+@router.get("/episodes")
+def list_episodes(
+    coordinator: Coordinator,
+    user_id: UserId,
+    limit: Annotated[int, Query(ge=1, le=100, description="how many, newest first")] = 20,
+) -> dict[str, Any]:
+    """The user's episodes, newest first; ``available: false`` when Redis is down."""
+    try:
+        episodes = coordinator.list_episodes(user_id, limit)
+    except StorageUnavailable:
+        return {"episodes": [], "count": 0, "available": False}
+    return {"episodes": [e.public() for e in episodes], "count": len(episodes), "available": True}
+
+
+@router.get("/search")
+def search(
+    coordinator: Coordinator,
+    user_id: UserId,
+    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S", description="query")],
+    limit: Annotated[int, Query(ge=1, le=50)] = 10,
+) -> dict[str, Any]:
+    """Search the user's episodes."""
+    try:
+        hits = coordinator.search_episodes(user_id, q, limit)
+    except StorageUnavailable:
+        return {"query": q, "results": [], "count": 0, "available": False}
+    return {"query": q, "results": [h.public() for h in hits], "count": len(hits), "available": True}
+
+
+@router.get("/profile")
+def get_profile(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
+    try:
+        profile = coordinator.get_profile(user_id)
+    except StorageUnavailable:
+        return {"profile": UserProfile(user_id=user_id, updated_at=0).model_dump(), "available": False}
+    return {"profile": profile.model_dump(), "available": True}
+
+
+@router.put("/profile")
+def put_profile(coordinator: Coordinator, user_id: UserId, update: ProfileUpdate) -> dict[str, Any]:
+    """Merge the given fields into the profile (fields not sent stay as they are)."""
+    return {"profile": coordinator.update_profile(user_id, update).model_dump(), "available": True}

@@ -1,0 +1,1 @@
+"""Everything that talks to Redis: connection, key naming and the record stores."""

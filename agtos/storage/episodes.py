@@ -1,0 +1,87 @@
+"""Episodes in Redis: one JSON string per episode (with TTL) and a per-user timeline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import redis
+
+from agtos.schemas import Episode
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+
+
+class EpisodeStore:
+    def __init__(self, connector: RedisConnector, keys: GlobalKeys, ttl_seconds: int) -> None:
+        self.connector = connector
+        self.keys = keys
+        self.ttl_seconds = ttl_seconds
+
+    def save(self, episode: Episode, ttl_seconds: int | None = None) -> Episode:
+        """Store (or overwrite, same id) an episode with its TTL; the timeline key lives as long."""
+        uk = self.keys.user(episode.user_id)
+        ttl = ttl_seconds or self.ttl_seconds
+
+        def op(r: redis.Redis) -> None:
+            pipe = r.pipeline(transaction=True)
+            pipe.set(uk.episode(episode.id), episode.model_dump_json(), ex=ttl)
+            pipe.zadd(uk.episode_timeline(), {episode.id: episode.timestamp})
+            # plain EXPIRE (no GT/NX): the embedded server is Redis 6.2
+            pipe.expire(uk.episode_timeline(), max(ttl, self.ttl_seconds))
+            pipe.sadd(self.keys.users(), episode.user_id)
+            pipe.execute()
+
+        self.connector.run(op)
+        return episode
+
+    def get(self, user_id: str, episode_id: str) -> Episode | None:
+        raw = self.connector.run(lambda r: r.get(self.keys.user(user_id).episode(episode_id)))
+        return Episode.model_validate_json(raw) if raw else None
+
+    def ttl(self, user_id: str, episode_id: str) -> int:
+        return int(self.connector.run(lambda r: r.ttl(self.keys.user(user_id).episode(episode_id))))
+
+    def delete(self, user_id: str, episode_id: str) -> bool:
+        uk = self.keys.user(user_id)
+
+        def op(r: redis.Redis) -> bool:
+            pipe = r.pipeline(transaction=True)
+            pipe.delete(uk.episode(episode_id))
+            pipe.zrem(uk.episode_timeline(), episode_id)
+            return bool(pipe.execute()[0])
+
+        return self.connector.run(op)
+
+    def recent(self, user_id: str, limit: int) -> list[Episode]:
+        """Newest first; ids whose episode has expired are dropped from the timeline."""
+        out: list[Episode] = []
+        for batch in self._timeline_batches(user_id, batch_size=max(limit, 50)):
+            out.extend(batch)
+            if len(out) >= limit:
+                break
+        return out[:limit]
+
+    def iter_all(self, user_id: str, batch_size: int = 500) -> Iterator[Episode]:
+        for batch in self._timeline_batches(user_id, batch_size):
+            yield from batch
+
+    def _timeline_batches(self, user_id: str, batch_size: int) -> Iterator[list[Episode]]:
+        uk = self.keys.user(user_id)
+        start = 0
+        while True:
+            ids = [
+                i.decode()
+                for i in self.connector.run(
+                    lambda r, s=start: r.zrevrange(uk.episode_timeline(), s, s + batch_size - 1)
+                )
+            ]
+            if not ids:
+                return
+            raws = self.connector.run(lambda r, ids=ids: r.mget([uk.episode(i) for i in ids]))
+            expired = [i for i, raw in zip(ids, raws, strict=True) if raw is None]
+            if expired:
+                self.connector.run(lambda r, e=expired: r.zrem(uk.episode_timeline(), *e))
+            yield [Episode.model_validate_json(raw) for raw in raws if raw is not None]
+            start += batch_size - len(expired)
+            if len(ids) < batch_size:
+                return

