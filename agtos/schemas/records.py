@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -18,7 +18,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-class EpisodeType(str, Enum):
+class EpisodeType(StrEnum):
     conversation = "conversation"
     correction = "correction"
     preference = "preference"
@@ -26,7 +26,7 @@ class EpisodeType(str, Enum):
     response_ingest = "response_ingest"
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     user = "user"
     assistant = "assistant"
     system = "system"
@@ -77,7 +77,7 @@ class Episode(Record):
         }
 
 
-class MemoryKind(str, Enum):
+class MemoryKind(StrEnum):
     fact = "fact"
     preference = "preference"
     pattern = "pattern"
@@ -95,7 +95,7 @@ class Memory(Record):
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
-class ConclusionType(str, Enum):
+class ConclusionType(StrEnum):
     explicit = "explicit"
     deductive = "deductive"
     inductive = "inductive"
@@ -116,7 +116,7 @@ class Conclusion(Record):
     stale: bool = False
 
 
-class EntityType(str, Enum):
+class EntityType(StrEnum):
     person = "person"
     place = "place"
     organization = "organization"
