@@ -1,0 +1,68 @@
+"""Shared fixtures: a real Redis (``AGTOS_TEST_REDIS_URL``, default the local 6379 server),
+a unique key prefix per test, and cleanup of every key the test wrote."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.app import create_app
+
+TEST_REDIS_URL = os.environ.get("AGTOS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError as exc:
+        pytest.fail(f"tests need a real Redis at {TEST_REDIS_URL} (.ci/run starts one): {exc}")
+    return TEST_REDIS_URL
+
+
+@pytest.fixture
+def key_prefix(redis_url: str) -> Iterator[str]:
+    """A fresh namespace; all its keys are deleted after the test."""
+    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def raw_redis(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
+def settings(redis_url: str, key_prefix: str, tmp_path: Path) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        data_dir=tmp_path / "data",
+        config_dir=tmp_path / "config",
+    )
+
+
+@pytest.fixture
+def coordinator(settings: Settings) -> Iterator[MemoryCoordinator]:
+    coord = MemoryCoordinator(settings)
+    yield coord
+    coord.close()
+
+
+@pytest.fixture
+def client(coordinator: MemoryCoordinator) -> Iterator[TestClient]:
+    with TestClient(create_app(coordinator=coordinator)) as test_client:
+        yield test_client
