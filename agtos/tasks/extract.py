@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from agtos.schemas import Role, Turn
-from agtos.tasks.text import STOPWORDS, content_words, sentences
+from agtos.tasks.text import STOPWORDS, content_words, sentences, words
 
 PREFERENCE_RE = re.compile(
     r"\b(i (really |much |usually |always )?(prefer|like|love|enjoy|hate|dislike|can't stand|"
@@ -32,10 +32,10 @@ TASK_DONE_RE = re.compile(
     r"i've (added|booked|scheduled|sent|created|set|updated|ordered)|task (is )?complete)\b",
     re.I,
 )
-GREETING_RE = re.compile(
-    r"^(hi|hello|hey|yo|good (morning|afternoon|evening|night)|thanks?( you)?|thank you( so much)?|"
-    r"ok(ay)?|cool|great|bye|goodbye|see you|cheers|nice|got it|sure)[\s!.,?]*$",
-    re.I,
+SMALL_TALK_WORDS = frozenset(
+    """hi hello hey yo good morning afternoon evening night thanks thank you so much ok okay cool great
+    bye goodbye bye-bye see later cheers nice got it sure awesome perfect have a day there all the
+    best talk soon again""".split()
 )
 
 TOPIC_LEXICON: dict[str, frozenset[str]] = {
@@ -103,8 +103,9 @@ def third_person(sentence: str) -> str:
 
 
 def is_trivial(text: str) -> bool:
-    """A greeting, thanks or one-word acknowledgement."""
-    return bool(GREETING_RE.match(text.strip()))
+    """Greetings, thanks and acknowledgements only ("Hi!", "thanks, bye", "ok cool")."""
+    tokens = words(text)
+    return bool(tokens) and all(t in SMALL_TALK_WORDS for t in tokens)
 
 
 def keywords_of(texts: list[str], limit: int = 8) -> list[str]:

