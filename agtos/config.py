@@ -56,6 +56,19 @@ class LLMSlot:
     timeout_s: float = 60.0
 
 
+SEARCH_MODES = ("hybrid", "vector", "bm25")
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """Which embedder serves semantic memory (default: the bundled ONNX MiniLM)."""
+
+    provider: str = "onnx"  # onnx | ollama | openai | openrouter | openai-compatible
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str = ""
+
+
 @dataclass(frozen=True)
 class Settings:
     """All tunables of one running memory service."""
@@ -71,6 +84,19 @@ class Settings:
     llm_slots: dict[str, LLMSlot] = field(default_factory=dict)
     redis_timeout_s: float = 1.0
     port: int = DEFAULT_PORT
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    search_mode: str = "hybrid"
+    similarity_threshold: float = 0.25
+    query_expansion: bool = False
+    background_work_policy: str = "auto"
+    query_ingest_threshold: int = 6
+    query_ingest_max_per_session: int = 5
+
+    def __post_init__(self) -> None:
+        if self.search_mode not in SEARCH_MODES:
+            raise ValueError(f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}")
+        if not 0.0 <= self.similarity_threshold <= 1.0:
+            raise ValueError("AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1")
 
     @property
     def episode_ttl_seconds(self) -> int:
@@ -107,6 +133,18 @@ class Settings:
             llm_slots=load_llm_slots(config_dir / "config.json"),
             redis_timeout_s=_env_float("AGTOS_REDIS_TIMEOUT_S", 1.0),
             port=_env_int("AGTOS_PORT", DEFAULT_PORT),
+            embedding=EmbeddingConfig(
+                provider=(os.environ.get("AGTOS_EMBEDDING_PROVIDER") or "onnx").strip().lower(),
+                model=os.environ.get("AGTOS_EMBEDDING_MODEL") or None,
+                base_url=os.environ.get("AGTOS_EMBEDDING_BASE_URL") or None,
+                api_key=os.environ.get("AGTOS_EMBEDDING_API_KEY", ""),
+            ),
+            search_mode=(os.environ.get("AGTOS_MEMORY_SEARCH_MODE") or "hybrid").strip().lower(),
+            similarity_threshold=_env_float("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.25),
+            query_expansion=_env_bool("AGTOS_MEMORY_QUERY_EXPANSION", False),
+            background_work_policy=os.environ.get("AGTOS_BACKGROUND_WORK_POLICY", "auto"),
+            query_ingest_threshold=_env_int("AGTOS_QUERY_INGEST_THRESHOLD", 6),
+            query_ingest_max_per_session=_env_int("AGTOS_QUERY_INGEST_MAX_PER_SESSION", 5),
         )
 
 

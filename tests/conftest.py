@@ -4,6 +4,7 @@ a unique key prefix per test, and cleanup of every key the test wrote."""
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,10 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
+
+# Prefect's ephemeral server keeps its database under PREFECT_HOME: one throwaway home per run.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="agtos-prefect-"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 TEST_REDIS_URL = os.environ.get("AGTOS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

@@ -38,7 +38,7 @@ def test_round_trip_session_to_episode_to_search(client: TestClient) -> None:
     found = client.get("/api/memory/search", params={"q": "weather forecast"}, headers=user("alice")).json()
     assert found["query"] == "weather forecast" and found["count"] == 1
     hit = found["results"][0]
-    assert hit["id"] == episode["id"] and hit["matchType"] == "keyword" and 0 < hit["score"] <= 1
+    assert hit["id"] == episode["id"] and hit["matchType"] == "hybrid" and 0 < hit["score"] <= 1
 
 
 def test_episodes_are_newest_first_and_limited(client: TestClient) -> None:

@@ -4,25 +4,33 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agtos.config import Settings
 from agtos.events import EventBus
 from agtos.memory.episodic import build_episode
+from agtos.memory.query_ingest import QueryIngestGate
+from agtos.memory.semantic import SemanticMemory
 from agtos.memory.working import WorkingMemory, WorkingMemoryStore
+from agtos.providers.embeddings import Embedder, build_embedder
 from agtos.providers.llm import LLMProvider, build_llm
-from agtos.schemas import Episode, ProfileUpdate, Turn, UserProfile
+from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate, Turn, UserProfile
+from agtos.schemas.records import now_ms
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys, check_record_id, check_user_id
 from agtos.storage.profiles import ProfileStore
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
-from agtos.tasks.keyword_search import rank_by_keywords
+from agtos.tasks.context import ContextItem, assemble
+from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard, parse_policy
 from agtos.tasks.summarize import build_summariser
+from agtos.tasks.text import content_words
+
+if TYPE_CHECKING:
+    from agtos.flows.ingestion import IngestionReport
 
 log = logging.getLogger(__name__)
 
 SESSION_ENDED = "sessionEnded"
-KEYWORD_SEARCH_WINDOW = 2_000
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,15 @@ class SearchHit:
         return {**self.episode.public(), "score": self.score, "matchType": self.match_type}
 
 
+def display_score(raw: float, mode: str, rrf_k: int = 60) -> float:
+    """Scores in 0-1 for every mode: RRF is divided by its maximum (rank 1 in both lists)."""
+    if mode == "hybrid":
+        return round(min(1.0, raw * (rrf_k + 1) / 2), 4)
+    if mode == "bm25":
+        return round(raw / (raw + 1.0), 4)  # squash the unbounded BM25 score
+    return round(raw, 4)
+
+
 class MemoryCoordinator:
     """Owns the tiers of one service process; the API and CLI call only this."""
 
@@ -59,6 +76,7 @@ class MemoryCoordinator:
         settings: Settings,
         connector: RedisConnector | None = None,
         llm: LLMProvider | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.settings = settings
         self.keys = GlobalKeys(settings.key_prefix)
@@ -71,6 +89,32 @@ class MemoryCoordinator:
         self.episodes = EpisodeStore(self.connector, self.keys, settings.episode_ttl_seconds)
         self.profiles = ProfileStore(self.connector, self.keys)
         self.events = EventBus()
+        self.semantic = SemanticMemory(
+            self.connector,
+            self.keys,
+            self.episodes,
+            (lambda: embedder) if embedder is not None else lambda: self._build_embedder(),
+            default_mode=settings.search_mode,
+            similarity_threshold=settings.similarity_threshold,
+        )
+        self.recognizer: Any = None  # entity recognizer of the NER step (wired by the entity tier)
+        self.activity = ActivityTracker()
+        self.guard = ResourceGuard(
+            settings.llm_slot("consolidation"),
+            config=GuardConfig(policy=parse_policy(settings.background_work_policy)),
+            activity=self.activity,
+        )
+        self.query_ingest = QueryIngestGate(
+            self.connector,
+            self.keys,
+            threshold=settings.query_ingest_threshold,
+            max_per_session=settings.query_ingest_max_per_session,
+            ttl_s=settings.session_journal_ttl_seconds,
+        )
+
+    def _build_embedder(self) -> Embedder:
+        cfg = self.settings.embedding
+        return build_embedder(cfg.provider, cfg.model, cfg.base_url, cfg.api_key)
 
     # -- working memory ---------------------------------------------------------------
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
@@ -81,6 +125,7 @@ class MemoryCoordinator:
         if not wm.messages:
             self._restore_from_journal(user_id, session_id, wm)
         wm.add(turn)
+        self.activity.turn(user_id, session_id)
         self._journal(user_id, session_id, turn)
         return wm
 
@@ -128,11 +173,13 @@ class MemoryCoordinator:
             turns = list(wm.messages) if wm else []
         if not turns:
             return SessionEndResult(session_id, False, "session has no turns", None)
+        self.activity.session_ended(user_id, session_id)
         draft = build_episode(user_id, session_id, turns, self.summariser)
         if not draft.decision.save:
             self._clear_session(user_id, session_id)
             return SessionEndResult(session_id, False, draft.decision.reason, None)
-        self.episodes.save(draft.episode)
+        self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=draft.episode)])
+        self.query_ingest.mark_interaction_saved(user_id, session_id)
         self._clear_session(user_id, session_id)
         self.events.emit(
             SESSION_ENDED, {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id}
@@ -147,10 +194,102 @@ class MemoryCoordinator:
     def list_episodes(self, user_id: str, limit: int = 20) -> list[Episode]:
         return self.episodes.recent(check_user_id(user_id), limit)
 
-    def search_episodes(self, user_id: str, query: str, limit: int = 10) -> list[SearchHit]:
-        """Keyword search over the user's most recent episodes."""
-        window = self.episodes.recent(check_user_id(user_id), KEYWORD_SEARCH_WINDOW)
-        return [SearchHit(ep, score, "keyword") for ep, score in rank_by_keywords(query, window, limit)]
+    def ingest(self, items: list[IngestItem]) -> IngestionReport:
+        """Run the ingestion steps in-process (the Prefect flow runs the same steps as tasks)."""
+        from agtos.flows.ingestion import run_ingestion
+
+        return run_ingestion(self, items)
+
+    def search_episodes(
+        self, user_id: str, query: str, limit: int = 10, mode: str | None = None
+    ) -> list[SearchHit]:
+        """Episodes by hybrid (default), vector or BM25 search, best first."""
+        found = self.semantic.search("episode", check_user_id(user_id), query, limit, mode)
+        records = self.semantic.records("episode", user_id, [r.id for r in found.results])
+        return [
+            SearchHit(
+                Episode.model_validate_json(records[r.id]), display_score(r.score, found.mode), r.match_type
+            )
+            for r in found.results
+            if r.id in records
+        ]
+
+    def search_memories(
+        self, user_id: str, query: str, limit: int = 10, mode: str | None = None
+    ) -> list[Memory]:
+        """Semantic memories (facts, preferences) relevant to ``query``, best first."""
+        found = self.semantic.search("memory", check_user_id(user_id), query, limit, mode)
+        records = self.semantic.records("memory", user_id, [r.id for r in found.results])
+        return [Memory.model_validate_json(records[r.id]) for r in found.results if r.id in records]
+
+    # -- context assembly -------------------------------------------------------------
+    def build_context(
+        self,
+        user_id: str,
+        query: str,
+        session_id: str | None = None,
+        budget_tokens: int = 800,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """Working + episodic + semantic recall → dedup → rank → budget → a system-prompt section."""
+        check_user_id(user_id)
+        items: list[ContextItem] = []
+        wm = self.session(user_id, session_id) if session_id else None
+        if wm is not None:
+            items += [
+                ContextItem("working", f"summary-{i}", t.content, 0.9, t.timestamp)
+                for i, t in enumerate(wm.messages)
+                if t.is_summary
+            ]
+        available = True
+        try:
+            items += self._profile_items(user_id, query)
+            memories = self.semantic.search("memory", user_id, query, limit)
+            records = self.semantic.records("memory", user_id, [r.id for r in memories.results])
+            for hit in memories.results:
+                if hit.id in records:
+                    memory = Memory.model_validate_json(records[hit.id])
+                    relevance = (
+                        hit.similarity
+                        if hit.similarity is not None
+                        else display_score(hit.score, memories.mode)
+                    )
+                    items.append(
+                        ContextItem("semantic", memory.id, memory.text, relevance, memory.created_at)
+                    )
+            for ep_hit in self.search_episodes(user_id, query, limit):
+                ep = ep_hit.episode
+                items.append(ContextItem("episodic", ep.id, ep.summary, ep_hit.score, ep.timestamp))
+        except StorageUnavailable:
+            available = False
+        chosen, text, used = assemble(items, budget_tokens, now_ms())
+        return {
+            "context": text,
+            "tokens": used,
+            "items": [
+                {"tier": i.tier, "id": i.id, "text": i.text, "relevance": round(i.relevance, 4)}
+                for i in chosen
+            ],
+            "available": available,
+        }
+
+    def _profile_items(self, user_id: str, query: str) -> list[ContextItem]:
+        profile = self.profiles.get(user_id)
+        query_terms = set(content_words(query))
+        lines = [f"User's name is {profile.name}"] if profile.name else []
+        if profile.communication_style:
+            lines.append(f"Communication style: {profile.communication_style}")
+        lines += profile.preferences + profile.patterns + profile.facts
+        return [
+            ContextItem(
+                "profile",
+                f"profile-{i}",
+                line,
+                0.9 if query_terms & set(content_words(line)) else 0.5,
+                profile.updated_at,
+            )
+            for i, line in enumerate(lines)
+        ]
 
     # -- profile ----------------------------------------------------------------------
     def get_profile(self, user_id: str) -> UserProfile:
@@ -162,9 +301,19 @@ class MemoryCoordinator:
     # -- health -----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         redis_info = self.connector.describe()
+        embedder_ok = self.semantic.embedder_available()
+        semantic: dict[str, Any] = {
+            "available": redis_info["available"] and embedder_ok,
+            "searchMode": self.settings.search_mode if embedder_ok else "bm25",
+            "embedder": self.semantic.embedder.name if embedder_ok else None,
+        }
+        if not embedder_ok:
+            semantic["degradedTo"] = "keyword search (embedder unavailable)"
+            semantic["error"] = self.semantic.embedder_error
         tiers = {
             "working": {"available": True, "sessions": len(self.working.active_sessions())},
             "episodic": {"available": redis_info["available"], "redis": redis_info},
+            "semantic": semantic,
         }
         degraded = [name for name, tier in tiers.items() if not tier["available"]]
         return {

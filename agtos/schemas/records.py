@@ -77,6 +77,15 @@ class Episode(Record):
         }
 
 
+class IngestItem(Record):
+    """One unit of ingestion: a finished session's turns, or a ready episode."""
+
+    user_id: str = Field(max_length=128)
+    session_id: str = Field(default="", max_length=128)
+    turns: list[Turn] = Field(default_factory=list)
+    episode: Episode | None = None
+
+
 class MemoryKind(StrEnum):
     fact = "fact"
     preference = "preference"

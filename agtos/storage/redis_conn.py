@@ -88,7 +88,10 @@ class EmbeddedRedis:
     def stop(self) -> None:
         """Flush and stop the server (idempotent)."""
         server, self._server = getattr(self, "_server", None), None
-        if server is not None and _socket_answers(self.socket_path):
+        if server is not None and not _socket_answers(self.socket_path):
+            atexit.unregister(server._cleanup)  # already gone (crash): nothing to flush
+            return
+        if server is not None:
             try:
                 server._cleanup()
             except Exception:

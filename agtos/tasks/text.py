@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]")
@@ -45,3 +46,9 @@ def content_words(text: str) -> list[str]:
 def normalise(text: str) -> str:
     """Lower-case, punctuation-free, single-spaced form for exact-ish comparisons."""
     return " ".join(words(text))
+
+
+def episode_text(episode: Any) -> str:
+    """The text an episode is embedded and BM25-indexed by: summary, facts, keywords, topic."""
+    parts = [episode.summary, *episode.facts, " ".join(episode.keywords), episode.topic]
+    return "\n".join(p for p in parts if p)

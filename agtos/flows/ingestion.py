@@ -1,0 +1,148 @@
+"""Ingestion: session/episode in → summarise → NER → distil memories → embed → index.
+
+``run_ingestion`` is the one composition of the steps. The Prefect flow runs it with the
+steps as Prefect tasks (retries, observability); the API's session-end path runs it with
+the tasks' plain functions, so one request does not pay a flow run's overhead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from prefect import flow, task
+from prefect.cache_policies import NONE
+
+import agtos.flows  # noqa: F401 - Prefect defaults
+from agtos.flows.runtime import runtime
+from agtos.memory.episodic import build_episode
+from agtos.providers.embeddings import EmbeddingError
+from agtos.schemas import Episode, IngestItem, Memory
+from agtos.tasks.distil import distil_memories
+from agtos.tasks.text import episode_text
+
+if TYPE_CHECKING:
+    from agtos.memory.coordinator import MemoryCoordinator
+
+
+@dataclass
+class IngestionReport:
+    received: int = 0
+    stored: int = 0
+    memories: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    episode_ids: list[str] = field(default_factory=list)
+    degraded: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "received": self.received,
+            "stored": self.stored,
+            "memories": self.memories,
+            "skipped": self.skipped,
+            "episodeIds": self.episode_ids,
+            "degraded": self.degraded,
+        }
+
+
+@dataclass(frozen=True)
+class IngestionSteps:
+    summarise: Callable[..., tuple[list[Episode], list[dict[str, str]]]]
+    recognise: Callable[..., list[Episode]]
+    distil: Callable[..., list[Memory]]
+    embed: Callable[..., np.ndarray]
+    index: Callable[..., int]
+
+
+def summarise_items(
+    rt: MemoryCoordinator, items: list[IngestItem]
+) -> tuple[list[Episode], list[dict[str, str]]]:
+    """Sessions become episodes (save heuristics applied); ready episodes pass through."""
+    episodes: list[Episode] = []
+    skipped: list[dict[str, str]] = []
+    for item in items:
+        if item.episode is not None:
+            episodes.append(item.episode)
+            continue
+        draft = build_episode(item.user_id, item.session_id, item.turns, rt.summariser)
+        if draft.decision.save:
+            episodes.append(draft.episode)
+        else:
+            skipped.append({"sessionId": item.session_id, "reason": draft.decision.reason})
+    return episodes, skipped
+
+
+def recognise_entities(rt: MemoryCoordinator, episodes: list[Episode]) -> list[Episode]:
+    """Entity names mentioned in each episode (no-op until a recognizer is configured)."""
+    recognizer = rt.recognizer
+    if recognizer is None or not episodes:
+        return episodes
+    mentions = recognizer.recognize_many([episode_text(e) for e in episodes])
+    return [
+        e.model_copy(update={"entities": list(dict.fromkeys(m.text for m in found))[:256]})
+        for e, found in zip(episodes, mentions, strict=True)
+    ]
+
+
+def distil(rt: MemoryCoordinator, episodes: list[Episode]) -> list[Memory]:
+    """Facts and preferences of the batch as semantic memories (deduplicated)."""
+    return distil_memories(episodes)
+
+
+def embed_texts(rt: MemoryCoordinator, texts: list[str]) -> np.ndarray:
+    """One embedding call for the whole batch."""
+    return rt.semantic.embedder.embed(texts)
+
+
+def index_batch(
+    rt: MemoryCoordinator, episodes: list[Episode], memories: list[Memory], vectors: np.ndarray | None
+) -> int:
+    """Store episodes and memories in Redis and every index; returns memories written."""
+    return rt.semantic.store_batch(episodes, memories, vectors)
+
+
+INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch)
+
+_task_opts: dict[str, Any] = {"cache_policy": NONE, "persist_result": False}
+summarise_task = task(name="summarise", retries=2, retry_delay_seconds=1, **_task_opts)(summarise_items)
+ner_task = task(name="ner", retries=2, retry_delay_seconds=1, **_task_opts)(recognise_entities)
+distil_task = task(name="distil", **_task_opts)(distil)
+embed_task = task(name="embed", retries=3, retry_delay_seconds=2, **_task_opts)(embed_texts)
+index_task = task(name="index", retries=5, retry_delay_seconds=[1, 2, 4, 8, 16], **_task_opts)(index_batch)
+PREFECT_STEPS = IngestionSteps(summarise_task, ner_task, distil_task, embed_task, index_task)
+
+
+def run_ingestion(
+    rt: MemoryCoordinator, items: list[IngestItem], steps: IngestionSteps = INLINE_STEPS
+) -> IngestionReport:
+    """The ingestion DAG: summarise → NER → distil → embed (one batch call) → index.
+
+    If embedding still fails after its retries, the batch is indexed for keyword search
+    only and the report says so: nothing is lost.
+    """
+    report = IngestionReport(received=len(items))
+    episodes, report.skipped = steps.summarise(rt, items)
+    if not episodes:
+        return report
+    episodes = steps.recognise(rt, episodes)
+    memories = steps.distil(rt, episodes)
+    texts = [episode_text(e) for e in episodes] + [m.text for m in memories]
+    vectors: np.ndarray | None
+    try:
+        vectors = steps.embed(rt, texts)
+    except EmbeddingError as exc:
+        report.degraded = f"embedder unavailable, stored for keyword search only: {exc}"
+        vectors = None
+    report.memories = steps.index(rt, episodes, memories, vectors)
+    report.stored = len(episodes)
+    report.episode_ids = [e.id for e in episodes]
+    return report
+
+
+@flow(name="ingestion", log_prints=False, validate_parameters=False)
+def ingestion_flow(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Batch ingestion as a Prefect flow (imports, bulk loads, deployments)."""
+    parsed = [IngestItem.model_validate(item) for item in items]
+    return run_ingestion(runtime(), parsed, PREFECT_STEPS).public()

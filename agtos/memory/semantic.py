@@ -1,0 +1,198 @@
+"""Semantic tier: episodes, memories (and later conclusions) indexed for hybrid recall.
+
+Each namespace is a :class:`SemanticStore` (record JSON + Redis BM25 + vector index). The
+embedder is created on first use; if it cannot be loaded the tier degrades to BM25 only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from agtos.providers.embeddings import Embedder, EmbeddingError
+from agtos.schemas import Episode, Memory
+from agtos.storage.bm25_index import BM25Index
+from agtos.storage.episodes import EpisodeStore
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.semantic import SearchMode, SearchResult, SemanticStore
+from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.text import episode_text
+
+log = logging.getLogger(__name__)
+
+NAMESPACES = ("episode", "memory", "conclusion")
+
+
+@dataclass(frozen=True)
+class SemanticSearch:
+    """Search results plus how they were found (mode actually used after any fallback)."""
+
+    results: list[SearchResult]
+    mode: str
+    degraded: str | None = None
+
+
+class SemanticMemory:
+    def __init__(
+        self,
+        connector: RedisConnector,
+        keys: GlobalKeys,
+        episodes: EpisodeStore,
+        embedder_factory: Callable[[], Embedder],
+        default_mode: str = "hybrid",
+        similarity_threshold: float = 0.25,
+    ) -> None:
+        self.connector = connector
+        self.keys = keys
+        self.episodes = episodes
+        self.default_mode = default_mode
+        self.similarity_threshold = similarity_threshold
+        self._embedder_factory = embedder_factory
+        self._embedder: Embedder | None = None
+        self.embedder_error: str | None = None
+        self._stores: dict[str, SemanticStore] = {}
+        self._lock = threading.Lock()
+
+    # -- components -------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder, created once; raises EmbeddingError if it cannot be had."""
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    try:
+                        self._embedder = self._embedder_factory()
+                        _ = self._embedder.dim
+                        self.embedder_error = None
+                    except (EmbeddingError, ValueError, OSError) as exc:
+                        self.embedder_error = str(exc)
+                        raise EmbeddingError(f"embedder unavailable: {exc}") from exc
+        return self._embedder
+
+    def embedder_available(self) -> bool:
+        try:
+            self.embedder  # noqa: B018 - property access loads it
+        except EmbeddingError:
+            return False
+        return True
+
+    def store(self, namespace: str) -> SemanticStore:
+        """The namespace's store (vector index sized to the embedder, 384 if it is unavailable)."""
+        if namespace not in self._stores:
+            dim = self.embedder.dim if self.embedder_available() else 384
+            with self._lock:
+                if namespace not in self._stores:
+                    self._stores[namespace] = SemanticStore(
+                        self.connector,
+                        self.keys,
+                        namespace,
+                        VectorIndex(self.connector, self.keys, namespace, dim),
+                        BM25Index(self.connector, self.keys, namespace),
+                    )
+        return self._stores[namespace]
+
+    # -- writes -----------------------------------------------------------------------
+    def store_batch(
+        self,
+        episodes: list[Episode],
+        memories: list[Memory],
+        vectors: np.ndarray | None,
+    ) -> int:
+        """Save episodes (TTL) and upsert memories (no TTL) with their index entries.
+
+        ``vectors`` holds the episode rows first, then the memory rows; ``None`` means
+        the embedder was unavailable and only the BM25 index is written.
+        """
+        episode_store, memory_store = self.store("episode"), self.store("memory")
+        for episode in episodes:
+            self.episodes.save(episode)
+        self._index(
+            episode_store,
+            [(e.user_id, e.id, episode_text(e)) for e in episodes],
+            None if vectors is None else vectors[: len(episodes)],
+        )
+        merged = self._merge_existing(memory_store, memories)
+        for memory in merged:
+            memory_store.connector.run(
+                lambda r, m=memory: r.set(
+                    self.keys.user(m.user_id).record("memory", m.id), m.model_dump_json()
+                )
+            )
+        self._index(
+            memory_store,
+            [(m.user_id, m.id, m.text) for m in merged],
+            None if vectors is None else vectors[len(episodes) :],
+        )
+        return len(merged)
+
+    def _index(
+        self, store: SemanticStore, docs: list[tuple[str, str, str]], vectors: np.ndarray | None
+    ) -> None:
+        by_user: dict[str, list[int]] = {}
+        for row, (user_id, _, _) in enumerate(docs):
+            by_user.setdefault(user_id, []).append(row)
+        for user_id, rows in by_user.items():
+            if vectors is not None and len(rows):
+                store.vectors.add_many(user_id, [docs[i][1] for i in rows], vectors[rows])
+            for i in rows:
+                store.bm25.add(user_id, docs[i][1], docs[i][2])
+
+    def _merge_existing(self, store: SemanticStore, memories: list[Memory]) -> list[Memory]:
+        """Keep first-seen time and union the source episodes of memories already stored."""
+        merged: list[Memory] = []
+        by_user: dict[str, list[Memory]] = {}
+        for memory in memories:
+            by_user.setdefault(memory.user_id, []).append(memory)
+        for user_id, items in by_user.items():
+            existing = store.get_many(user_id, [m.id for m in items])
+            for memory in items:
+                if memory.id in existing:
+                    old = Memory.model_validate_json(existing[memory.id])
+                    sources = list(dict.fromkeys(old.source_episode_ids + memory.source_episode_ids))
+                    memory = memory.model_copy(
+                        update={
+                            "source_episode_ids": sources,
+                            "created_at": old.created_at,
+                            "importance": max(old.importance, memory.importance),
+                        }
+                    )
+                merged.append(memory)
+        return merged
+
+    def delete(self, namespace: str, user_id: str, doc_id: str) -> bool:
+        if namespace == "episode":
+            self.episodes.delete(user_id, doc_id)
+        return self.store(namespace).delete(user_id, doc_id)
+
+    # -- reads ------------------------------------------------------------------------
+    def search(
+        self,
+        namespace: str,
+        user_id: str,
+        query: str,
+        limit: int,
+        mode: str | None = None,
+        min_similarity: float | None = None,
+    ) -> SemanticSearch:
+        """Hybrid/vector/BM25 search; without an embedder, vector and hybrid fall back to BM25."""
+        wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
+        threshold = self.similarity_threshold if min_similarity is None else min_similarity
+        store = self.store(namespace)
+        vector = None
+        degraded = None
+        if wanted != "bm25":
+            try:
+                vector = self.embedder.embed_one(query)
+            except EmbeddingError as exc:
+                degraded = f"embedder unavailable, keyword search only: {exc}"
+                wanted = "bm25"
+        results = store.search(user_id, query, vector, wanted, limit, threshold)
+        return SemanticSearch(results, wanted, degraded)
+
+    def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
+        return self.store(namespace).get_many(user_id, ids)

@@ -1,0 +1,203 @@
+"""Searchable records: a JSON string per record plus its vector and BM25 index entries.
+
+Records live at ``UserKeys.record(namespace, doc_id)`` (optionally with a TTL); the
+indexes never expire on their own, so search drops hits whose record is gone and
+removes them from both indexes on the spot (``prune`` sweeps the rest).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+
+from agtos.storage.bm25_index import BM25Index
+from agtos.storage.keys import GlobalKeys, check_record_id
+from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
+from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.rrf import DEFAULT_K, reciprocal_rank_fusion
+
+log = logging.getLogger(__name__)
+
+SearchMode = Literal["hybrid", "vector", "bm25"]
+MatchType = Literal["semantic", "keyword", "hybrid"]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One hit: ``score`` is the similarity (vector), BM25 score (bm25) or RRF score (hybrid)."""
+
+    id: str
+    score: float
+    match_type: MatchType
+    similarity: float | None = None
+
+
+class SemanticStore:
+    """Records of one namespace with hybrid (RRF of BM25 + vector) search."""
+
+    def __init__(
+        self,
+        connector: RedisConnector,
+        keys: GlobalKeys,
+        namespace: str,
+        vector_index: VectorIndex,
+        bm25_index: BM25Index,
+        candidate_factor: int = 4,
+        rrf_k: int = DEFAULT_K,
+    ) -> None:
+        if vector_index.namespace != namespace or bm25_index.namespace != namespace:
+            raise ValueError(f"both indexes must use the namespace {namespace!r}")
+        self.connector = connector
+        self.keys = keys
+        self.namespace = check_record_id(namespace, "namespace")
+        self.vectors = vector_index
+        self.bm25 = bm25_index
+        self.candidate_factor = max(1, candidate_factor)
+        self.rrf_k = rrf_k
+
+    def _record_key(self, user_id: str, doc_id: str) -> str:
+        return self.keys.user(user_id).record(self.namespace, doc_id)
+
+    # -- writes -----------------------------------------------------------------------
+    def upsert(
+        self,
+        user_id: str,
+        doc_id: str,
+        text: str,
+        vector: Any | None,
+        payload_json: str,
+        ttl_seconds: int | None = None,
+    ) -> None:
+        """Store the record (first, so a concurrent search never sees an index hit
+        without it) and then index its text and vector. ``vector=None`` (no embedder)
+        indexes the text only and drops any older vector of the record."""
+        key = self._record_key(user_id, doc_id)
+        vec = None if vector is None else self.vectors.check_vector(vector)
+        if ttl_seconds is not None and ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be positive")
+
+        def op(r: redis.Redis) -> None:
+            pipe = r.pipeline(transaction=True)
+            pipe.set(key, payload_json, ex=ttl_seconds)
+            pipe.sadd(self.keys.users(), user_id)
+            pipe.execute()
+
+        self.connector.run(op)
+        if vec is None:
+            self.vectors.remove(user_id, doc_id)
+        else:
+            self.vectors.add(user_id, doc_id, vec)
+        self.bm25.add(user_id, doc_id, text)
+
+    def delete(self, user_id: str, doc_id: str) -> bool:
+        """Remove the record and its index entries; True if any of them existed."""
+        existed = bool(self.connector.run(lambda r: r.delete(self._record_key(user_id, doc_id))))
+        in_vectors = self.vectors.remove(user_id, doc_id)
+        in_bm25 = self.bm25.remove(user_id, doc_id)
+        return existed or in_vectors or in_bm25
+
+    # -- reads ------------------------------------------------------------------------
+    def get_many(self, user_id: str, ids: Iterable[str]) -> dict[str, str]:
+        """Raw JSON by id; missing or expired ids are omitted."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        keys = [self._record_key(user_id, doc_id) for doc_id in ids]
+        raws = self.connector.run(lambda r: r.mget(keys))
+        return {doc_id: raw.decode() for doc_id, raw in zip(ids, raws, strict=True) if raw is not None}
+
+    def count(self, user_id: str) -> int:
+        """Indexed vectors (records that expired but were not yet pruned included)."""
+        return self.vectors.count(user_id)
+
+    def search(
+        self,
+        user_id: str,
+        query_text: str,
+        query_vector: Any | None,
+        mode: SearchMode = "hybrid",
+        limit: int = 10,
+        min_similarity: float = 0.0,
+    ) -> list[SearchResult]:
+        """Best first. ``min_similarity`` filters vector hits; hybrid without a query
+        vector degrades to keyword-only results."""
+        if mode not in ("hybrid", "vector", "bm25"):
+            raise ValueError(f"unknown search mode {mode!r}")
+        if limit <= 0:
+            return []
+        if mode == "vector" and query_vector is None:
+            raise ValueError("vector search needs a query vector")
+        pool = limit * self.candidate_factor
+        vector_hits: list[tuple[str, float]] = []
+        keyword_hits: list[tuple[str, float]] = []
+        if mode != "bm25" and query_vector is not None:
+            vector_hits = self.vectors.search(user_id, query_vector, pool, min_similarity)
+        if mode != "vector" and query_text.strip():
+            keyword_hits = [(d, s) for d, s in self.bm25.search(user_id, query_text, pool) if s > 0]
+        similarity = dict(vector_hits)
+        if mode == "vector":
+            ranked = [SearchResult(d, s, "semantic", s) for d, s in vector_hits]
+        elif mode == "bm25":
+            ranked = [SearchResult(d, s, "keyword") for d, s in keyword_hits]
+        else:
+            keyword_ids = {d for d, _ in keyword_hits}
+            fused = reciprocal_rank_fusion(
+                [[d for d, _ in vector_hits], [d for d, _ in keyword_hits]], k=self.rrf_k
+            )
+            ranked = [
+                SearchResult(d, score, _match_type(d in similarity, d in keyword_ids), similarity.get(d))
+                for d, score in fused
+            ]
+        return self._live(user_id, ranked, limit)
+
+    def _live(self, user_id: str, ranked: list[SearchResult], limit: int) -> list[SearchResult]:
+        """Keep hits whose record still exists; forget the others in both indexes."""
+        if not ranked:
+            return []
+        exists = self._exists(user_id, [hit.id for hit in ranked])
+        gone = [hit.id for hit in ranked if not exists[hit.id]]
+        if gone:
+            self._forget(user_id, gone)
+        return [hit for hit in ranked if exists[hit.id]][:limit]
+
+    def _exists(self, user_id: str, ids: list[str]) -> dict[str, bool]:
+        def op(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for doc_id in ids:
+                pipe.exists(self._record_key(user_id, doc_id))
+            return pipe.execute()
+
+        return {doc_id: bool(n) for doc_id, n in zip(ids, self.connector.run(op), strict=True)}
+
+    def _forget(self, user_id: str, ids: list[str]) -> int:
+        """Drop index entries of records that are gone (re-checked to narrow races with upserts)."""
+        try:
+            still_gone = [d for d, alive in self._exists(user_id, ids).items() if not alive]
+            for doc_id in still_gone:
+                self.vectors.remove(user_id, doc_id)
+                self.bm25.remove(user_id, doc_id)
+            return len(still_gone)
+        except StorageUnavailable:
+            log.warning("could not drop %d expired %s ids from the indexes", len(ids), self.namespace)
+            return 0
+
+    def prune(self, user_id: str, batch_size: int = 500) -> int:
+        """Remove index entries whose record expired or was deleted; returns how many."""
+        ids = list(dict.fromkeys([*self.vectors.ids(user_id), *self.bm25.ids(user_id)]))
+        removed = 0
+        for start in range(0, len(ids), batch_size):
+            batch = ids[start : start + batch_size]
+            gone = [d for d, alive in self._exists(user_id, batch).items() if not alive]
+            if gone:
+                removed += self._forget(user_id, gone)
+        return removed
+
+
+def _match_type(by_vector: bool, by_keyword: bool) -> MatchType:
+    if by_vector and by_keyword:
+        return "hybrid"
+    return "semantic" if by_vector else "keyword"

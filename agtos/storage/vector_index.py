@@ -1,0 +1,359 @@
+"""Per-user vector search: vectors live in Redis, search runs in-process (usearch HNSW).
+
+Redis holds the truth, under ``…:{namespace}:_idx:vec:`` (see :mod:`agtos.storage.index_keys`):
+
+* ``data``     hash ``doc_id -> float32 little-endian blob`` (the vector as given)
+* ``meta``     hash ``epoch`` (random id of this index's life), ``ver`` (INCR on every
+  write), ``floor`` (changes at or below this version were trimmed from the log)
+* ``changes``  sorted set ``doc_id -> version of its last write`` (capped change log)
+
+Each process mirrors a user's vectors into a local shard (a normalised matrix, plus a
+usearch HNSW graph once the shard is large) built lazily from Redis. Before every search
+the shard compares ``epoch``/``ver`` with Redis and applies the logged changes (or
+reloads everything), so a write made by any process is visible to the next search of
+every process. Shards smaller than ``hnsw_min_size`` are searched exactly with numpy.
+
+When the server has the RediSearch module, searches use ``FT.SEARCH … KNN`` over one
+HASH per document (``…:_idx:vec:doc:{doc_id}``, mirrored on every write) instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import redis
+from redis.commands.core import Script
+
+from agtos.storage.index_keys import check_namespace, index_key
+from agtos.storage.keys import GlobalKeys, check_record_id
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.vector_redisearch import RediSearchVectors, has_redisearch
+from agtos.storage.vector_shard import HnswParams, LocalShard
+
+log = logging.getLogger(__name__)
+
+# KEYS: meta, data, changes. ARGV: op ("set"|"del"), epoch candidate, max log size, then
+# (id, blob) pairs for "set" or ids for "del". Returns {version, docs changed, epoch}.
+_WRITE_LUA = """
+redis.call('HSETNX', KEYS[1], 'epoch', ARGV[2])
+local v = redis.call('HINCRBY', KEYS[1], 'ver', 1)
+local changed = 0
+local i = 4
+while i <= #ARGV do
+  local id = ARGV[i]
+  if ARGV[1] == 'set' then
+    redis.call('HSET', KEYS[2], id, ARGV[i + 1])
+    changed = changed + 1
+    i = i + 2
+  else
+    changed = changed + redis.call('HDEL', KEYS[2], id)
+    i = i + 1
+  end
+  redis.call('ZADD', KEYS[3], v, id)
+end
+local cap = tonumber(ARGV[3])
+local n = redis.call('ZCARD', KEYS[3])
+if n > cap then
+  local cut = redis.call('ZRANGE', KEYS[3], n - cap - 1, n - cap - 1, 'WITHSCORES')
+  redis.call('HSET', KEYS[1], 'floor', cut[2])
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, n - cap - 1)
+end
+return {v, changed, redis.call('HGET', KEYS[1], 'epoch')}
+"""
+
+WRITE_BATCH = 500
+
+
+class VectorIndex:
+    """Cosine-similarity search over one namespace of per-user vectors."""
+
+    def __init__(
+        self,
+        connector: RedisConnector,
+        keys: GlobalKeys,
+        namespace: str,
+        dim: int,
+        *,
+        connectivity: int = 32,
+        expansion_add: int = 128,
+        expansion_search: int = 256,
+        hnsw_dtype: str = "bf16",
+        hnsw_min_size: int = 10_000,
+        build_in_background: bool = True,
+        build_threads: int = 1,
+        max_change_log: int = 10_000,
+        max_loaded_users: int = 512,
+        use_redisearch: bool | None = None,
+    ) -> None:
+        """HNSW settings: see :class:`HnswParams`. ``hnsw_min_size``: smaller shards are
+        searched exactly. ``max_loaded_users``: least recently used shards beyond it are
+        dropped (reloaded from Redis on next use). ``use_redisearch``: None detects the
+        module, False never uses it."""
+        if dim <= 0:
+            raise ValueError("dim must be positive")
+        self.connector = connector
+        self.keys = keys
+        self.namespace = check_namespace(namespace)
+        self.dim = dim
+        self.params = HnswParams(
+            connectivity,
+            expansion_add,
+            expansion_search,
+            hnsw_dtype,
+            max(1, hnsw_min_size),
+            build_in_background,
+            build_threads,
+        )
+        self.max_change_log = max_change_log
+        self._use_redisearch = use_redisearch
+        self._ft_search = RediSearchVectors(connector, dim, self.params)
+        self.max_loaded_users = max(1, max_loaded_users)
+        self._shards: OrderedDict[str, LocalShard] = OrderedDict()
+        self._shards_lock = threading.Lock()
+        self._script: Script | None = None
+
+    def _key(self, user_id: str, part: str) -> str:
+        return index_key(self.keys, user_id, self.namespace, f"vec:{part}")
+
+    def check_vector(self, vector: Any) -> np.ndarray:
+        """A finite, non-zero float32 vector of this index's dimension, or ValueError."""
+        arr = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if arr.shape[0] != self.dim:
+            raise ValueError(
+                f"vector has dimension {arr.shape[0]} but the {self.namespace!r} index expects {self.dim}"
+            )
+        if not np.all(np.isfinite(arr)) or not np.any(arr):
+            raise ValueError("vector must be finite and non-zero")
+        return arr
+
+    def _unit(self, vector: Any) -> np.ndarray:
+        arr = self.check_vector(vector)
+        return arr / np.linalg.norm(arr)
+
+    # -- writes -----------------------------------------------------------------------
+    def add(self, user_id: str, doc_id: str, vector: Any) -> None:
+        """Insert or replace one vector."""
+        self.add_many(user_id, [doc_id], np.asarray(vector, dtype=np.float32).reshape(1, -1))
+
+    def add_many(self, user_id: str, ids: Sequence[str], matrix: Any) -> None:
+        """Insert or replace many vectors (rows of ``matrix``, in the order of ``ids``)."""
+        arr = np.asarray(matrix, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[0] != len(ids):
+            raise ValueError(f"expected a ({len(ids)}, {self.dim}) matrix, got shape {arr.shape}")
+        vectors = [self.check_vector(row) for row in arr]
+        for doc_id in ids:
+            check_record_id(doc_id, f"{self.namespace} id")
+        for start in range(0, len(ids), WRITE_BATCH):
+            chunk = dict(
+                zip(ids[start : start + WRITE_BATCH], vectors[start : start + WRITE_BATCH], strict=True)
+            )
+            blobs = {doc_id: vec.astype("<f4").tobytes() for doc_id, vec in chunk.items()}
+            version, _, epoch = self._write(user_id, "set", blobs)
+            self._apply_local(user_id, version, epoch, chunk)
+
+    def remove(self, user_id: str, doc_id: str) -> bool:
+        """Delete one vector; True if it existed."""
+        check_record_id(doc_id, f"{self.namespace} id")
+        version, changed, epoch = self._write(user_id, "del", {doc_id: None})
+        self._apply_local(user_id, version, epoch, {doc_id: None})
+        return changed > 0
+
+    def _write(self, user_id: str, op: str, docs: dict[str, bytes | None]) -> tuple[int, int, bytes]:
+        """Run the write script (plus the RediSearch mirror); returns (version, changed, epoch)."""
+        keys = [self._key(user_id, p) for p in ("meta", "data", "changes")]
+        args: list[Any] = [op, uuid.uuid4().hex, self.max_change_log]
+        for doc_id, blob in docs.items():
+            args += [doc_id, blob] if op == "set" else [doc_id]
+        doc_prefix = self._ft(user_id)[1] if self._redisearch() else None
+
+        def run(r: redis.Redis) -> list[Any]:
+            if self._script is None:
+                self._script = r.register_script(_WRITE_LUA)
+            pipe = r.pipeline(transaction=True)
+            self._script(keys=keys, args=args, client=pipe)
+            if doc_prefix is not None:  # mirror into the hashes RediSearch indexes
+                for doc_id, blob in docs.items():
+                    if blob is None:
+                        pipe.delete(doc_prefix + doc_id)
+                    else:
+                        pipe.hset(doc_prefix + doc_id, "v", blob)
+            return pipe.execute()[0]
+
+        version, changed, epoch = self.connector.run(run)
+        return int(version), int(changed), bytes(epoch)
+
+    def _apply_local(self, user_id: str, version: int, epoch: bytes, docs: dict[str, Any]) -> None:
+        """Mirror this process's own write into its loaded shard."""
+        shard = self._shards.get(user_id)
+        if shard is None:
+            return
+        with shard.lock:
+            if not shard.loaded:
+                return
+            for doc_id, vec in docs.items():
+                if vec is None:
+                    shard.drop(doc_id)
+                else:
+                    shard.put(doc_id, vec / np.linalg.norm(vec))
+            # advance only when nobody else wrote in between; otherwise the next sync replays
+            if shard.version == version - 1 and shard.epoch in (None, epoch):
+                shard.version, shard.epoch = version, epoch
+
+    # -- reads ------------------------------------------------------------------------
+    def search(
+        self, user_id: str, query_vector: Any, limit: int, min_similarity: float = 0.0
+    ) -> list[tuple[str, float]]:
+        """``(doc_id, cosine similarity)`` best first, similarity >= ``min_similarity``."""
+        unit = self._unit(query_vector)
+        if limit <= 0:
+            return []
+        if self._redisearch():
+            hits = self._ft_search.knn(*self._ft(user_id), unit, limit)
+        else:
+            shard = self._synced(user_id)
+            with shard.lock:
+                hits = shard.search(unit, limit)
+        return [(doc_id, sim) for doc_id, sim in hits if sim >= min_similarity]
+
+    def exact_search(
+        self, user_id: str, query_vector: Any, limit: int, min_similarity: float = 0.0
+    ) -> list[tuple[str, float]]:
+        """Brute-force cosine over all stored vectors (the recall baseline)."""
+        unit = self._unit(query_vector)
+        shard = self._synced(user_id)
+        with shard.lock:
+            hits = shard.exact(unit, limit)
+        return [(doc_id, sim) for doc_id, sim in hits if sim >= min_similarity]
+
+    def count(self, user_id: str) -> int:
+        return int(self.connector.run(lambda r: r.hlen(self._key(user_id, "data"))))
+
+    def ids(self, user_id: str, batch_size: int = 1_000) -> Iterator[str]:
+        """Every stored document id (HSCAN; order unspecified)."""
+        for doc_id, _ in self._scan(user_id, batch_size):
+            yield doc_id
+
+    def stats(self) -> dict[str, Any]:
+        """Backend, parameters and the size of this process's loaded shards."""
+        with self._shards_lock:
+            shards = list(self._shards.values())
+        docs = memory = with_graph = 0
+        for shard in shards:
+            with shard.lock:
+                docs += len(shard.rows)
+                memory += shard.memory_bytes
+                with_graph += shard.hnsw is not None
+        p = self.params
+        return {
+            "namespace": self.namespace,
+            "dim": self.dim,
+            "backend": "redisearch" if self._redisearch() else "usearch",
+            "loadedUsers": len(shards),
+            "hnswUsers": with_graph,
+            "docs": docs,
+            "memoryBytes": memory,
+            "params": {
+                "connectivity": p.connectivity,
+                "expansionAdd": p.expansion_add,
+                "expansionSearch": p.expansion_search,
+                "dtype": p.dtype,
+                "hnswMinSize": p.min_size,
+                "buildThreads": p.threads,
+            },
+        }
+
+    def wait_for_builds(self, user_id: str, timeout_s: float = 60.0) -> bool:
+        """Block until no background HNSW build runs for the user (tests, warm-up)."""
+        return self._shard(user_id).wait_idle(timeout_s)
+
+    # -- local shard sync -------------------------------------------------------------
+    def _shard(self, user_id: str) -> LocalShard:
+        with self._shards_lock:
+            shard = self._shards.get(user_id)
+            if shard is None:
+                shard = self._shards[user_id] = LocalShard(self.dim)
+                while len(self._shards) > self.max_loaded_users:
+                    self._shards.popitem(last=False)
+            else:
+                self._shards.move_to_end(user_id)
+            return shard
+
+    def _synced(self, user_id: str) -> LocalShard:
+        """The user's shard, brought up to date with Redis (one round trip when fresh)."""
+        shard = self._shard(user_id)
+        meta_key, data_key, changes_key = (self._key(user_id, p) for p in ("meta", "data", "changes"))
+        with shard.lock:
+
+            def check(r: redis.Redis) -> list[Any]:
+                pipe = r.pipeline(transaction=True)
+                pipe.hmget(meta_key, ["epoch", "ver", "floor"])
+                if shard.loaded:  # the change log since our version, in the same snapshot
+                    pipe.zrangebyscore(changes_key, f"({shard.version}", "+inf")
+                return [*pipe.execute(), []]
+
+            (epoch, ver, floor), changed, *_ = self.connector.run(check)
+            version, floor_version = int(ver or 0), int(floor or 0)
+            same_life = shard.loaded and epoch == shard.epoch
+            if same_life and version == shard.version:
+                pass
+            elif same_life and floor_version <= shard.version < version:
+                ids = [c.decode() for c in changed]
+                blobs = self.connector.run(lambda r: r.hmget(data_key, ids)) if ids else []
+                for doc_id, blob in zip(ids, blobs, strict=True):
+                    vec = self._decode(doc_id, blob)
+                    if vec is None:
+                        shard.drop(doc_id)
+                    else:
+                        shard.put(doc_id, vec)
+                shard.version = version
+            else:
+                self._reload(user_id, shard, epoch, version)
+            shard.maybe_build(self.params)
+            return shard
+
+    def _reload(self, user_id: str, shard: LocalShard, epoch: bytes | None, version: int) -> None:
+        """Rebuild the shard from the data hash (``version`` was read before the scan)."""
+        shard.reset()
+        for doc_id, blob in self._scan(user_id):
+            vec = self._decode(doc_id, blob)
+            if vec is not None:
+                shard.put(doc_id, vec)
+        shard.loaded, shard.epoch, shard.version = True, epoch, version
+
+    def _scan(self, user_id: str, batch_size: int = 1_000) -> Iterator[tuple[str, bytes]]:
+        key, cursor = self._key(user_id, "data"), 0
+        while True:
+            cursor, page = self.connector.run(lambda r, c=cursor: r.hscan(key, c, count=batch_size))
+            for doc_id, blob in page.items():
+                yield doc_id.decode(), blob
+            if not cursor:
+                return
+
+    def _decode(self, doc_id: str, blob: bytes | None) -> np.ndarray | None:
+        """A stored blob as a unit vector; None when deleted or unusable."""
+        if blob is None:
+            return None
+        vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        if vec.shape[0] != self.dim:
+            log.warning("skipping stored vector %r: dimension %d, expected %d", doc_id, len(vec), self.dim)
+            return None
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm and np.isfinite(norm) else None
+
+    # -- RediSearch path (only when the server has the module) ------------------------
+    def _redisearch(self) -> bool:
+        if self._use_redisearch is None:
+            self._use_redisearch = has_redisearch(self.connector)
+        return self._use_redisearch
+
+    def _ft(self, user_id: str) -> tuple[str, str]:
+        """The user's FT index name and document key prefix (the index created if needed)."""
+        name, prefix = self._key(user_id, "ft"), self._key(user_id, "doc:")
+        self._ft_search.ensure(name, prefix, lambda: self._scan(user_id))
+        return name, prefix

@@ -1,0 +1,99 @@
+"""Vector KNN through the RediSearch module, used only when the server has it.
+
+Each document is a HASH ``{doc_prefix}{doc_id}`` with field ``v`` (float32 blob);
+one ``FT.CREATE … VECTOR HNSW`` index per user and namespace covers that prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import redis
+
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.vector_shard import HnswParams
+
+FIELD = "v"
+
+
+def has_redisearch(connector: RedisConnector) -> bool:
+    """True when ``FT._LIST`` is a known command (RediSearch / Redis Stack / Redis 8)."""
+
+    def probe(r: redis.Redis) -> bool:
+        try:
+            r.execute_command("FT._LIST")
+            return True
+        except redis.ResponseError:
+            return False
+
+    return bool(connector.run(probe))
+
+
+class RediSearchVectors:
+    """Create the per-user FT index lazily and run KNN queries against it."""
+
+    def __init__(self, connector: RedisConnector, dim: int, params: HnswParams) -> None:
+        self.connector = connector
+        self.dim = dim
+        self.params = params
+        self._ready: set[str] = set()
+
+    def ensure(self, name: str, doc_prefix: str, existing: Callable[[], Iterable[tuple[str, bytes]]]) -> None:
+        """Create index ``name`` once; on creation copy in ``existing`` (id, blob) pairs."""
+        if name in self._ready:
+            return
+        p = self.params
+        create = [
+            "FT.CREATE", name, "ON", "HASH", "PREFIX", "1", doc_prefix, "SCHEMA", FIELD, "VECTOR", "HNSW",
+            "12", "TYPE", "FLOAT32", "DIM", str(self.dim), "DISTANCE_METRIC", "COSINE",
+            "M", str(p.connectivity), "EF_CONSTRUCTION", str(p.expansion_add),
+            "EF_RUNTIME", str(p.expansion_search),
+        ]  # fmt: skip
+
+        def run(r: redis.Redis) -> bool:
+            try:
+                r.execute_command(*create)
+                return True
+            except redis.ResponseError as exc:
+                if "already exists" not in str(exc).lower():
+                    raise
+                return False
+
+        if self.connector.run(run):
+            batch: list[tuple[str, bytes]] = []
+            for item in existing():
+                batch.append(item)
+                if len(batch) >= 500:
+                    self._copy(doc_prefix, batch)
+                    batch = []
+            self._copy(doc_prefix, batch)
+        self._ready.add(name)
+
+    def _copy(self, doc_prefix: str, batch: list[tuple[str, bytes]]) -> None:
+        def op(r: redis.Redis) -> None:
+            pipe = r.pipeline(transaction=False)
+            for doc_id, blob in batch:
+                pipe.hset(doc_prefix + doc_id, FIELD, blob)
+            pipe.execute()
+
+        if batch:
+            self.connector.run(op)
+
+    def knn(self, name: str, doc_prefix: str, unit: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        """``(doc_id, cosine similarity)`` best first."""
+        query = [
+            "FT.SEARCH", name, f"*=>[KNN {int(limit)} @{FIELD} $vec AS dist]",
+            "PARAMS", "2", "vec", unit.astype("<f4").tobytes(), "SORTBY", "dist",
+            "RETURN", "1", "dist", "LIMIT", "0", str(int(limit)), "DIALECT", "2",
+        ]  # fmt: skip
+        reply = self.connector.run(lambda r: r.execute_command(*query))
+        hits: list[tuple[str, float]] = []
+        for key, fields in zip(reply[1::2], reply[2::2], strict=False):  # RESP2: total, key, fields...
+            values = {_text(f): v for f, v in zip(fields[::2], fields[1::2], strict=False)}
+            hits.append((_text(key)[len(doc_prefix) :], 1.0 - float(values.get("dist", 1.0))))
+        return hits
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,91 @@
+"""Okapi BM25 scoring (pure): tokens, idf, per-term and per-document scores."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+
+from agtos.tasks.text import STOPWORDS, words
+
+K1 = 1.2
+B = 0.75
+MAX_TERM_LENGTH = 64
+
+
+def tokenize(text: str) -> list[str]:
+    """Index/query terms: :func:`words` minus stopwords, 1-char noise and over-long tokens.
+
+    Unlike ``content_words`` numbers are kept (order ids, error codes, years).
+    """
+    return [w for w in words(text) if 1 < len(w) <= MAX_TERM_LENGTH and w not in STOPWORDS]
+
+
+def query_terms(text: str) -> list[str]:
+    """Unique query terms in first-seen order."""
+    return list(dict.fromkeys(tokenize(text)))
+
+
+def term_frequencies(tokens: list[str]) -> dict[str, int]:
+    return dict(Counter(tokens))
+
+
+def idf(n_docs: int, df: int) -> float:
+    """``ln(1 + (N - df + 0.5) / (df + 0.5))``: always > 0, so every match adds score."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def term_score(
+    tf: float, doc_len: float, avg_len: float, term_idf: float, k1: float = K1, b: float = B
+) -> float:
+    """One term's contribution to one document."""
+    if tf <= 0:
+        return 0.0
+    norm = 1.0 - b + b * (doc_len / avg_len if avg_len > 0 else 1.0)
+    return term_idf * tf * (k1 + 1.0) / (tf + k1 * norm)
+
+
+def score_documents(
+    postings: Mapping[str, tuple[int, Mapping[str, float]]],
+    doc_lengths: Mapping[str, float],
+    n_docs: int,
+    avg_len: float,
+    k1: float = K1,
+    b: float = B,
+) -> dict[str, float]:
+    """Sum BM25 over query terms. ``postings``: term -> (df, {doc_id: tf}).
+
+    Documents missing from ``doc_lengths`` (removed meanwhile) are skipped.
+    """
+    scores: dict[str, float] = {}
+    for df, tfs in postings.values():
+        if df <= 0:
+            continue
+        term_idf = idf(n_docs, df)
+        for doc_id, tf in tfs.items():
+            doc_len = doc_lengths.get(doc_id)
+            if doc_len is None:
+                continue
+            scores[doc_id] = scores.get(doc_id, 0.0) + term_score(tf, doc_len, avg_len, term_idf, k1, b)
+    return scores
+
+
+def top(scores: Mapping[str, float], limit: int) -> list[tuple[str, float]]:
+    """Best first; equal scores ordered by id so results are deterministic."""
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return ranked[: max(0, limit)]
+
+
+def rank_texts(query: str, docs: Mapping[str, str], limit: int) -> list[tuple[str, float]]:
+    """BM25 over an in-memory ``{doc_id: text}`` corpus (small sets, tests, baselines)."""
+    terms = query_terms(query)
+    if not terms or not docs:
+        return []
+    doc_tf = {doc_id: term_frequencies(tokenize(text)) for doc_id, text in docs.items()}
+    lengths = {doc_id: float(sum(tf.values())) for doc_id, tf in doc_tf.items()}
+    avg_len = sum(lengths.values()) / len(lengths)
+    postings: dict[str, tuple[int, dict[str, float]]] = {}
+    for term in terms:
+        hits = {doc_id: float(tf[term]) for doc_id, tf in doc_tf.items() if term in tf}
+        postings[term] = (len(hits), hits)
+    return top(score_documents(postings, lengths, len(docs), avg_len), limit)

@@ -1,0 +1,61 @@
+"""Distil semantic memories (facts, preferences) from episodes."""
+
+from __future__ import annotations
+
+import hashlib
+
+from agtos.schemas import Episode, Memory, MemoryKind
+from agtos.tasks.extract import PREFERENCE_RE
+from agtos.tasks.text import normalise
+
+_PREFERENCE_MARKERS = (
+    "prefers",
+    "likes",
+    "loves",
+    "enjoys",
+    "hates",
+    "dislikes",
+    "does not like",
+    "can't stand",
+    "would rather",
+    "favourite",
+    "favorite",
+    "wants to be called",
+    "asks:",
+)
+
+
+def memory_id(user_id: str, text: str) -> str:
+    """Same user + same normalised text → same id, so a fact learned twice is stored once."""
+    digest = hashlib.sha256(f"{user_id}\x00{normalise(text)}".encode()).hexdigest()[:16]
+    return f"mem-{digest}"
+
+
+def memory_kind(text: str) -> MemoryKind:
+    lowered = text.lower()
+    if PREFERENCE_RE.search(text) or any(marker in lowered for marker in _PREFERENCE_MARKERS):
+        return MemoryKind.preference
+    return MemoryKind.fact
+
+
+def distil_memories(episodes: list[Episode]) -> list[Memory]:
+    """One memory per distinct fact across the batch, with every source episode listed."""
+    by_id: dict[str, Memory] = {}
+    for episode in episodes:
+        for fact in episode.facts:
+            mid = memory_id(episode.user_id, fact)
+            if mid in by_id:
+                sources = by_id[mid].source_episode_ids
+                if episode.id not in sources:
+                    sources.append(episode.id)
+                continue
+            by_id[mid] = Memory(
+                id=mid,
+                user_id=episode.user_id,
+                text=fact,
+                kind=memory_kind(fact),
+                source_episode_ids=[episode.id],
+                created_at=episode.timestamp,
+                importance=episode.importance,
+            )
+    return list(by_id.values())
