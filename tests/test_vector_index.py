@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -177,3 +178,31 @@ def test_least_recently_used_shards_are_dropped_and_reloaded(make_index: MakeInd
         assert index.search(user, basis(1), limit=1)[0][0] == "d"
     assert index.stats()["loadedUsers"] == 2
     assert index.search("u1", basis(1), limit=1)[0][0] == "d"  # reloaded from Redis
+
+
+def test_concurrent_writers_and_readers_agree_with_redis(make_index: MakeIndex) -> None:
+    index = make_index(dim=8)
+    rng = np.random.default_rng(5)
+    vectors = unit_rows(rng, 200, dim=8)
+    index.add("alice", "seed", vectors[0])
+    errors: list[BaseException] = []
+
+    def writer(part: int) -> None:
+        try:
+            for i in range(part * 50, part * 50 + 50):
+                index.add("alice", f"d{i}", vectors[i])
+                index.search("alice", vectors[i], limit=3)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    q = vectors[17]
+    fresh = make_index(dim=8)
+    assert index.count("alice") == 201
+    assert index.exact_search("alice", q, 201, -1) == fresh.exact_search("alice", q, 201, -1)
+    assert index.search("alice", q, limit=1)[0] == ("d17", pytest.approx(1.0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from agtos.storage.keys import GlobalKeys, check_record_id, check_user_id
 from agtos.storage.profiles import ProfileStore
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
 from agtos.tasks.context import ContextItem, assemble
+from agtos.tasks.expansion import expand_query
 from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard, parse_policy
 from agtos.tasks.summarize import build_summariser
 from agtos.tasks.text import content_words
@@ -96,6 +98,7 @@ class MemoryCoordinator:
             (lambda: embedder) if embedder is not None else lambda: self._build_embedder(),
             default_mode=settings.search_mode,
             similarity_threshold=settings.similarity_threshold,
+            expander=self._build_expander(),
         )
         self.recognizer: Any = None  # entity recognizer of the NER step (wired by the entity tier)
         self.activity = ActivityTracker()
@@ -111,6 +114,16 @@ class MemoryCoordinator:
             max_per_session=settings.query_ingest_max_per_session,
             ttl_s=settings.session_journal_ttl_seconds,
         )
+
+    def _build_expander(self) -> Callable[[str], list[str]] | None:
+        """Query expansion through the ``expansion`` LLM slot, when switched on and configured."""
+        if not self.settings.query_expansion:
+            return None
+        llm = build_llm(self.settings.llm_slot("expansion"))
+        if llm is None:
+            log.warning("AGTOS_MEMORY_QUERY_EXPANSION is on but no LLM is configured; expansion disabled")
+            return None
+        return lambda query: expand_query(llm, query)
 
     def _build_embedder(self) -> Embedder:
         cfg = self.settings.embedding

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,11 +22,13 @@ from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic import SearchMode, SearchResult, SemanticStore
 from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.rrf import reciprocal_rank_fusion
 from agtos.tasks.text import episode_text
 
 log = logging.getLogger(__name__)
 
 NAMESPACES = ("episode", "memory", "conclusion")
+EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before trying again
 
 
 @dataclass(frozen=True)
@@ -46,15 +49,18 @@ class SemanticMemory:
         embedder_factory: Callable[[], Embedder],
         default_mode: str = "hybrid",
         similarity_threshold: float = 0.25,
+        expander: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.connector = connector
         self.keys = keys
         self.episodes = episodes
         self.default_mode = default_mode
         self.similarity_threshold = similarity_threshold
+        self.expander = expander
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
         self.embedder_error: str | None = None
+        self._retry_at = 0.0
         self._stores: dict[str, SemanticStore] = {}
         self._lock = threading.Lock()
 
@@ -65,12 +71,15 @@ class SemanticMemory:
         if self._embedder is None:
             with self._lock:
                 if self._embedder is None:
+                    if time.monotonic() < self._retry_at:
+                        raise EmbeddingError(f"embedder unavailable: {self.embedder_error}")
                     try:
-                        self._embedder = self._embedder_factory()
-                        _ = self._embedder.dim
-                        self.embedder_error = None
+                        candidate = self._embedder_factory()
+                        _ = candidate.dim  # loads the model / probes the service
+                        self._embedder, self.embedder_error = candidate, None
                     except (EmbeddingError, ValueError, OSError) as exc:
                         self.embedder_error = str(exc)
+                        self._retry_at = time.monotonic() + EMBEDDER_RETRY_S
                         raise EmbeddingError(f"embedder unavailable: {exc}") from exc
         return self._embedder
 
@@ -179,20 +188,45 @@ class SemanticMemory:
         mode: str | None = None,
         min_similarity: float | None = None,
     ) -> SemanticSearch:
-        """Hybrid/vector/BM25 search; without an embedder, vector and hybrid fall back to BM25."""
+        """Hybrid/vector/BM25 search; without an embedder, vector and hybrid fall back to BM25.
+
+        With an expander (query expansion on), each rephrasing is searched too and the lists
+        are fused by RRF, the original query weighted double.
+        """
         wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
-        store = self.store(namespace)
-        vector = None
+        queries = [query, *(self.expander(query) if self.expander else [])]
+        vectors: list[np.ndarray | None] = [None] * len(queries)
         degraded = None
         if wanted != "bm25":
             try:
-                vector = self.embedder.embed_one(query)
+                vectors = (
+                    list(self.embedder.embed(queries))
+                    if len(queries) > 1
+                    else [self.embedder.embed_one(query)]
+                )
             except EmbeddingError as exc:
                 degraded = f"embedder unavailable, keyword search only: {exc}"
                 wanted = "bm25"
-        results = store.search(user_id, query, vector, wanted, limit, threshold)
-        return SemanticSearch(results, wanted, degraded)
+        store = self.store(namespace)
+        lists = [
+            store.search(user_id, q, v, wanted, limit, threshold)
+            for q, v in zip(queries, vectors, strict=True)
+        ]
+        return SemanticSearch(_fuse(lists, limit), wanted, degraded)
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
         return self.store(namespace).get_many(user_id, ids)
+
+
+def _fuse(lists: list[list[SearchResult]], limit: int) -> list[SearchResult]:
+    """One list as is; several (original + expansions) by weighted RRF, keeping each hit's own score."""
+    if len(lists) == 1:
+        return lists[0]
+    weights = [2.0] + [1.0] * (len(lists) - 1)
+    fused = reciprocal_rank_fusion([[hit.id for hit in hits] for hits in lists], weights=weights)
+    first_seen: dict[str, SearchResult] = {}
+    for hits in lists:
+        for hit in hits:
+            first_seen.setdefault(hit.id, hit)
+    return [first_seen[doc_id] for doc_id, _ in fused[:limit]]

@@ -136,9 +136,7 @@ class BM25Index:
         key = self._key(user_id, "len")
         cursor = 0
         while True:
-            cursor, page = self.connector.run(
-                lambda r, c=cursor: r.hscan(key, c, count=batch_size)  # type: ignore[misc]
-            )
+            cursor, page = self.connector.run(lambda r, c=cursor: r.hscan(key, c, count=batch_size))
             yield from (doc.decode() for doc in page)
             if not cursor:
                 return
