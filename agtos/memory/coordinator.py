@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -9,22 +11,37 @@ from typing import TYPE_CHECKING, Any
 
 from agtos.config import Settings
 from agtos.events import EventBus
+from agtos.flows.dreamer import DreamReport, run_dreamer
+from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.episodic import build_episode
 from agtos.memory.query_ingest import QueryIngestGate
 from agtos.memory.semantic import SemanticMemory
 from agtos.memory.working import WorkingMemory, WorkingMemoryStore
 from agtos.providers.embeddings import Embedder, build_embedder
-from agtos.providers.llm import LLMProvider, build_llm
-from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate, Turn, UserProfile
+from agtos.providers.llm import LLMError, LLMProvider, build_llm
+from agtos.schemas import (
+    Conclusion,
+    Episode,
+    EpisodeType,
+    IngestItem,
+    Memory,
+    ProfileUpdate,
+    Role,
+    Turn,
+    UserProfile,
+)
 from agtos.schemas.records import now_ms
+from agtos.storage.conclusions import ConclusionStore
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys, check_record_id, check_user_id
 from agtos.storage.profiles import ProfileStore
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
 from agtos.tasks.context import ContextItem, assemble
+from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
 from agtos.tasks.expansion import expand_query
+from agtos.tasks.extract import extract
 from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard, parse_policy
-from agtos.tasks.summarize import build_summariser
+from agtos.tasks.summarize import build_summariser, extractive_summary
 from agtos.tasks.text import content_words
 
 if TYPE_CHECKING:
@@ -107,6 +124,11 @@ class MemoryCoordinator:
             config=GuardConfig(policy=parse_policy(settings.background_work_policy)),
             activity=self.activity,
         )
+        self.consolidation_llm = build_llm(settings.llm_slot("consolidation"))
+        self.dialectic_llm = build_llm(settings.llm_slot("dialectic"))
+        self._conclusions: ConclusionStore | None = None
+        self.dreamer = DreamerScheduler(self, settings.dreamer_retries, settings.dreamer_retry_delay_s)
+        self.events.subscribe(SESSION_ENDED, self.dreamer.on_session_ended)
         self.query_ingest = QueryIngestGate(
             self.connector,
             self.keys,
@@ -114,6 +136,13 @@ class MemoryCoordinator:
             max_per_session=settings.query_ingest_max_per_session,
             ttl_s=settings.session_journal_ttl_seconds,
         )
+
+    @property
+    def conclusions(self) -> ConclusionStore:
+        """Conclusion records + their semantic index (created on first use: it sizes to the embedder)."""
+        if self._conclusions is None:
+            self._conclusions = ConclusionStore(self.connector, self.keys, self.semantic.store("conclusion"))
+        return self._conclusions
 
     def _build_expander(self) -> Callable[[str], list[str]] | None:
         """Query expansion through the ``expansion`` LLM slot, when switched on and configured."""
@@ -234,6 +263,88 @@ class MemoryCoordinator:
         found = self.semantic.search("memory", check_user_id(user_id), query, limit, mode)
         records = self.semantic.records("memory", user_id, [r.id for r in found.results])
         return [Memory.model_validate_json(records[r.id]) for r in found.results if r.id in records]
+
+    # -- conclusions, dialectic, query-as-ingest -------------------------------------
+    def list_conclusions(self, user_id: str, limit: int = 50, kind: str | None = None) -> list[Conclusion]:
+        return self.conclusions.recent(check_user_id(user_id), limit, kind)
+
+    def delete_conclusion(self, user_id: str, conclusion_id: str) -> bool:
+        check_record_id(conclusion_id, "conclusion id")
+        return self.conclusions.delete(check_user_id(user_id), conclusion_id)
+
+    def dream(self, user_id: str) -> DreamReport:
+        """Run the Dreamer for a user now (manual trigger; the session-end path is automatic)."""
+        return run_dreamer(self, check_user_id(user_id))
+
+    def ask(self, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
+        """Dialectic: answer a question about the user from profile, conclusions, memories, episodes."""
+        check_user_id(user_id)
+        evidence = [
+            Evidence(i.id, "profile", i.text, i.relevance) for i in self._profile_items(user_id, question)
+        ]
+        for namespace, kind in (("conclusion", "conclusion"), ("memory", "memory")):
+            found = self.semantic.search(namespace, user_id, question, limit)
+            records = self.semantic.records(namespace, user_id, [r.id for r in found.results])
+            for hit in found.results:
+                if hit.id in records:
+                    text = json.loads(records[hit.id])["text"]
+                    evidence.append(Evidence(hit.id, kind, text, display_score(hit.score, found.mode)))
+        evidence += [
+            Evidence(h.episode.id, "episode", h.episode.summary, h.score)
+            for h in self.search_episodes(user_id, question, limit)
+        ]
+        source = "extractive"
+        answer = extractive_answer(question, evidence)
+        if self.dialectic_llm is not None:
+            try:
+                answer, source = (
+                    llm_answer(self.dialectic_llm, question, evidence),
+                    f"llm:{self.dialectic_llm.name}",
+                )
+            except LLMError:
+                log.warning("dialectic LLM failed; answering extractively", exc_info=True)
+        return {
+            "question": question,
+            "answer": answer,
+            "source": source,
+            "evidence": [e.public() for e in evidence],
+            "evidenceIds": list(dict.fromkeys(e.id for e in evidence)),
+        }
+
+    def ingest_response(
+        self,
+        user_id: str,
+        session_id: str,
+        response: str,
+        query: str | None = None,
+        tool_calls: int = 0,
+        reasoning_steps: int | None = None,
+    ) -> dict[str, Any]:
+        """Query-as-Ingest: keep a valuable agent response as a ``response_ingest`` episode."""
+        check_user_id(user_id)
+        check_record_id(session_id, "session id")
+        decision = self.query_ingest.evaluate(
+            user_id, session_id, response, tool_calls=tool_calls, reasoning_steps=reasoning_steps
+        )
+        episode = None
+        if decision.ingest:
+            digest = hashlib.sha256(f"{user_id}\x00{session_id}\x00{response}".encode()).hexdigest()[:16]
+            found = extract([Turn(role=Role.assistant, content=response)])
+            summary = (f"Asked: {query.strip()[:300]}. " if query else "") + extractive_summary(
+                [Turn(role=Role.assistant, content=response)]
+            )
+            episode = Episode(
+                id=f"ep-r{digest}",
+                user_id=user_id,
+                session_id=session_id,
+                summary=summary[:20_000],
+                keywords=found.keywords,
+                topic=found.topic,
+                importance=min(1.0, decision.score.score / 12),
+                type=EpisodeType.response_ingest,
+            )
+            self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=episode)])
+        return {**decision.public(), "episode": episode.public() if episode else None}
 
     # -- context assembly -------------------------------------------------------------
     def build_context(

@@ -1,0 +1,85 @@
+"""When the Dreamer runs: once per ended session, deferred by the ResourceGuard for LLM work.
+
+It listens to ``sessionEnded`` on the coordinator's event bus, so every path that ends a
+session (the API, imports, an idle sweep, another component emitting the event) triggers
+it; a Redis marker makes sure each session is consolidated once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agtos.flows.dreamer import DreamReport, run_dreamer
+from agtos.storage.redis_conn import StorageUnavailable
+from agtos.tasks.resource_guard import run_when_safe
+
+if TYPE_CHECKING:
+    from agtos.memory.coordinator import MemoryCoordinator
+
+log = logging.getLogger(__name__)
+MARKER_TTL_S = 7 * 86_400
+
+
+class DreamerScheduler:
+    def __init__(
+        self,
+        coordinator: MemoryCoordinator,
+        retries: int = 5,
+        delay_s: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.coordinator = coordinator
+        self.retries = retries
+        self.delay_s = delay_s
+        self.sleep = sleep
+        self.last_report: DreamReport | None = None
+        self._threads: list[threading.Thread] = []
+
+    def _claim(self, user_id: str, session_id: str) -> bool:
+        """True for the first caller per session (a Redis SET NX marker)."""
+        key = self.coordinator.keys.user(user_id).record("dreamed", session_id)
+        return bool(self.coordinator.connector.run(lambda r: r.set(key, b"1", nx=True, ex=MARKER_TTL_S)))
+
+    def on_session_ended(self, payload: dict[str, Any]) -> None:
+        user_id, session_id = str(payload["user_id"]), str(payload["session_id"])
+        try:
+            if not self._claim(user_id, session_id):
+                return
+        except StorageUnavailable:
+            log.warning("Dreamer skipped for %s/%s: Redis unavailable", user_id, session_id)
+            return
+        if self.coordinator.consolidation_llm is None:
+            self.last_report = run_dreamer(self.coordinator, user_id)  # rules: cheap, run now
+            return
+        thread = threading.Thread(
+            target=self._guarded, args=(user_id,), name=f"dreamer-{user_id}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def _guarded(self, user_id: str) -> None:
+        """LLM consolidation waits for the guard: retried with back-off, then given up."""
+        outcome = run_when_safe(
+            self.coordinator.guard,
+            lambda: run_dreamer(self.coordinator, user_id),
+            retries=self.retries,
+            delay_s=self.delay_s,
+            sleep=self.sleep,
+            slot=self.coordinator.settings.llm_slot("consolidation"),
+        )
+        if outcome.ran:
+            self.last_report = outcome.result
+        else:
+            log.warning("Dreamer for %s gave up after deferrals: %s", user_id, outcome.reasons)
+
+    def wait(self, timeout_s: float = 30.0) -> bool:
+        """Join background runs (tests, shutdown); True when all finished."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
+        return not self._threads

@@ -1,0 +1,72 @@
+"""Conclusions, the Dreamer trigger, Dialectic ask, and Query-as-Ingest."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from agtos.serving.deps import Coordinator, UserId
+
+router = APIRouter(prefix="/api/memory", tags=["insight"])
+
+ConclusionKind = Literal["explicit", "deductive", "inductive", "abductive"]
+
+
+@router.get("/conclusions")
+def list_conclusions(
+    coordinator: Coordinator,
+    user_id: UserId,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    type: Annotated[ConclusionKind | None, Query(description="only this conclusion type")] = None,
+) -> dict[str, Any]:
+    """The user's conclusions, most recently updated first."""
+    items = coordinator.list_conclusions(user_id, limit, type)
+    return {"conclusions": [c.model_dump() for c in items], "count": len(items)}
+
+
+@router.delete("/conclusions/{conclusion_id}")
+def delete_conclusion(
+    coordinator: Coordinator,
+    user_id: UserId,
+    conclusion_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$")],
+) -> dict[str, Any]:
+    if not coordinator.delete_conclusion(user_id, conclusion_id):
+        raise HTTPException(404, f"no conclusion {conclusion_id!r} for this user")
+    return {"deleted": conclusion_id}
+
+
+@router.post("/dream")
+def dream(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
+    """Consolidate the user's recent episodes now (it also runs by itself at every session end)."""
+    return coordinator.dream(user_id).public()
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, max_length=2_000, pattern=r"\S")
+    limit: int = Field(default=5, ge=1, le=20)
+
+
+@router.post("/ask")
+def ask(coordinator: Coordinator, user_id: UserId, body: AskRequest) -> dict[str, Any]:
+    """Dialectic: ask about the user; the answer comes with the ids of the evidence it used."""
+    return coordinator.ask(user_id, body.question, body.limit)
+
+
+class ResponseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    response: str = Field(min_length=1, max_length=100_000)
+    query: str | None = Field(default=None, max_length=10_000)
+    tool_calls: int = Field(default=0, ge=0, le=1_000)
+    reasoning_steps: int | None = Field(default=None, ge=0, le=1_000)
+
+
+@router.post("/responses")
+def ingest_response(coordinator: Coordinator, user_id: UserId, body: ResponseIn) -> dict[str, Any]:
+    """Query-as-Ingest: score an agent response and keep it as an episode when it is valuable."""
+    return coordinator.ingest_response(
+        user_id, body.session_id, body.response, body.query, body.tool_calls, body.reasoning_steps
+    )

@@ -1,0 +1,57 @@
+"""Conclusions in Redis: JSON records (no TTL), a per-user timeline, and the semantic index."""
+
+from __future__ import annotations
+
+import numpy as np
+import redis
+
+from agtos.schemas import Conclusion
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.semantic import SemanticStore
+
+
+class ConclusionStore:
+    def __init__(self, connector: RedisConnector, keys: GlobalKeys, index: SemanticStore) -> None:
+        self.connector = connector
+        self.keys = keys
+        self.index = index
+
+    def _timeline(self, user_id: str) -> str:
+        return self.keys.user(user_id).collection("conclusion", "by_time")
+
+    def upsert_many(self, conclusions: list[Conclusion], vectors: np.ndarray | None) -> None:
+        """Write records and timeline, then index text (and vectors when given)."""
+        for row, conclusion in enumerate(conclusions):
+            vector = None if vectors is None else vectors[row]
+            self.index.upsert(
+                conclusion.user_id, conclusion.id, conclusion.text, vector, conclusion.model_dump_json()
+            )
+            self.connector.run(
+                lambda r, c=conclusion: r.zadd(self._timeline(c.user_id), {c.id: c.updated_at})
+            )
+
+    def get_many(self, user_id: str, ids: list[str]) -> dict[str, Conclusion]:
+        return {
+            i: Conclusion.model_validate_json(raw) for i, raw in self.index.get_many(user_id, ids).items()
+        }
+
+    def get(self, user_id: str, conclusion_id: str) -> Conclusion | None:
+        return self.get_many(user_id, [conclusion_id]).get(conclusion_id)
+
+    def all(self, user_id: str) -> list[Conclusion]:
+        ids = [i.decode() for i in self.connector.run(lambda r: r.zrevrange(self._timeline(user_id), 0, -1))]
+        found = self.get_many(user_id, ids)
+        return [found[i] for i in ids if i in found]
+
+    def recent(self, user_id: str, limit: int, kind: str | None = None) -> list[Conclusion]:
+        items = self.all(user_id)
+        return [c for c in items if kind in (None, c.type)][:limit]
+
+    def delete(self, user_id: str, conclusion_id: str) -> bool:
+        existed = self.index.delete(user_id, conclusion_id)
+
+        def op(r: redis.Redis) -> int:
+            return int(r.zrem(self._timeline(user_id), conclusion_id))
+
+        return bool(self.connector.run(op)) or existed

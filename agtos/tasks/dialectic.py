@@ -1,0 +1,45 @@
+"""Dialectic: answer a question about the user from retrieved evidence (LLM or extractive)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agtos.providers.llm import LLMError, LLMProvider
+from agtos.tasks.text import content_words
+
+
+@dataclass(frozen=True)
+class Evidence:
+    id: str
+    kind: str  # profile | conclusion | memory | episode
+    text: str
+    score: float
+
+    def public(self) -> dict[str, object]:
+        return {"id": self.id, "kind": self.kind, "text": self.text, "score": round(self.score, 4)}
+
+
+def extractive_answer(question: str, evidence: list[Evidence], max_items: int = 3) -> str:
+    """The evidence sentences that share the most words with the question, best first."""
+    if not evidence:
+        return "I don't know anything about that yet."
+    terms = set(content_words(question))
+    ranked = sorted(evidence, key=lambda e: (len(terms & set(content_words(e.text))), e.score), reverse=True)
+    return "From what I remember: " + " ".join(e.text.rstrip(".") + "." for e in ranked[:max_items])
+
+
+def llm_answer(llm: LLMProvider, question: str, evidence: list[Evidence]) -> str:
+    """Ask the LLM to answer from the evidence only (raises LLMError on failure)."""
+    listing = "\n".join(f"[{e.id}] ({e.kind}) {e.text}" for e in evidence) or "(no evidence)"
+    messages = [
+        {
+            "role": "system",
+            "content": "Answer the question about the user using only the evidence. Say you don't know "
+            "if it is not covered. Be brief.",
+        },
+        {"role": "user", "content": f"Evidence:\n{listing}\n\nQuestion: {question}"},
+    ]
+    answer = llm.chat(messages).strip()
+    if not answer:
+        raise LLMError("empty answer")
+    return answer

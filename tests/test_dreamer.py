@@ -1,0 +1,271 @@
+"""Dreamer consolidation, conclusions API, profile, Dialectic ask and Query-as-Ingest."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.config import LLMSlot, Settings
+from agtos.memory.coordinator import SESSION_ENDED, MemoryCoordinator
+from agtos.serving.app import create_app
+from tests.helpers import user
+from tests.stub_servers import StubModelServer
+
+
+def at(day: int, hour: int) -> int:
+    return int(datetime(2026, 11, day, hour, 5, tzinfo=UTC).timestamp() * 1000)
+
+
+HISTORY = [
+    (
+        "mon",
+        at(23, 7),
+        [
+            ("user", "What's the weather forecast for today?"),
+            ("assistant", "Sunny, 14 degrees."),
+            ("user", "Will it rain this afternoon?"),
+            ("assistant", "No rain expected."),
+        ],
+    ),
+    (
+        "tue",
+        at(24, 7),
+        [
+            ("user", "Morning! Weather forecast please."),
+            ("assistant", "Cloudy, 11 degrees."),
+            ("user", "I prefer metric units, always."),
+            ("assistant", "Noted."),
+        ],
+    ),
+    (
+        "wed",
+        at(25, 8),
+        [
+            ("user", "How is the weather looking today?"),
+            ("assistant", "Light rain, 9 degrees."),
+            ("user", "Do I need an umbrella for the weather later?"),
+            ("assistant", "Yes."),
+        ],
+    ),
+]
+
+
+def play(client: TestClient, user_id: str = "dora") -> list[str]:
+    episode_ids = []
+    for sid, stamp, turns in HISTORY:
+        body = {
+            "turns": [
+                {"role": r, "content": c, "timestamp": stamp + i * 1000} for i, (r, c) in enumerate(turns)
+            ]
+        }
+        assert (
+            client.post(f"/api/memory/sessions/{sid}/turns", json=body, headers=user(user_id)).status_code
+            == 200
+        )
+        ended = client.post(f"/api/memory/sessions/{sid}/end", headers=user(user_id)).json()
+        assert ended["saved"] is True, ended
+        episode_ids.append(ended["episode"]["id"])
+    return episode_ids
+
+
+def conclusions(client: TestClient, user_id: str = "dora", **params: str) -> list[dict]:
+    return client.get("/api/memory/conclusions", params=params, headers=user(user_id)).json()["conclusions"]
+
+
+def test_rule_based_dreamer_on_three_sessions(client: TestClient) -> None:
+    episode_ids = play(client)
+    found = {(c["type"], c["text"]) for c in conclusions(client)}
+    assert ("explicit", "User prefers metric units, always") in found
+    assert ("inductive", "User is a morning person who checks weather first thing in the day") in found
+    assert ("inductive", "User regularly asks about weather") in found
+    assert ("deductive", "User expects distances and temperatures in metric units (km, °C)") in found
+    morning = next(c for c in conclusions(client, type="inductive") if "morning" in c["text"])
+    assert set(morning["source_episode_ids"]) == set(episode_ids) and 0 < morning["confidence"] <= 1
+    profile = client.get("/api/memory/profile", headers=user("dora")).json()["profile"]
+    assert "User prefers metric units, always" in profile["preferences"]
+    assert any("morning person" in p for p in profile["patterns"])
+
+
+def test_rerunning_the_dreamer_updates_instead_of_duplicating(client: TestClient) -> None:
+    play(client)
+    before = conclusions(client)
+    again = client.post("/api/memory/dream", headers=user("dora")).json()
+    assert again["source"] == "rules" and again["episodes"] == 3
+    after = conclusions(client)
+    assert sorted(c["id"] for c in after) == sorted(c["id"] for c in before)
+
+
+def test_session_ended_event_alone_triggers_the_dreamer_once(coordinator: MemoryCoordinator) -> None:
+    from agtos.schemas import Episode
+
+    coordinator.episodes.save(
+        Episode(
+            user_id="eve",
+            session_id="x",
+            summary="User likes tea",
+            facts=["User likes green tea"],
+            type="preference",
+        )
+    )
+    coordinator.events.emit(SESSION_ENDED, {"user_id": "eve", "session_id": "x"})  # no API call involved
+    first = coordinator.dreamer.last_report
+    assert first is not None and [c.text for c in first.conclusions] == ["User likes green tea"]
+    coordinator.dreamer.last_report = None
+    coordinator.events.emit(SESSION_ENDED, {"user_id": "eve", "session_id": "x"})
+    assert coordinator.dreamer.last_report is None  # the same session is consolidated once
+
+
+def test_conclusions_delete_and_404(client: TestClient) -> None:
+    play(client)
+    target = conclusions(client)[0]["id"]
+    assert client.delete(f"/api/memory/conclusions/{target}", headers=user("dora")).status_code == 200
+    assert target not in [c["id"] for c in conclusions(client)]
+    missing = client.delete(f"/api/memory/conclusions/{target}", headers=user("dora"))
+    assert missing.status_code == 404 and missing.json()["message"]
+    assert (
+        client.delete(
+            f"/api/memory/conclusions/{conclusions(client)[0]['id']}", headers=user("someone-else")
+        ).status_code
+        == 404
+    )
+    assert client.get("/api/memory/conclusions", params={"type": "guess"}).status_code == 422
+
+
+def _llm_coordinator(settings: Settings, stub: StubModelServer, policy: str = "always") -> MemoryCoordinator:
+    slot = LLMSlot(provider="ollama", model="qwen3:4b", base_url=stub.url)
+    return MemoryCoordinator(
+        settings.with_overrides(
+            llm_slots={"consolidation": slot},
+            background_work_policy=policy,
+            dreamer_retries=2,
+            dreamer_retry_delay_s=0.01,
+        )
+    )
+
+
+def test_llm_consolidation_is_validated(settings: Settings) -> None:
+    with StubModelServer() as stub:
+        coordinator = _llm_coordinator(settings, stub)
+        try:
+            with TestClient(create_app(coordinator=coordinator)) as client:
+                ids = []
+
+                def reply(body: dict) -> str:
+                    listing = body["messages"][-1]["content"]
+                    ids.extend(part.split(" ")[0] for part in listing.split("- ")[1:])
+                    return json.dumps(
+                        {
+                            "conclusions": [
+                                {
+                                    "text": "User checks the weather every morning",
+                                    "type": "inductive",
+                                    "confidence": 0.8,
+                                    "source_episode_ids": ids[:2],
+                                },
+                                {
+                                    "text": "User is a wizard",
+                                    "type": "guess",
+                                    "confidence": 0.9,
+                                    "source_episode_ids": ids[:1],
+                                },
+                                {
+                                    "text": "User owns a boat",
+                                    "type": "abductive",
+                                    "confidence": 0.4,
+                                    "source_episode_ids": ["ep-invented"],
+                                },
+                                {
+                                    "text": "User is cold",
+                                    "type": "deductive",
+                                    "confidence": 7,
+                                    "source_episode_ids": ids[:1],
+                                },
+                            ]
+                        }
+                    )
+
+                stub.queue_chat(reply, reply, reply)
+                play(client, "liam")
+                assert coordinator.dreamer.wait(30)
+                stored = conclusions(client, "liam")
+                assert [(c["type"], c["text"]) for c in stored] == [
+                    ("inductive", "User checks the weather every morning")
+                ]
+                assert coordinator.dreamer.last_report.source == "llm:ollama"
+                assert stub.requests_to("/api/chat")[0].body["format"] == "json"
+        finally:
+            coordinator.close()
+
+
+def test_malformed_llm_output_stores_no_garbage(settings: Settings) -> None:
+    with StubModelServer() as stub:
+        coordinator = _llm_coordinator(settings, stub)
+        try:
+            with TestClient(create_app(coordinator=coordinator)) as client:
+                stub.queue_chat(
+                    "Sure! Here are conclusions: user likes stuff", "{broken", '{"conclusions": 5}'
+                )
+                play(client, "mia")
+                assert coordinator.dreamer.wait(30)
+                stored = conclusions(client, "mia")
+                assert stored, "the rule-based consolidator still runs"
+                texts = " ".join(c["text"] for c in stored)
+                assert "likes stuff" not in texts and "broken" not in texts
+                assert coordinator.dreamer.last_report.note.startswith("llm output rejected")
+        finally:
+            coordinator.close()
+
+
+def test_guard_defers_llm_consolidation_and_gives_up(settings: Settings) -> None:
+    with StubModelServer() as stub:
+        coordinator = _llm_coordinator(settings, stub, policy="auto")  # a session just ended: defer
+        try:
+            with TestClient(create_app(coordinator=coordinator)) as client:
+                play(client, "noah")
+                assert coordinator.dreamer.wait(30)
+                assert conclusions(client, "noah") == []
+                assert stub.requests_to("/api/chat") == []
+                metrics = client.get("/metrics").text
+                assert 'agtos_resource_guard_defer_count_total{reason="recent-session-end"}' in metrics
+        finally:
+            coordinator.close()
+
+
+def test_ask_returns_evidence_that_exists(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    episode_ids = play(client)
+    body = client.post(
+        "/api/memory/ask", json={"question": "Which units does the user like?"}, headers=user("dora")
+    ).json()
+    assert body["source"] == "extractive" and "metric" in body["answer"].lower()
+    assert body["evidenceIds"]
+    known = {c.id for c in coordinator.list_conclusions("dora")} | set(episode_ids)
+    known |= {m.id for m in coordinator.search_memories("dora", "units", 20)}
+    for item in body["evidence"]:
+        assert item["id"] in known or item["kind"] == "profile"
+    assert client.post("/api/memory/ask", json={"question": ""}).status_code == 422
+
+
+LONG = (
+    "First, I compared the three flight options. Then I checked baggage rules. Finally, the analysis shows "
+    "the 8:40 departure has the best trade-offs between price and layover time. " * 6
+)
+
+
+@pytest.mark.parametrize("valuable", [True, False])
+def test_query_as_ingest_endpoint(client: TestClient, valuable: bool) -> None:
+    payload = {
+        "session_id": "trip",
+        "response": LONG if valuable else "It is 5pm.",
+        "tool_calls": 2 if valuable else 0,
+        "query": "Which flight should I take?",
+    }
+    body = client.post("/api/memory/responses", json=payload, headers=user("olga")).json()
+    assert body["ingest"] is valuable
+    listed = client.get("/api/memory/episodes", headers=user("olga")).json()["episodes"]
+    assert [e["type"] for e in listed] == (["response_ingest"] if valuable else [])
+    if valuable:
+        again = client.post("/api/memory/responses", json=payload, headers=user("olga")).json()
+        assert again["ingest"] is False and again["reason"] == "dedup-window"
