@@ -96,7 +96,9 @@ class Settings:
 
     def __post_init__(self) -> None:
         if self.search_mode not in SEARCH_MODES:
-            raise ValueError(f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}")
+            raise ValueError(
+                f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}"
+            )
         if not 0.0 <= self.similarity_threshold <= 1.0:
             raise ValueError("AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1")
 
