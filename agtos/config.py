@@ -70,6 +70,26 @@ class EmbeddingConfig:
 
 
 @dataclass(frozen=True)
+class MaintenanceConfig:
+    """The six-step lint: thresholds, kill switch, schedule and guard waiting."""
+
+    enabled: bool = True
+    staleThresholdDays: float = 30.0  # noqa: N815 - names mirror the public config contract
+    decayFactor: float = 0.9  # noqa: N815
+    jaccardThreshold: float = 0.85  # noqa: N815
+    orphanImportanceThreshold: float = 3.0  # noqa: N815 - on a 0-10 scale; episodes store 0-1
+    pruneConfidenceThreshold: float = 0.3  # noqa: N815
+    nli_enabled: bool = True
+    nli_model_dir: str | None = None
+    timezone: str = "UTC"
+    guard_retries: int = 3
+    guard_delay_s: float = 60.0
+    candidate_top_k: int = 5
+    candidate_cap: int = 500
+    judge_batch_size: int = 10
+
+
+@dataclass(frozen=True)
 class Settings:
     """All tunables of one running memory service."""
 
@@ -93,12 +113,11 @@ class Settings:
     query_ingest_max_per_session: int = 5
     dreamer_retries: int = 5
     dreamer_retry_delay_s: float = 60.0
+    maintenance: MaintenanceConfig = field(default_factory=lambda: MaintenanceConfig())
 
     def __post_init__(self) -> None:
         if self.search_mode not in SEARCH_MODES:
-            raise ValueError(
-                f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}"
-            )
+            raise ValueError(f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}")
         if not 0.0 <= self.similarity_threshold <= 1.0:
             raise ValueError("AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1")
 
@@ -151,6 +170,18 @@ class Settings:
             query_ingest_max_per_session=_env_int("AGTOS_QUERY_INGEST_MAX_PER_SESSION", 5),
             dreamer_retries=_env_int("AGTOS_DREAMER_RETRIES", 5),
             dreamer_retry_delay_s=_env_float("AGTOS_DREAMER_RETRY_DELAY_S", 60.0),
+            maintenance=MaintenanceConfig(
+                enabled=_env_bool("AGTOS_MAINTENANCE_ENABLED", True),
+                staleThresholdDays=_env_float("AGTOS_MAINTENANCE_STALE_DAYS", 30.0),
+                jaccardThreshold=_env_float("AGTOS_MAINTENANCE_JACCARD", 0.85),
+                orphanImportanceThreshold=_env_float("AGTOS_MAINTENANCE_ORPHAN_IMPORTANCE", 3.0),
+                pruneConfidenceThreshold=_env_float("AGTOS_MAINTENANCE_PRUNE_CONFIDENCE", 0.3),
+                nli_enabled=_env_bool("AGTOS_NLI_ENABLED", True),
+                nli_model_dir=os.environ.get("AGTOS_NLI_MODEL_DIR") or None,
+                timezone=os.environ.get("AGTOS_MAINTENANCE_TIMEZONE", "UTC"),
+                guard_retries=_env_int("AGTOS_MAINTENANCE_GUARD_RETRIES", 3),
+                guard_delay_s=_env_float("AGTOS_MAINTENANCE_GUARD_DELAY_S", 60.0),
+            ),
         )
 
 

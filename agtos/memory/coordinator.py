@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,17 +16,19 @@ from agtos.config import Settings
 from agtos.events import EventBus
 from agtos.flows.dreamer import DreamReport, run_dreamer
 from agtos.memory.dreamer import DreamerScheduler
+from agtos.memory.entities import EntityMemory
 from agtos.memory.episodic import build_episode
 from agtos.memory.query_ingest import QueryIngestGate
 from agtos.memory.semantic import SemanticMemory
 from agtos.memory.working import WorkingMemory, WorkingMemoryStore
-from agtos.providers.embeddings import Embedder, build_embedder
+from agtos.providers.embeddings import Embedder, EmbeddingError, build_embedder
 from agtos.providers.llm import LLMError, LLMProvider, build_llm
 from agtos.schemas import (
     Conclusion,
     Episode,
     EpisodeType,
     IngestItem,
+    MaintenanceReport,
     Memory,
     ProfileUpdate,
     Role,
@@ -34,12 +39,16 @@ from agtos.schemas.records import now_ms
 from agtos.storage.conclusions import ConclusionStore
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys, check_record_id, check_user_id
+from agtos.storage.maintenance import MaintenanceStore
+from agtos.storage.nli_cache import NLICache
 from agtos.storage.profiles import ProfileStore
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
 from agtos.tasks.context import ContextItem, assemble
+from agtos.tasks.contradiction import NLIModel, build_nli
 from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
 from agtos.tasks.expansion import expand_query
 from agtos.tasks.extract import extract
+from agtos.tasks.ner import build_recognizer
 from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard, parse_policy
 from agtos.tasks.summarize import build_summariser, extractive_summary
 from agtos.tasks.text import content_words
@@ -50,6 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SESSION_ENDED = "sessionEnded"
+MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
+_PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="health-probe")
 
 
 @dataclass(frozen=True)
@@ -99,9 +110,7 @@ class MemoryCoordinator:
     ) -> None:
         self.settings = settings
         self.keys = GlobalKeys(settings.key_prefix)
-        self.connector = connector or RedisConnector(
-            settings.redis_url, settings.data_dir, settings.redis_timeout_s
-        )
+        self.connector = connector or RedisConnector(settings.redis_url, settings.data_dir, settings.redis_timeout_s)
         self.llm = llm if llm is not None else build_llm(settings.llm_slot("summarize"))
         self.summariser = build_summariser(self.llm)
         self.working = WorkingMemoryStore(settings.working, self.summariser)
@@ -117,7 +126,8 @@ class MemoryCoordinator:
             similarity_threshold=settings.similarity_threshold,
             expander=self._build_expander(),
         )
-        self.recognizer: Any = None  # entity recognizer of the NER step (wired by the entity tier)
+        self.recognizer: Any = build_recognizer(eager=False)  # NER of the ingestion flow (loads lazily)
+        self.entities = EntityMemory(self.connector, self.keys, self.semantic, self.llm)
         self.activity = ActivityTracker()
         self.guard = ResourceGuard(
             settings.llm_slot("consolidation"),
@@ -127,6 +137,10 @@ class MemoryCoordinator:
         self.consolidation_llm = build_llm(settings.llm_slot("consolidation"))
         self.dialectic_llm = build_llm(settings.llm_slot("dialectic"))
         self._conclusions: ConclusionStore | None = None
+        self.maintenance = MaintenanceStore(self.connector, self.keys)
+        self.maintenance_llm = build_llm(settings.llm_slot("maintenance"))
+        self.nli_cache = NLICache(self.connector, self.keys)
+        self._nli_model: NLIModel | None = None
         self.dreamer = DreamerScheduler(self, settings.dreamer_retries, settings.dreamer_retry_delay_s)
         self.events.subscribe(SESSION_ENDED, self.dreamer.on_session_ended)
         self.query_ingest = QueryIngestGate(
@@ -223,9 +237,7 @@ class MemoryCoordinator:
         self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=draft.episode)])
         self.query_ingest.mark_interaction_saved(user_id, session_id)
         self._clear_session(user_id, session_id)
-        self.events.emit(
-            SESSION_ENDED, {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id}
-        )
+        self.events.emit(SESSION_ENDED, {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id})
         return SessionEndResult(session_id, True, draft.decision.reason, draft.episode)
 
     def _clear_session(self, user_id: str, session_id: str) -> None:
@@ -242,27 +254,39 @@ class MemoryCoordinator:
 
         return run_ingestion(self, items)
 
-    def search_episodes(
-        self, user_id: str, query: str, limit: int = 10, mode: str | None = None
-    ) -> list[SearchHit]:
+    def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
         """Episodes by hybrid (default), vector or BM25 search, best first."""
         found = self.semantic.search("episode", check_user_id(user_id), query, limit, mode)
         records = self.semantic.records("episode", user_id, [r.id for r in found.results])
         return [
-            SearchHit(
-                Episode.model_validate_json(records[r.id]), display_score(r.score, found.mode), r.match_type
-            )
+            SearchHit(Episode.model_validate_json(records[r.id]), display_score(r.score, found.mode), r.match_type)
             for r in found.results
             if r.id in records
         ]
 
-    def search_memories(
-        self, user_id: str, query: str, limit: int = 10, mode: str | None = None
-    ) -> list[Memory]:
+    def search_memories(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[Memory]:
         """Semantic memories (facts, preferences) relevant to ``query``, best first."""
         found = self.semantic.search("memory", check_user_id(user_id), query, limit, mode)
         records = self.semantic.records("memory", user_id, [r.id for r in found.results])
         return [Memory.model_validate_json(records[r.id]) for r in found.results if r.id in records]
+
+    @property
+    def nli_model(self) -> NLIModel | None:
+        """Stage 2 of contradiction detection (None when AGTOS_NLI_ENABLED=false)."""
+        cfg = self.settings.maintenance
+        if cfg.nli_enabled and self._nli_model is None:
+            self._nli_model = build_nli(True, cfg.nli_model_dir)
+        return self._nli_model if cfg.nli_enabled else None
+
+    def known_users(self) -> list[str]:
+        """Every user with stored memory (the nightly lint walks them)."""
+        return sorted(u.decode() for u in self.connector.run(lambda r: r.smembers(self.keys.users())))
+
+    def maintain(self, user_id: str) -> MaintenanceReport:
+        """One lint sweep for a user, gated by the ResourceGuard (see flows/lint.py)."""
+        from agtos.flows.lint import maintain
+
+        return maintain(self, check_user_id(user_id))
 
     # -- conclusions, dialectic, query-as-ingest -------------------------------------
     def list_conclusions(self, user_id: str, limit: int = 50, kind: str | None = None) -> list[Conclusion]:
@@ -279,9 +303,7 @@ class MemoryCoordinator:
     def ask(self, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
         """Dialectic: answer a question about the user from profile, conclusions, memories, episodes."""
         check_user_id(user_id)
-        evidence = [
-            Evidence(i.id, "profile", i.text, i.relevance) for i in self._profile_items(user_id, question)
-        ]
+        evidence = [Evidence(i.id, "profile", i.text, i.relevance) for i in self._profile_items(user_id, question)]
         for namespace, kind in (("conclusion", "conclusion"), ("memory", "memory")):
             found = self.semantic.search(namespace, user_id, question, limit)
             records = self.semantic.records(namespace, user_id, [r.id for r in found.results])
@@ -374,13 +396,9 @@ class MemoryCoordinator:
                 if hit.id in records:
                     memory = Memory.model_validate_json(records[hit.id])
                     relevance = (
-                        hit.similarity
-                        if hit.similarity is not None
-                        else display_score(hit.score, memories.mode)
+                        hit.similarity if hit.similarity is not None else display_score(hit.score, memories.mode)
                     )
-                    items.append(
-                        ContextItem("semantic", memory.id, memory.text, relevance, memory.created_at)
-                    )
+                    items.append(ContextItem("semantic", memory.id, memory.text, relevance, memory.created_at))
             for ep_hit in self.search_episodes(user_id, query, limit):
                 ep = ep_hit.episode
                 items.append(ContextItem("episodic", ep.id, ep.summary, ep_hit.score, ep.timestamp))
@@ -390,10 +408,7 @@ class MemoryCoordinator:
         return {
             "context": text,
             "tokens": used,
-            "items": [
-                {"tier": i.tier, "id": i.id, "text": i.text, "relevance": round(i.relevance, 4)}
-                for i in chosen
-            ],
+            "items": [{"tier": i.tier, "id": i.id, "text": i.text, "relevance": round(i.relevance, 4)} for i in chosen],
             "available": available,
         }
 
@@ -444,7 +459,52 @@ class MemoryCoordinator:
             "status": "degraded" if degraded else "ok",
             "degraded": degraded,
             "tiers": tiers,
+            "checks": {
+                "memory-maintenance": self._maintenance_check(),
+                "memory-semantic": self._semantic_check(embedder_ok),
+                "resource-guard": self._guard_info(),
+            },
             "llm": {"provider": self.llm.name if self.llm else "builtin", "summariser": self.summariser.name},
+        }
+
+    def _maintenance_check(self) -> dict[str, Any]:
+        """Unhealthy when no lint sweep ran in the last 48 h (counters live in Redis)."""
+        if not self.settings.maintenance.enabled:
+            return {"healthy": True, "enabled": False, "reason": "maintenance disabled by configuration"}
+        try:
+            status = self.maintenance.status()
+        except StorageUnavailable as exc:
+            return {"healthy": False, "reason": f"Redis unavailable: {exc}"}
+        last = status["lastMaintenanceAt"]
+        healthy = last is not None and now_ms() - last <= MAINTENANCE_MAX_AGE_MS
+        reason = None if healthy else ("no sweep yet" if last is None else "no sweep in the last 48 h")
+        return {"healthy": healthy, **status, "reason": reason}
+
+    def _semantic_check(self, embedder_ok: bool) -> dict[str, Any]:
+        """Probe the vector index (doc count, size) within 1 s."""
+        if not embedder_ok:
+            return {"healthy": False, "reason": "embedder unavailable"}
+
+        def probe() -> dict[str, Any]:
+            stats = self.semantic.store("episode").vectors.stats()
+            return {"backend": stats["backend"], "docs": stats["docs"], "memoryBytes": stats["memoryBytes"]}
+
+        future = _PROBES.submit(probe)
+        try:
+            return {"healthy": True, **future.result(timeout=1.0)}
+        except FutureTimeout:
+            return {"healthy": False, "reason": "vector index probe timed out (1 s)"}
+        except (StorageUnavailable, EmbeddingError) as exc:
+            return {"healthy": False, "reason": str(exc)}
+
+    def _guard_info(self) -> dict[str, Any]:
+        """Informational: why background work would run or wait right now."""
+        last_end = self.activity.last_session_ended_at()
+        return {
+            "informational": True,
+            "policy": self.guard.config.policy.value,
+            "activeSessions": self.activity.active_session_count(),
+            "secondsSinceLastSessionEnd": None if last_end is None else round(time.time() - last_end, 1),
         }
 
     def close(self) -> None:

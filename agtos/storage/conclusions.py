@@ -24,17 +24,24 @@ class ConclusionStore:
         """Write records and timeline, then index text (and vectors when given)."""
         for row, conclusion in enumerate(conclusions):
             vector = None if vectors is None else vectors[row]
-            self.index.upsert(
-                conclusion.user_id, conclusion.id, conclusion.text, vector, conclusion.model_dump_json()
-            )
-            self.connector.run(
-                lambda r, c=conclusion: r.zadd(self._timeline(c.user_id), {c.id: c.updated_at})
-            )
+            self.index.upsert(conclusion.user_id, conclusion.id, conclusion.text, vector, conclusion.model_dump_json())
+            self.connector.run(lambda r, c=conclusion: r.zadd(self._timeline(c.user_id), {c.id: c.updated_at}))
+
+    def save_records(self, conclusions: list[Conclusion]) -> None:
+        """Rewrite records whose text did not change (confidence, stale flag, sources): no re-indexing."""
+
+        def op(r: redis.Redis) -> None:
+            pipe = r.pipeline(transaction=True)
+            for c in conclusions:
+                pipe.set(self.keys.user(c.user_id).record("conclusion", c.id), c.model_dump_json())
+                pipe.zadd(self._timeline(c.user_id), {c.id: c.updated_at})
+            pipe.execute()
+
+        if conclusions:
+            self.connector.run(op)
 
     def get_many(self, user_id: str, ids: list[str]) -> dict[str, Conclusion]:
-        return {
-            i: Conclusion.model_validate_json(raw) for i, raw in self.index.get_many(user_id, ids).items()
-        }
+        return {i: Conclusion.model_validate_json(raw) for i, raw in self.index.get_many(user_id, ids).items()}
 
     def get(self, user_id: str, conclusion_id: str) -> Conclusion | None:
         return self.get_many(user_id, [conclusion_id]).get(conclusion_id)

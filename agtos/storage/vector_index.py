@@ -335,6 +335,14 @@ class VectorIndex:
             if not cursor:
                 return
 
+    def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored unit vectors of ``ids`` (missing ones omitted), read straight from Redis."""
+        if not ids:
+            return {}
+        blobs = self.connector.run(lambda r: r.hmget(self._key(user_id, "data"), list(ids)))
+        decoded = {doc_id: self._decode(doc_id, blob) for doc_id, blob in zip(ids, blobs, strict=True)}
+        return {doc_id: vec for doc_id, vec in decoded.items() if vec is not None}
+
     def _decode(self, doc_id: str, blob: bytes | None) -> np.ndarray | None:
         """A stored blob as a unit vector; None when deleted or unusable."""
         if blob is None:

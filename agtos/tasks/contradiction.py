@@ -1,0 +1,306 @@
+"""Contradiction detection in three stages.
+
+1. candidates: cosine top-K neighbours per conclusion, plus "interesting pairs" (a shared
+   topic word with opposite polarity: negation or an antonym), deduplicated, capped at 500;
+2. NLI: a cross-encoder on onnxruntime (model pinned by SHA-256 in a manifest) or, when no
+   model is installed, the clearly labelled lexical-negation fallback; verdicts cached;
+3. judge: an LLM confirms pairs in batches of 10 with validated JSON. Without an LLM the
+   stage-2 verdict stands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
+from agtos.tasks.text import content_words, words
+
+log = logging.getLogger(__name__)
+
+Label = Literal["contradiction", "entailment", "neutral"]
+NEGATIONS = frozenset(
+    {
+        "not",
+        "never",
+        "no",
+        "doesn't",
+        "don't",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "won't",
+        "cannot",
+        "can't",
+        "nor",
+        "without",
+        "stopped",
+        "quit",
+        "longer",
+    }
+)
+ANTONYMS: dict[str, frozenset[str]] = {
+    "vegetarian": frozenset({"steak", "meat", "beef", "pork", "bacon", "chicken", "burger", "burgers", "ham"}),
+    "vegan": frozenset({"steak", "meat", "beef", "pork", "cheese", "eggs", "milk", "butter", "chicken"}),
+    "loves": frozenset({"hates", "dislikes", "detests"}),
+    "likes": frozenset({"hates", "dislikes", "detests"}),
+    "enjoys": frozenset({"hates", "dislikes"}),
+    "morning": frozenset({"night", "evening"}),
+    "always": frozenset({"never"}),
+    "early": frozenset({"late"}),
+    "introvert": frozenset({"extrovert"}),
+    "single": frozenset({"married"}),
+    "teetotal": frozenset({"beer", "wine", "drinks"}),
+}
+_ANTONYM_PAIRS = {(a, b) for a, bs in ANTONYMS.items() for b in bs} | {(b, a) for a, bs in ANTONYMS.items() for b in bs}
+_POLAR = frozenset(ANTONYMS) | frozenset(w for ws in ANTONYMS.values() for w in ws)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    a: str
+    b: str
+    similarity: float
+    reason: str  # "cosine" | "polarity"
+
+
+@dataclass(frozen=True)
+class NLIVerdict:
+    label: Label
+    scores: dict[str, float]
+
+
+def _key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a < b else (b, a)
+
+
+def polarity_clash(text_a: str, text_b: str) -> bool:
+    """Shared topic words with opposite polarity: one side negated, or an antonym across the pair."""
+    wa, wb = set(words(text_a)), set(words(text_b))
+    if any((x, y) in _ANTONYM_PAIRS for x in wa for y in wb):
+        return True
+    shared = (set(content_words(text_a)) & set(content_words(text_b))) - NEGATIONS - {"user"}
+    return bool(shared) and bool(wa & NEGATIONS) != bool(wb & NEGATIONS)
+
+
+def candidate_pairs(
+    ids: list[str], vectors: np.ndarray, texts: list[str], top_k: int = 5, cap: int = 500, chunk: int = 1024
+) -> list[Candidate]:
+    """Stage 1: polarity pairs first, then cosine neighbours by similarity; unordered pairs, capped."""
+    n = len(ids)
+    if n < 2:
+        return []
+    best: dict[tuple[str, str], Candidate] = {}
+    k = min(top_k, n - 1)
+    for start in range(0, n, chunk):
+        block = vectors[start : start + chunk] @ vectors.T
+        for row, sims in enumerate(block):
+            i = start + row
+            sims[i] = -np.inf
+            for j in np.argpartition(-sims, k - 1)[:k]:
+                pair = _key(ids[i], ids[int(j)])
+                sim = float(sims[j])
+                reason = "polarity" if polarity_clash(texts[i], texts[int(j)]) else "cosine"
+                if pair not in best or best[pair].similarity < sim:
+                    best[pair] = Candidate(pair[0], pair[1], sim, reason)
+    row_of = {doc_id: i for i, doc_id in enumerate(ids)}
+    for pair in _polar_pairs(ids, texts):
+        if pair not in best:
+            similarity = float(vectors[row_of[pair[0]]] @ vectors[row_of[pair[1]]])
+            best[pair] = Candidate(pair[0], pair[1], similarity, "polarity")
+    ranked = sorted(best.values(), key=lambda c: (c.reason == "polarity", c.similarity), reverse=True)
+    return ranked[:cap]
+
+
+def _polar_pairs(ids: list[str], texts: list[str], max_posting: int = 200) -> set[tuple[str, str]]:
+    """Pairs sharing a polarity word family (e.g. 'vegetarian' vs 'steak'), via a small inverted index."""
+    postings: dict[str, list[int]] = {}
+    for i, text in enumerate(texts):
+        for w in set(words(text)) & _POLAR:
+            postings.setdefault(w, []).append(i)
+    found: set[tuple[str, str]] = set()
+    for a, bs in ANTONYMS.items():
+        left = postings.get(a, [])[:max_posting]
+        for b in bs:
+            for i in left:
+                for j in postings.get(b, [])[:max_posting]:
+                    if i != j:
+                        found.add(_key(ids[i], ids[j]))
+    return found
+
+
+class NLIModel(Protocol):
+    name: str
+
+    def predict(self, pairs: list[tuple[str, str]]) -> list[NLIVerdict]: ...
+
+
+class LexicalNegationNLI:
+    """FALLBACK, not a neural model: contradiction when the two texts share a topic and differ in
+    polarity (negation or an antonym from a small lexicon); otherwise neutral."""
+
+    name = "lexical-negation-fallback"
+
+    def predict(self, pairs: list[tuple[str, str]]) -> list[NLIVerdict]:
+        out = []
+        for a, b in pairs:
+            if polarity_clash(a, b):
+                out.append(NLIVerdict("contradiction", {"contradiction": 0.8, "entailment": 0.05, "neutral": 0.15}))
+            else:
+                out.append(NLIVerdict("neutral", {"contradiction": 0.1, "entailment": 0.2, "neutral": 0.7}))
+        return out
+
+
+class OnnxNLIModel:
+    """A cross-encoder NLI model (e.g. an MNLI-tuned MiniLM/DeBERTa exported to ONNX) on onnxruntime.
+
+    ``manifest.json`` beside the model names the files, their SHA-256 and the label order:
+    ``{"model": "model.onnx", "tokenizer": "tokenizer.json", "sha256": {...}, "labels": [...]}``.
+    The session is built and checked completely before it replaces the current one (atomic).
+    """
+
+    def __init__(self, model_dir: Path) -> None:
+        self.model_dir = model_dir
+        self.name = f"onnx-nli:{model_dir.name}"
+        self._session: object | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        manifest = json.loads((self.model_dir / "manifest.json").read_text())
+        for filename, digest in manifest["sha256"].items():
+            actual = hashlib.sha256((self.model_dir / filename).read_bytes()).hexdigest()
+            if actual != digest:
+                raise ValueError(f"NLI model file {filename} does not match its pinned SHA-256")
+        session = ort.InferenceSession(str(self.model_dir / manifest["model"]), providers=["CPUExecutionProvider"])
+        tokenizer = Tokenizer.from_file(str(self.model_dir / manifest["tokenizer"]))
+        tokenizer.enable_truncation(max_length=256)
+        tokenizer.enable_padding()
+        labels = [str(label).lower() for label in manifest["labels"]]
+        with self._lock:  # swap only after everything above succeeded
+            self._session, self._tokenizer, self._labels = session, tokenizer, labels
+
+    def predict(self, pairs: list[tuple[str, str]]) -> list[NLIVerdict]:
+        if self._session is None:
+            self.load()
+        encoded = self._tokenizer.encode_batch(pairs)  # type: ignore[attr-defined]
+        feeds = {
+            "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
+        }
+        session = self._session
+        names = {i.name for i in session.get_inputs()}  # type: ignore[attr-defined]
+        logits = session.run(None, {k: v for k, v in feeds.items() if k in names})[0]  # type: ignore[attr-defined]
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        out = []
+        for row in probs:
+            scores = {label: float(p) for label, p in zip(self._labels, row, strict=True)}
+            out.append(NLIVerdict(max(scores, key=scores.__getitem__), scores))  # type: ignore[arg-type]
+        return out
+
+
+def build_nli(enabled: bool, model_dir: str | None = None) -> NLIModel | None:
+    """The installed ONNX cross-encoder, else the lexical fallback; None when NLI is switched off."""
+    if not enabled:
+        return None
+    if model_dir:
+        model = OnnxNLIModel(Path(model_dir))
+        try:
+            model.load()
+            return model
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("NLI model at %s could not be loaded (%s); using the lexical-negation fallback", model_dir, exc)
+    return LexicalNegationNLI()
+
+
+class _Verdict(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    pair: int = Field(ge=0)
+    contradiction: bool
+    confidence: float = Field(ge=0.0, le=1.0)
+    explanation: str = Field(default="", max_length=1_000)
+
+
+class _Verdicts(BaseModel):
+    verdicts: list[_Verdict]
+
+
+JUDGE_PROMPT = (
+    "For each numbered pair of statements about the same user, decide whether they contradict each other "
+    "(cannot both be true now). Answer JSON only: "
+    '{"verdicts":[{"pair":0,"contradiction":true,"confidence":0.9,"explanation":"..."}]} with one verdict per pair.'
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    a: str
+    b: str
+    contradiction: bool
+    confidence: float
+    explanation: str
+
+
+class LLMJudge:
+    """Stage 3: batches of ``batch_size`` pairs per call; a batch whose reply is invalid is left unjudged."""
+
+    def __init__(self, llm: LLMProvider, batch_size: int = 10) -> None:
+        self.llm = llm
+        self.batch_size = batch_size
+
+    def judge(self, pairs: list[tuple[str, str, str, str]]) -> tuple[list[Judgement], int]:
+        """``pairs`` are (a_id, b_id, a_text, b_text); returns (judgements, pairs left unjudged)."""
+        out: list[Judgement] = []
+        unjudged = 0
+        for start in range(0, len(pairs), self.batch_size):
+            batch = pairs[start : start + self.batch_size]
+            listing = "\n".join(f"{i}. A: {a} | B: {b}" for i, (_, _, a, b) in enumerate(batch))
+            try:
+                reply = parse_json_reply(
+                    self.llm.chat(
+                        [{"role": "system", "content": JUDGE_PROMPT}, {"role": "user", "content": listing}],
+                        json_mode=True,
+                    )
+                )
+                verdicts = _Verdicts.model_validate(reply).verdicts
+                if sorted(v.pair for v in verdicts) != list(range(len(batch))):
+                    raise ValueError("verdicts do not cover each pair exactly once")
+            except (LLMError, ValidationError, ValueError) as exc:
+                log.warning("judge batch rejected (%s); %d pairs left unjudged", exc, len(batch))
+                unjudged += len(batch)
+                continue
+            for v in verdicts:
+                a_id, b_id, _, _ = batch[v.pair]
+                out.append(Judgement(a_id, b_id, v.contradiction, v.confidence, v.explanation))
+        return out, unjudged
+
+
+def pair_cache_key(model: str, a: str, b: str) -> str:
+    return hashlib.sha256(f"{model}\x00{a}\x00{b}".encode()).hexdigest()[:32]
+
+
+__all__ = [
+    "ANTONYMS",
+    "Candidate",
+    "LLMJudge",
+    "LexicalNegationNLI",
+    "NLIModel",
+    "NLIVerdict",
+    "OnnxNLIModel",
+    "build_nli",
+    "candidate_pairs",
+    "pair_cache_key",
+    "polarity_clash",
+]
