@@ -1,4 +1,4 @@
-"""Ingestion: session/episode in → summarise → NER → distil memories → embed → index.
+"""Ingestion: session/episode in → summarise → NER → distil memories → embed → index → entities.
 
 ``run_ingestion`` is the one composition of the steps. The Prefect flow runs it with the
 steps as Prefect tasks (retries, observability); the API's session-end path runs it with
@@ -7,6 +7,7 @@ the tasks' plain functions, so one request does not pay a flow run's overhead.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from prefect.cache_policies import NONE
 
 import agtos.flows  # noqa: F401 - Prefect defaults
 from agtos.flows.runtime import runtime
+from agtos.memory.entities import entity_text
 from agtos.memory.episodic import build_episode
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory
@@ -26,12 +28,15 @@ from agtos.tasks.text import episode_text
 if TYPE_CHECKING:
     from agtos.memory.coordinator import MemoryCoordinator
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class IngestionReport:
     received: int = 0
     stored: int = 0
     memories: int = 0
+    entities: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
     episode_ids: list[str] = field(default_factory=list)
     degraded: str | None = None
@@ -41,6 +46,7 @@ class IngestionReport:
             "received": self.received,
             "stored": self.stored,
             "memories": self.memories,
+            "entities": self.entities,
             "skipped": self.skipped,
             "episodeIds": self.episode_ids,
             "degraded": self.degraded,
@@ -54,6 +60,7 @@ class IngestionSteps:
     distil: Callable[..., list[Memory]]
     embed: Callable[..., np.ndarray]
     index: Callable[..., int]
+    entities: Callable[..., int]
 
 
 def summarise_items(
@@ -79,7 +86,7 @@ def recognise_entities(rt: MemoryCoordinator, episodes: list[Episode]) -> list[E
     recognizer = rt.recognizer
     if recognizer is None or not episodes:
         return episodes
-    mentions = recognizer.recognize_many([episode_text(e) for e in episodes])
+    mentions = recognizer.recognize_many([entity_text(e) for e in episodes])
     return [
         e.model_copy(update={"entities": list(dict.fromkeys(m.text for m in found))[:256]})
         for e, found in zip(episodes, mentions, strict=True)
@@ -103,7 +110,14 @@ def index_batch(
     return rt.semantic.store_batch(episodes, memories, vectors)
 
 
-INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch)
+def upsert_entities(rt: MemoryCoordinator, episodes: list[Episode]) -> int:
+    """Entities and relationships of the stored episodes into the entity graph (deduplicated)."""
+    if rt.recognizer is None or not episodes:
+        return 0
+    return rt.entities.ingest(episodes, rt.recognizer).entities
+
+
+INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch, upsert_entities)
 
 _task_opts: dict[str, Any] = {"cache_policy": NONE, "persist_result": False}
 summarise_task = task(name="summarise", retries=2, retry_delay_seconds=1, **_task_opts)(summarise_items)
@@ -111,13 +125,14 @@ ner_task = task(name="ner", retries=2, retry_delay_seconds=1, **_task_opts)(reco
 distil_task = task(name="distil", **_task_opts)(distil)
 embed_task = task(name="embed", retries=3, retry_delay_seconds=2, **_task_opts)(embed_texts)
 index_task = task(name="index", retries=5, retry_delay_seconds=[1, 2, 4, 8, 16], **_task_opts)(index_batch)
-PREFECT_STEPS = IngestionSteps(summarise_task, ner_task, distil_task, embed_task, index_task)
+entities_task = task(name="entities", retries=2, retry_delay_seconds=1, **_task_opts)(upsert_entities)
+PREFECT_STEPS = IngestionSteps(summarise_task, ner_task, distil_task, embed_task, index_task, entities_task)
 
 
 def run_ingestion(
     rt: MemoryCoordinator, items: list[IngestItem], steps: IngestionSteps = INLINE_STEPS
 ) -> IngestionReport:
-    """The ingestion DAG: summarise → NER → distil → embed (one batch call) → index.
+    """The ingestion DAG: summarise → NER → distil → embed (one batch call) → index → entities.
 
     If embedding still fails after its retries, the batch is indexed for keyword search
     only and the report says so: nothing is lost.
@@ -138,6 +153,11 @@ def run_ingestion(
     report.memories = steps.index(rt, episodes, memories, vectors)
     report.stored = len(episodes)
     report.episode_ids = [e.id for e in episodes]
+    try:
+        report.entities = steps.entities(rt, episodes)
+    except Exception as exc:  # derived data: the stored batch stands without it (no 5xx, no re-ingest)
+        log.exception("entity graph not updated for %d episodes", len(episodes))
+        report.degraded = report.degraded or f"entity graph not updated: {exc}"
     return report
 
 

@@ -11,7 +11,8 @@ from agtos import __version__
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.errors import install_error_handlers
-from agtos.serving.routers import health, insight, memory, metrics, sessions
+from agtos.serving.knowledge import mount_knowledge
+from agtos.serving.routers import entities, health, insight, maintenance, memory, metrics, sessions
 
 
 def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator | None = None) -> FastAPI:
@@ -34,6 +35,8 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     )
     app.state.coordinator = coord
     install_error_handlers(app)
-    for router in (health.router, memory.router, sessions.router, insight.router, metrics.router):
-        app.include_router(router)
+    routers = (health, memory, sessions, insight, maintenance, metrics, entities)
+    for module in routers:
+        app.include_router(module.router)
+    mount_knowledge(app)
     return app

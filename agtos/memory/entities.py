@@ -1,0 +1,411 @@
+"""Entity memory: the people, places, organisations, events and things the user talks about.
+
+Ingestion runs NER over each stored episode (summary + facts), and every recognised entity is
+merged into an existing one when (a) its normalised name equals the entity's name or an alias
+("Acme Corp" and "Acme" are both "acme"), or (b) the embedding of its name is at least
+``similarity_threshold`` (0.85) cosine-similar to an existing entity's name of the same type
+(entity-name vectors live in the per-user vector index namespace ``entity``). Otherwise a new
+entity is created. Typed relationships between the entities of an episode are merged per
+(source, type, target). Reads (lists, search, views) live in :mod:`agtos.memory.entity_views`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agtos.memory.semantic import SemanticMemory
+from agtos.providers.embeddings import EmbeddingError
+from agtos.providers.llm import LLMProvider
+from agtos.schemas import Entity, EntityType, Episode, Relationship
+from agtos.storage.entities import EntityStore, WriteResult, triple_key
+from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.ner import EntityCandidate, EntityRecognizer, collect_entities, normalise_entity_name
+from agtos.tasks.relations import SYMMETRIC_TYPES, build_relation_extractor
+
+log = logging.getLogger(__name__)
+
+SIMILARITY_THRESHOLD = 0.85
+MAX_ALIASES = 200
+MAX_NAME_CHARS = 256
+MAX_EPISODE_IDS = 1_000
+_RETRIES = 8
+
+
+class EntityNotFound(LookupError):
+    """No live entity with this id for this user."""
+
+
+class EntityInvalid(ValueError):
+    """An edit or merge that cannot be applied as asked."""
+
+
+class EntityConflict(ValueError):
+    """A name or alias already belongs to another entity."""
+
+    def __init__(self, message: str, owner_id: str) -> None:
+        super().__init__(message)
+        self.owner_id = owner_id
+
+
+@dataclass
+class EntityIngestReport:
+    entities: int = 0
+    created: int = 0
+    relationships: int = 0
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    survivor: Entity
+    duplicate_id: str
+    moved: int
+    merged: int
+    dropped: int
+
+
+def entity_text(episode: Episode) -> str:
+    """The text NER reads: the summary and the facts (the turns are not kept)."""
+    return "\n".join(p for p in [episode.summary, *episode.facts] if p)
+
+
+def name_keys(entity: Entity) -> list[str]:
+    """Normalised name and aliases: the entity's lookup keys."""
+    keys = (normalise_entity_name(n) for n in [entity.name, *entity.aliases])
+    return list(dict.fromkeys(k for k in keys if k))
+
+
+def merge_aliases(name: str, aliases: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """``aliases`` plus new surfaces of ``extra``: case-insensitively distinct, never the name."""
+    seen = {name.strip().casefold()}
+    out: list[str] = []
+    for alias in [*aliases, *extra]:
+        alias = " ".join(alias.split())
+        if alias and len(alias) <= MAX_NAME_CHARS and alias.casefold() not in seen and normalise_entity_name(alias):
+            seen.add(alias.casefold())
+            out.append(alias)
+    return out[:MAX_ALIASES]
+
+
+def union_ids(*groups: Sequence[str]) -> list[str]:
+    """Ids in first-seen order, keeping the newest ``MAX_EPISODE_IDS``."""
+    ids = list(dict.fromkeys(i for group in groups for i in group))
+    return ids[-MAX_EPISODE_IDS:]
+
+
+class EntityMemory:
+    """Entity graph writes: ingestion with dedup, edits, soft delete and merges."""
+
+    def __init__(
+        self,
+        connector: RedisConnector,
+        keys: GlobalKeys,
+        semantic: SemanticMemory,
+        llm: LLMProvider | None = None,
+        similarity_threshold: float = SIMILARITY_THRESHOLD,
+    ) -> None:
+        self.store = EntityStore(connector, keys)
+        self.connector = connector
+        self.keys = keys
+        self.semantic = semantic
+        self.extractor = build_relation_extractor(llm)
+        self.similarity_threshold = similarity_threshold
+        self._vectors: VectorIndex | None = None
+        self._lock = threading.RLock()
+
+    # -- vectors ----------------------------------------------------------------------
+    def vector_index(self) -> VectorIndex | None:
+        """The ``entity`` vector namespace, or None without an embedder."""
+        with self._lock:
+            if self._vectors is None:
+                try:
+                    dim = self.semantic.embedder.dim
+                except EmbeddingError:
+                    return None
+                self._vectors = VectorIndex(self.connector, self.keys, "entity", dim)
+            return self._vectors
+
+    def embed_names(self, names: Sequence[str]) -> dict[str, np.ndarray]:
+        """One embedding call for ``names``; empty when the embedder is unavailable."""
+        names = list(dict.fromkeys(names))
+        if not names:
+            return {}
+        try:
+            matrix = self.semantic.embedder.embed(names)
+        except EmbeddingError as exc:
+            log.warning("entity names not embedded (alias dedup only): %s", exc)
+            return {}
+        return dict(zip(names, matrix, strict=True))
+
+    def _set_vector(self, user_id: str, entity_id: str, vector: np.ndarray | None) -> None:
+        index = self.vector_index()
+        if index is None:
+            return
+        if vector is None:
+            index.remove(user_id, entity_id)
+        else:
+            index.add(user_id, entity_id, vector)
+
+    # -- loading ----------------------------------------------------------------------
+    def load(self, user_id: str, entity_id: str) -> tuple[Entity, str] | None:
+        """A live entity and its stored JSON (for compare-and-set), or None."""
+        if not RECORD_ID_PATTERN.fullmatch(entity_id or ""):
+            return None
+        raw = self.store.get_raw(user_id, entity_id)
+        if raw is None:
+            return None
+        entity = Entity.model_validate_json(raw)
+        return None if entity.deleted else (entity, raw)
+
+    def require(self, user_id: str, entity_id: str) -> tuple[Entity, str]:
+        loaded = self.load(user_id, entity_id)
+        if loaded is None:
+            raise EntityNotFound(f"entity {entity_id!r} not found")
+        return loaded
+
+    def _write(self, new: Entity, raw: str, old: Entity, *, force: bool = False) -> WriteResult:
+        return self.store.save_entity(new, name_keys(new), expect=raw, old=old, old_keys=name_keys(old), force=force)
+
+    # -- ingestion --------------------------------------------------------------------
+    def ingest(self, episodes: Sequence[Episode], recognizer: EntityRecognizer) -> EntityIngestReport:
+        """Upsert the entities and relationships mentioned in each episode."""
+        report = EntityIngestReport()
+        texts = [entity_text(e) for e in episodes]
+        found = recognizer.recognize_many(texts)
+        candidates = [[c for c in collect_entities(mentions) if len(c.name) <= MAX_NAME_CHARS] for mentions in found]
+        relations = [  # before taking the lock: an LLM extractor may take a while
+            self.extractor.extract(text, mentions) if len(cands) > 1 else []
+            for text, mentions, cands in zip(texts, found, candidates, strict=True)
+        ]
+        vectors = self._new_name_vectors(episodes, candidates)
+        with self._lock:
+            for episode, cands, extracted in zip(episodes, candidates, relations, strict=True):
+                ids: dict[str, str] = {}
+                for cand in cands:
+                    entity_id, created = self.observe(episode, cand, vectors.get(cand.name))
+                    if entity_id is not None:
+                        ids[cand.key] = entity_id
+                        report.entities += 1
+                        report.created += created
+                for rel in extracted:
+                    src = ids.get(normalise_entity_name(rel.source))
+                    tgt = ids.get(normalise_entity_name(rel.target))
+                    if src and tgt and src != tgt:
+                        self.relate(episode.user_id, src, tgt, rel.type, rel.confidence, episode.id)
+                        report.relationships += 1
+        return report
+
+    def _new_name_vectors(
+        self, episodes: Sequence[Episode], candidates: Sequence[list[EntityCandidate]]
+    ) -> dict[str, np.ndarray]:
+        """Vectors for the candidate names no alias resolves (one call for the batch)."""
+        by_user: dict[str, dict[str, str]] = {}
+        for episode, cands in zip(episodes, candidates, strict=True):
+            by_user.setdefault(episode.user_id, {}).update({c.key: c.name for c in cands})
+        names: list[str] = []
+        for user_id, wanted in by_user.items():
+            known = self.store.owners(user_id, list(wanted))
+            names += [name for key, name in wanted.items() if key not in known]
+        return self.embed_names(names)
+
+    def observe(self, episode: Episode, cand: EntityCandidate, vector: np.ndarray | None) -> tuple[str | None, bool]:
+        """Merge one mention into its entity (or create it): ``(entity id, created)``."""
+        user_id, ts = episode.user_id, episode.timestamp
+        for _ in range(_RETRIES):
+            owner = self.store.owners(user_id, [cand.key]).get(cand.key)
+            target = self.load(user_id, owner) if owner else None
+            if target is None and vector is not None:
+                target = self._similar(user_id, cand.type, vector)
+            if target is None:
+                entity = Entity(
+                    user_id=user_id,
+                    name=cand.name,
+                    type=cand.type,
+                    aliases=merge_aliases(cand.name, [], cand.aliases),
+                    confidence=cand.confidence,
+                    first_seen=ts,
+                    last_seen=ts,
+                    episode_ids=[episode.id],
+                )
+                if self.store.save_entity(entity, name_keys(entity), expect="").status == "ok":
+                    self._set_vector(user_id, entity.id, vector)
+                    return entity.id, True
+                continue  # another writer claimed the name meanwhile: merge into theirs
+            old, raw = target
+            new = old.model_copy(
+                update={
+                    "aliases": merge_aliases(old.name, old.aliases, [cand.name, *cand.aliases]),
+                    "confidence": max(old.confidence, cand.confidence),
+                    "first_seen": min(old.first_seen, ts),
+                    "last_seen": max(old.last_seen, ts),
+                    "episode_ids": union_ids(old.episode_ids, [episode.id]),
+                }
+            )
+            if new == old or self._write(new, raw, old).status == "ok":
+                return old.id, False
+        log.warning("entity %r of user %s not stored: too many concurrent writes", cand.name, user_id)
+        return None, False
+
+    def _similar(self, user_id: str, etype: EntityType, vector: np.ndarray) -> tuple[Entity, str] | None:
+        """The most similar live entity of the same type at or above the threshold."""
+        index = self.vector_index()
+        if index is None:
+            return None
+        for entity_id, _ in index.search(user_id, vector, 5, self.similarity_threshold):
+            loaded = self.load(user_id, entity_id)
+            if loaded is not None and loaded[0].type == etype:
+                return loaded
+        return None
+
+    def relate(
+        self, user_id: str, source_id: str, target_id: str, rtype: str, confidence: float, episode_id: str
+    ) -> str | None:
+        """Create the edge or merge into the same (source, type, target): ids union, max confidence."""
+        triple = triple_key(source_id, rtype, target_id, rtype in SYMMETRIC_TYPES)
+        incoming = Relationship(
+            user_id=user_id,
+            source_id=source_id,
+            target_id=target_id,
+            type=rtype,
+            confidence=confidence,
+            source_episode_ids=[episode_id],
+        )
+        for _ in range(_RETRIES):
+            owner = self.store.triple_owner(user_id, triple)
+            if owner is None or self.store.rel_raw(user_id, owner) is None:
+                if self.store.save_rel(incoming, triple, expect="", force=owner is not None).status == "ok":
+                    return incoming.id
+                continue
+            if self.absorb_rel(user_id, owner, incoming):
+                return owner
+        return None
+
+    def absorb_rel(self, user_id: str, rel_id: str, other: Relationship) -> bool:
+        """Fold ``other``'s confidence and episodes into the stored edge ``rel_id``."""
+        for _ in range(_RETRIES):
+            raw = self.store.rel_raw(user_id, rel_id)
+            if raw is None:
+                return False
+            rel = Relationship.model_validate_json(raw)
+            new = rel.model_copy(
+                update={
+                    "confidence": max(rel.confidence, other.confidence),
+                    "source_episode_ids": union_ids(rel.source_episode_ids, other.source_episode_ids),
+                }
+            )
+            triple = triple_key(rel.source_id, rel.type, rel.target_id, rel.type in SYMMETRIC_TYPES)
+            if new == rel or self.store.save_rel(new, triple, expect=raw, old=rel, old_triple=triple).status == "ok":
+                return True
+        return False
+
+    # -- edits ------------------------------------------------------------------------
+    def update(self, user_id: str, entity_id: str, changes: dict[str, Any]) -> Entity:
+        """Edit name/type/aliases/confidence. A rename keeps the old name as an alias unless
+        ``aliases`` is given too. Raises EntityNotFound, EntityInvalid or EntityConflict."""
+        with self._lock:
+            for _ in range(_RETRIES):
+                old, raw = self.require(user_id, entity_id)
+                new = self._edited(old, changes)
+                if new == old:
+                    return old
+                result = self._write(new, raw, old)
+                if result.status == "taken":
+                    raise EntityConflict(
+                        f"a name or alias of this edit belongs to entity {result.owner!r}; merge them instead",
+                        result.owner,
+                    )
+                if result.status == "ok":
+                    if new.name != old.name:
+                        self._set_vector(user_id, new.id, self.embed_names([new.name]).get(new.name))
+                    return new
+        raise EntityInvalid("entity changed concurrently too often; try again")
+
+    @staticmethod
+    def _edited(old: Entity, changes: dict[str, Any]) -> Entity:
+        name = " ".join(str(changes.get("name") or old.name).split())
+        if not normalise_entity_name(name):
+            raise EntityInvalid("name must contain letters or digits")
+        if changes.get("aliases") is not None:
+            aliases = [str(a) for a in changes["aliases"]]
+            bad = [a for a in aliases if not normalise_entity_name(a)]
+            if bad:
+                raise EntityInvalid(f"aliases must contain letters or digits: {bad[:3]}")
+            aliases = merge_aliases(name, [], aliases)
+        else:
+            aliases = merge_aliases(name, old.aliases, [old.name])
+        update: dict[str, Any] = {"name": name, "aliases": aliases}
+        if changes.get("type") is not None:
+            update["type"] = EntityType(changes["type"])
+        if changes.get("confidence") is not None:
+            update["confidence"] = float(changes["confidence"])
+        return Entity.model_validate({**old.model_dump(), **update})
+
+    def delete(self, user_id: str, entity_id: str) -> Entity:
+        """Soft delete: ``deleted=true``, dropped from every index and from dedup lookups."""
+        with self._lock:
+            for _ in range(_RETRIES):
+                old, raw = self.require(user_id, entity_id)
+                new = old.model_copy(update={"deleted": True})
+                if self._write(new, raw, old).status == "ok":
+                    self._set_vector(user_id, entity_id, None)
+                    return new
+        raise EntityInvalid("entity changed concurrently too often; try again")
+
+    def merge(self, user_id: str, survivor_id: str, duplicate_id: str) -> MergeReport:
+        """Fold ``duplicate_id`` into ``survivor_id``: aliases, episodes and edges move over
+        (re-pointed; self-loops dropped; same triples merged), then the duplicate is removed."""
+        if survivor_id == duplicate_id:
+            raise EntityInvalid("an entity cannot be merged into itself")
+        with self._lock:
+            self.require(user_id, survivor_id)
+            dup, _ = self.require(user_id, duplicate_id)
+            moved, merged, dropped = self._move_edges(user_id, dup.id, survivor_id)
+            for _ in range(_RETRIES):
+                old, raw = self.require(user_id, survivor_id)
+                new = old.model_copy(
+                    update={
+                        "aliases": merge_aliases(old.name, old.aliases, [dup.name, *dup.aliases]),
+                        "confidence": max(old.confidence, dup.confidence),
+                        "first_seen": min(old.first_seen, dup.first_seen),
+                        "last_seen": max(old.last_seen, dup.last_seen),
+                        "episode_ids": union_ids(old.episode_ids, dup.episode_ids),
+                    }
+                )
+                if self._write(new, raw, old, force=True).status == "ok":
+                    break
+            else:
+                raise EntityInvalid("entity changed concurrently too often; try again")
+            self.store.delete_entity(dup, name_keys(dup))
+            self._set_vector(user_id, dup.id, None)
+        return MergeReport(new, dup.id, moved, merged, dropped)
+
+    def _move_edges(self, user_id: str, dup_id: str, survivor_id: str) -> tuple[int, int, int]:
+        """Re-point the duplicate's edges to the survivor: (moved, merged, dropped)."""
+        moved = merged = dropped = 0
+        out_ids, in_ids = self.store.edge_ids(user_id, dup_id)
+        for rel in self.store.rels(user_id, [*out_ids, *in_ids]).values():
+            sym = rel.type in SYMMETRIC_TYPES
+            old_triple = triple_key(rel.source_id, rel.type, rel.target_id, sym)
+            src = survivor_id if rel.source_id == dup_id else rel.source_id
+            tgt = survivor_id if rel.target_id == dup_id else rel.target_id
+            if src == tgt:
+                self.store.delete_rel(rel, old_triple)
+                dropped += 1
+                continue
+            new_triple = triple_key(src, rel.type, tgt, sym)
+            owner = self.store.triple_owner(user_id, new_triple)
+            if owner and owner != rel.id and self.absorb_rel(user_id, owner, rel):
+                self.store.delete_rel(rel, old_triple)
+                merged += 1
+                continue
+            new = rel.model_copy(update={"source_id": src, "target_id": tgt})
+            self.store.save_rel(new, new_triple, old=rel, old_triple=old_triple, force=True)
+            moved += 1
+        return moved, merged, dropped
