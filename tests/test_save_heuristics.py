@@ -48,6 +48,12 @@ CASES = [
         ),
     ),
     (
+        "coding task applied",
+        True,
+        "task_outcome",
+        conv(("user", "Add a docstring to the login function."), ("tool", "Applied edit to app/auth.py")),
+    ),
+    (
         "greeting only",
         False,
         "conversation",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agtos.config import Settings
@@ -17,7 +18,8 @@ from agtos.events import EventBus
 from agtos.flows.dreamer import DreamReport, run_dreamer
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.entities import EntityMemory
-from agtos.memory.episodic import build_episode
+from agtos.memory.episodic import build_episode, session_episode_id
+from agtos.memory.privacy import Privacy
 from agtos.memory.query_ingest import QueryIngestGate
 from agtos.memory.semantic import SemanticMemory
 from agtos.memory.working import WorkingMemory, WorkingMemoryStore
@@ -46,6 +48,7 @@ from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
 from agtos.tasks.context import ContextItem, assemble
 from agtos.tasks.contradiction import NLIModel, build_nli
 from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
+from agtos.tasks.distil import memory_kind
 from agtos.tasks.expansion import expand_query
 from agtos.tasks.extract import extract
 from agtos.tasks.ner import build_recognizer
@@ -138,6 +141,7 @@ class MemoryCoordinator:
         self.dialectic_llm = build_llm(settings.llm_slot("dialectic"))
         self._conclusions: ConclusionStore | None = None
         self.maintenance = MaintenanceStore(self.connector, self.keys)
+        self.privacy = Privacy(self)
         self.maintenance_llm = build_llm(settings.llm_slot("maintenance"))
         self.nli_cache = NLICache(self.connector, self.keys)
         self._nli_model: NLIModel | None = None
@@ -178,11 +182,13 @@ class MemoryCoordinator:
         check_user_id(user_id)
         check_record_id(session_id, "session id")
         wm = self.working.get_or_create(user_id, session_id)
-        if not wm.messages:
+        persist = not self.privacy.is_opted_out(user_id)
+        if not wm.messages and persist:
             self._restore_from_journal(user_id, session_id, wm)
         wm.add(turn)
         self.activity.turn(user_id, session_id)
-        self._journal(user_id, session_id, turn)
+        if persist:
+            self._journal(user_id, session_id, turn)
         return wm
 
     def session(self, user_id: str, session_id: str) -> WorkingMemory | None:
@@ -223,6 +229,12 @@ class MemoryCoordinator:
         """Summarise the session, apply the save heuristics and store the episode (idempotent)."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
+        if self.privacy.is_opted_out(user_id):
+            had_turns = self.working.get(user_id, session_id) is not None
+            self.working.drop(user_id, session_id)
+            self.activity.session_ended(user_id, session_id)
+            reason = "user opted out of persistence" if had_turns else "session has no turns"
+            return SessionEndResult(session_id, False, reason, None)
         turns = self._journal_turns(user_id, session_id)
         if not turns:
             wm = self.working.get(user_id, session_id)
@@ -250,9 +262,15 @@ class MemoryCoordinator:
 
     def ingest(self, items: list[IngestItem]) -> IngestionReport:
         """Run the ingestion steps in-process (the Prefect flow runs the same steps as tasks)."""
-        from agtos.flows.ingestion import run_ingestion
+        from agtos.flows.ingestion import IngestionReport, run_ingestion
 
-        return run_ingestion(self, items)
+        allowed = [i for i in items if not self.privacy.is_opted_out(i.user_id)]
+        report = run_ingestion(self, allowed) if allowed else IngestionReport()
+        report.received = len(items)
+        report.skipped += [
+            {"sessionId": i.session_id, "reason": "user opted out of persistence"} for i in items if i not in allowed
+        ]
+        return report
 
     def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
         """Episodes by hybrid (default), vector or BM25 search, best first."""
@@ -278,6 +296,39 @@ class MemoryCoordinator:
             self._nli_model = build_nli(True, cfg.nli_model_dir)
         return self._nli_model if cfg.nli_enabled else None
 
+    def import_sources(
+        self, user_id: str, sources: list[str] | None = None, home: Path | None = None
+    ) -> dict[str, Any]:
+        """Import other tools' chat history and memory files as episodes and memories (idempotent)."""
+        from agtos.importers import collect
+
+        self.privacy.require_persistence(check_user_id(user_id))
+        found = collect(home, sources)
+        items = [IngestItem(user_id=user_id, session_id=s.session_key, turns=s.turns) for s in found.sessions]
+        existing = self.episodes.existing_ids(user_id, [session_episode_id(user_id, i.session_id) for i in items])
+        report = self.ingest(items) if items else None
+        memories = [
+            Memory(id=m.key, user_id=user_id, text=m.text[:20_000], kind=memory_kind(m.text)) for m in found.memories
+        ]
+        known_memories = set(self.semantic.records("memory", user_id, [m.id for m in memories]))
+        if memories:
+            self.semantic.store_batch([], memories, self._embed_or_none([m.text for m in memories]))
+        stored = report.episode_ids if report else []
+        return {
+            "sessions": len(items),
+            "episodesAdded": len([i for i in stored if i not in existing]),
+            "episodesUpdated": len([i for i in stored if i in existing]),
+            "skipped": report.skipped if report else [],
+            "memoriesAdded": len([m for m in memories if m.id not in known_memories]),
+            "warnings": found.warnings,
+        }
+
+    def _embed_or_none(self, texts: list[str]) -> Any:
+        try:
+            return self.semantic.embedder.embed(texts)
+        except EmbeddingError:
+            return None
+
     def known_users(self) -> list[str]:
         """Every user with stored memory (the nightly lint walks them)."""
         return sorted(u.decode() for u in self.connector.run(lambda r: r.smembers(self.keys.users())))
@@ -286,7 +337,8 @@ class MemoryCoordinator:
         """One lint sweep for a user, gated by the ResourceGuard (see flows/lint.py)."""
         from agtos.flows.lint import maintain
 
-        return maintain(self, check_user_id(user_id))
+        self.privacy.require_persistence(check_user_id(user_id))
+        return maintain(self, user_id)
 
     # -- conclusions, dialectic, query-as-ingest -------------------------------------
     def list_conclusions(self, user_id: str, limit: int = 50, kind: str | None = None) -> list[Conclusion]:
@@ -345,6 +397,7 @@ class MemoryCoordinator:
         """Query-as-Ingest: keep a valuable agent response as a ``response_ingest`` episode."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
+        self.privacy.require_persistence(user_id)
         decision = self.query_ingest.evaluate(
             user_id, session_id, response, tool_calls=tool_calls, reasoning_steps=reasoning_steps
         )
@@ -435,7 +488,8 @@ class MemoryCoordinator:
         return self.profiles.get(check_user_id(user_id))
 
     def update_profile(self, user_id: str, update: ProfileUpdate) -> UserProfile:
-        return self.profiles.merge(check_user_id(user_id), update)
+        self.privacy.require_persistence(check_user_id(user_id))
+        return self.profiles.merge(user_id, update)
 
     # -- health -----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:

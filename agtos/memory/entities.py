@@ -206,13 +206,13 @@ class EntityMemory:
         self, episodes: Sequence[Episode], candidates: Sequence[list[EntityCandidate]]
     ) -> dict[str, np.ndarray]:
         """Vectors for the candidate names no alias resolves (one call for the batch)."""
-        by_user: dict[str, dict[str, str]] = {}
+        by_user: dict[str, list[EntityCandidate]] = {}
         for episode, cands in zip(episodes, candidates, strict=True):
-            by_user.setdefault(episode.user_id, {}).update({c.key: c.name for c in cands})
+            by_user.setdefault(episode.user_id, []).extend(cands)
         names: list[str] = []
-        for user_id, wanted in by_user.items():
-            known = self.store.owners(user_id, list(wanted))
-            names += [name for key, name in wanted.items() if key not in known]
+        for user_id, cands in by_user.items():
+            known = self.store.owners(user_id, list(dict.fromkeys(c.key for c in cands)))
+            names += [c.name for c in cands if c.key not in known]
         return self.embed_names(names)
 
     def observe(self, episode: Episode, cand: EntityCandidate, vector: np.ndarray | None) -> tuple[str | None, bool]:
@@ -357,6 +357,21 @@ class EntityMemory:
                     self._set_vector(user_id, entity_id, None)
                     return new
         raise EntityInvalid("entity changed concurrently too often; try again")
+
+    def forget(self, user_id: str, entity_id: str) -> bool:
+        """Privacy hard delete: the record (even if soft-deleted), its edges, index entries and vector."""
+        with self._lock:
+            raw = self.store.get_raw(user_id, entity_id)
+            if raw is None:
+                return False
+            entity = Entity.model_validate_json(raw)
+            out_ids, in_ids = self.store.edge_ids(user_id, entity_id)
+            for rel in self.store.rels(user_id, [*out_ids, *in_ids]).values():
+                sym = rel.type in SYMMETRIC_TYPES
+                self.store.delete_rel(rel, triple_key(rel.source_id, rel.type, rel.target_id, sym))
+            self.store.delete_entity(entity, name_keys(entity))
+            self._set_vector(user_id, entity_id, None)
+        return True
 
     def merge(self, user_id: str, survivor_id: str, duplicate_id: str) -> MergeReport:
         """Fold ``duplicate_id`` into ``survivor_id``: aliases, episodes and edges move over

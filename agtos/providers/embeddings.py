@@ -113,6 +113,11 @@ class _QueryCache:
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every cached text (privacy: a forgotten user's queries must not linger)."""
+        with self._lock:
+            self._items.clear()
+
 
 def _file_sha256(path: Path) -> str:
     digest = hashlib.sha256()

@@ -12,7 +12,17 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.errors import install_error_handlers
 from agtos.serving.knowledge import mount_knowledge
-from agtos.serving.routers import entities, health, insight, maintenance, memory, metrics, sessions
+from agtos.serving.routers import (
+    entities,
+    health,
+    imports,
+    insight,
+    maintenance,
+    memory,
+    metrics,
+    privacy,
+    sessions,
+)
 
 
 def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator | None = None) -> FastAPI:
@@ -29,13 +39,12 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     app = FastAPI(
         title="agtos memory",
         version=__version__,
-        description="Working, episodic and semantic memory for AI agents. "
-        "Identify the user with the X-User-Id header.",
+        description="Working, episodic and semantic memory for AI agents. Identify the user with the X-User-Id header.",
         lifespan=lifespan,
     )
     app.state.coordinator = coord
     install_error_handlers(app)
-    routers = (health, memory, sessions, insight, maintenance, metrics, entities)
+    routers = (health, memory, sessions, insight, maintenance, privacy, imports, metrics, entities)
     for module in routers:
         app.include_router(module.router)
     mount_knowledge(app)

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agtos.memory.privacy import NotFoundError, OptedOutError
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
 
@@ -45,6 +46,14 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidIdentifier)
     async def _bad_id(_: Request, exc: InvalidIdentifier) -> JSONResponse:
         return JSONResponse(status_code=400, content={"message": str(exc)})
+
+    @app.exception_handler(OptedOutError)
+    async def _opted_out(_: Request, exc: OptedOutError) -> JSONResponse:
+        return JSONResponse(status_code=403, content={"message": str(exc)})
+
+    @app.exception_handler(NotFoundError)
+    async def _not_found(_: Request, exc: NotFoundError) -> JSONResponse:
+        return JSONResponse(status_code=404, content={"message": str(exc)})
 
     @app.exception_handler(StorageUnavailable)
     async def _storage_down(_: Request, exc: StorageUnavailable) -> JSONResponse:

@@ -38,6 +38,14 @@ class EpisodeStore:
         raw = self.connector.run(lambda r: r.get(self.keys.user(user_id).episode(episode_id)))
         return Episode.model_validate_json(raw) if raw else None
 
+    def existing_ids(self, user_id: str, ids: list[str]) -> set[str]:
+        """Which of ``ids`` are stored (and not expired)."""
+        if not ids:
+            return set()
+        uk = self.keys.user(user_id)
+        raws = self.connector.run(lambda r: r.mget([uk.episode(i) for i in ids]))
+        return {i for i, raw in zip(ids, raws, strict=True) if raw is not None}
+
     def ttl(self, user_id: str, episode_id: str) -> int:
         return int(self.connector.run(lambda r: r.ttl(self.keys.user(user_id).episode(episode_id))))
 

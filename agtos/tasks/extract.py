@@ -29,6 +29,7 @@ CORRECTION_RE = re.compile(
 )
 TASK_DONE_RE = re.compile(
     r"\b(done|completed|finished|booked|scheduled|sent|created|saved|ordered|set (a|the|an) |"
+    r"applied edit|committed|commit [0-9a-f]{7,40}|fixed|deployed|merged|tests? pass(ed|es)?|"
     r"i've (added|booked|scheduled|sent|created|set|updated|ordered)|task (is )?complete)\b",
     re.I,
 )

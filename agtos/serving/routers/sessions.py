@@ -21,9 +21,7 @@ class TurnsIn(BaseModel):
 
 
 @router.post("/{session_id}/turns")
-def append_turns(
-    coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn
-) -> dict[str, Any]:
+def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> dict[str, Any]:
     """Append one or more turns; older turns are summarised when the limits are passed."""
     wm = None
     for turn in body.turns:

@@ -1,0 +1,111 @@
+"""Privacy controls: forget one record or everything of a user, and per-user opt-out.
+
+Forgetting removes the records, their index entries (vector, BM25, entity) and the
+in-process caches; an opted-out user keeps working memory only and nothing of theirs is
+written to Redis. The opt-out list itself is a global set outside every user's key space.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from agtos.storage.keys import check_record_id
+
+if TYPE_CHECKING:
+    from agtos.memory.coordinator import MemoryCoordinator
+
+FORGETTABLE = ("episode", "memory", "conclusion", "entity")
+OPT_OUT_CACHE_S = 2.0
+
+
+class NotFoundError(LookupError):
+    """The record to forget does not exist for this user."""
+
+
+class OptedOutError(PermissionError):
+    """The user opted out of persistence; nothing may be written for them."""
+
+
+class Privacy:
+    def __init__(self, coordinator: MemoryCoordinator) -> None:
+        self.c = coordinator
+        self._opt_out_cache: dict[str, tuple[float, bool]] = {}
+
+    def _opt_out_key(self) -> str:
+        return self.c.keys.meta("privacy:opt-out")
+
+    # -- opt-out ----------------------------------------------------------------------
+    def is_opted_out(self, user_id: str) -> bool:
+        """Cached for a moment; if Redis is down we cannot write anyway, so False is safe."""
+        now = time.monotonic()
+        hit = self._opt_out_cache.get(user_id)
+        if hit and now - hit[0] < OPT_OUT_CACHE_S:
+            return hit[1]
+        from agtos.storage.redis_conn import StorageUnavailable
+
+        try:
+            value = bool(self.c.connector.run(lambda r: r.sismember(self._opt_out_key(), user_id)))
+        except StorageUnavailable:
+            return hit[1] if hit else False
+        self._opt_out_cache[user_id] = (now, value)
+        return value
+
+    def set_opt_out(self, user_id: str, opted_out: bool, forget_existing: bool = False) -> dict[str, Any]:
+        key = self._opt_out_key()
+        self.c.connector.run(lambda r: r.sadd(key, user_id) if opted_out else r.srem(key, user_id))
+        self._opt_out_cache[user_id] = (time.monotonic(), opted_out)
+        forgotten = self.forget_all(user_id)["keysDeleted"] if opted_out and forget_existing else 0
+        return {"userId": user_id, "optOut": opted_out, "keysDeleted": forgotten}
+
+    def require_persistence(self, user_id: str) -> None:
+        if self.is_opted_out(user_id):
+            raise OptedOutError(f"user {user_id!r} opted out of persistence; only working memory is kept")
+
+    # -- forgetting -------------------------------------------------------------------
+    def forget_item(self, user_id: str, kind: str, item_id: str) -> dict[str, Any]:
+        """Delete one record from Redis and every index; NotFoundError if it does not exist."""
+        if kind not in FORGETTABLE:
+            raise ValueError(f"kind must be one of {FORGETTABLE}")
+        check_record_id(item_id, f"{kind} id")
+        if kind == "conclusion":
+            found = self.c.conclusions.delete(user_id, item_id)
+        elif kind == "entity":
+            found = self.c.entities.forget(user_id, item_id)
+        else:
+            found = self.c.semantic.delete(kind, user_id, item_id)
+        if not found:
+            raise NotFoundError(f"no {kind} {item_id!r} for this user")
+        self._clear_query_cache()
+        return {"forgotten": {"kind": kind, "id": item_id}}
+
+    def forget_all(self, user_id: str) -> dict[str, Any]:
+        """Every key of the user (records, indexes, journals, counters) plus in-process state."""
+        pattern = self.c.keys.user(user_id).all_pattern()
+
+        def op(r: redis.Redis) -> int:
+            deleted = 0
+            batch: list[bytes] = []
+            for key in r.scan_iter(match=pattern, count=1_000):
+                batch.append(key)
+                if len(batch) >= 500:
+                    deleted += int(r.unlink(*batch))
+                    batch = []
+            if batch:
+                deleted += int(r.unlink(*batch))
+            r.srem(self.c.keys.users(), user_id)
+            return deleted
+
+        deleted = self.c.connector.run(op)
+        self.c.working.drop(user_id)
+        self._clear_query_cache()
+        return {"forgotten": "all", "userId": user_id, "keysDeleted": deleted}
+
+    def _clear_query_cache(self) -> None:
+        """Query embeddings are cached by text: drop them so no forgotten text lingers in memory."""
+        embedder = self.c.semantic._embedder
+        cache = getattr(embedder, "cache", None)
+        if cache is not None and hasattr(cache, "clear"):
+            cache.clear()

@@ -1,0 +1,50 @@
+"""Privacy: forget records or everything, opt out of persistence."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agtos.serving.deps import Coordinator, UserId
+
+router = APIRouter(prefix="/api/memory", tags=["privacy"])
+
+
+class ForgetRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["episode", "memory", "conclusion", "entity", "all"]
+    id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+
+    @model_validator(mode="after")
+    def _id_matches_kind(self) -> ForgetRequest:
+        if (self.kind == "all") != (self.id is None):
+            raise ValueError("give an id for one record, and no id with kind 'all'")
+        return self
+
+
+@router.post("/forget")
+def forget(coordinator: Coordinator, user_id: UserId, body: ForgetRequest) -> dict[str, Any]:
+    """Delete one record (from Redis and every index) or everything stored for this user."""
+    if body.kind == "all":
+        return coordinator.privacy.forget_all(user_id)
+    assert body.id is not None
+    return coordinator.privacy.forget_item(user_id, body.kind, body.id)
+
+
+class PrivacySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    opt_out: bool
+    forget_existing: bool = False
+
+
+@router.get("/privacy")
+def get_privacy(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
+    return {"userId": user_id, "optOut": coordinator.privacy.is_opted_out(user_id)}
+
+
+@router.put("/privacy")
+def put_privacy(coordinator: Coordinator, user_id: UserId, body: PrivacySettings) -> dict[str, Any]:
+    """Opt out (working memory only, nothing written to Redis) or back in."""
+    return coordinator.privacy.set_opt_out(user_id, body.opt_out, body.forget_existing)

@@ -1,0 +1,161 @@
+"""Import through the API, forgetting, opt-out, and TTL expiry honoured by the indexes."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas import Episode, IngestItem
+from tests.helpers import talk, user
+
+_spec = importlib.util.spec_from_file_location(
+    "make_import_fixtures", Path(__file__).parent / "fixtures" / "make_import_fixtures.py"
+)
+assert _spec and _spec.loader
+make_fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_fixtures)
+
+
+def user_keys(raw: redis.Redis, prefix: str, user_id: str) -> list[bytes]:
+    return list(raw.scan_iter(match=f"{prefix}:u:{user_id}:*", count=1000))
+
+
+def test_import_is_idempotent(client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = make_fixtures.build_home(tmp_path / "home")
+    monkeypatch.setenv("AGTOS_IMPORT_HOME", str(home))
+    listed = client.get("/api/memory/sources").json()
+    assert {s["source"] for s in listed["sources"]} >= {"claude_code", "cursor", "aider", "copilot"}
+    first = client.post("/api/memory/import", json={}, headers=user("ivy")).json()
+    assert first["episodesAdded"] > 0 and first["memoriesAdded"] > 0 and first["episodesUpdated"] == 0
+    second = client.post("/api/memory/import", json={}, headers=user("ivy")).json()
+    assert second["episodesAdded"] == 0 and second["memoriesAdded"] == 0
+    assert second["episodesUpdated"] == first["episodesAdded"]
+    episodes = client.get("/api/memory/episodes", params={"limit": 100}, headers=user("ivy")).json()
+    assert episodes["count"] == first["episodesAdded"]
+    only = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ivan")).json()
+    assert only["episodesAdded"] >= 1 and only["memoriesAdded"] == 0
+    assert client.post("/api/memory/import", json={"sources": ["emacs"]}).status_code == 422
+
+
+def seed_everything(client: TestClient, coordinator: MemoryCoordinator, user_id: str) -> None:
+    talk(
+        client,
+        user_id,
+        "s1",
+        ("user", "I prefer metric units and I work at Acme Corp in Berlin."),
+        ("assistant", "Noted."),
+    )
+    talk(
+        client,
+        user_id,
+        "s2",
+        ("user", "Alice works at Acme Corp in Berlin; her project Falcon is due Friday."),
+        ("user", "I prefer short answers about Falcon."),
+        ("assistant", "Understood."),
+    )
+    coordinator.dream(user_id)
+
+
+def test_forget_everything_leaves_nothing_in_any_tier(
+    client: TestClient, coordinator: MemoryCoordinator, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    seed_everything(client, coordinator, "fay")
+    seed_everything(client, coordinator, "gus")
+    assert coordinator.list_conclusions("fay") and coordinator.search_memories("fay", "metric units", 5)
+    assert client.get("/api/entities", headers=user("fay")).json()["count"] > 0
+    body = client.post("/api/memory/forget", json={"kind": "all"}, headers=user("fay")).json()
+    assert body["keysDeleted"] > 0
+    assert user_keys(raw_redis, key_prefix, "fay") == []
+    for mode in ("hybrid", "vector", "bm25"):
+        found = client.get(
+            "/api/memory/search", params={"q": "metric units Acme Falcon", "mode": mode}, headers=user("fay")
+        ).json()
+        assert found["count"] == 0
+    assert coordinator.search_memories("fay", "metric units", 5) == []
+    assert coordinator.list_conclusions("fay") == []
+    assert client.get("/api/entities", headers=user("fay")).json()["count"] == 0
+    context = client.post("/api/memory/context", json={"query": "metric units"}, headers=user("fay")).json()
+    assert context["items"] == []
+    assert "fay" not in coordinator.known_users()
+    # the other user is untouched
+    assert client.get("/api/memory/search", params={"q": "metric units"}, headers=user("gus")).json()["count"] > 0
+
+
+def test_forget_one_episode(client: TestClient) -> None:
+    ended = talk(client, "hal", "s1", ("user", "I prefer window seats on long flights."), ("assistant", "Noted."))
+    episode_id = ended["episode"]["id"]
+    gone = client.post("/api/memory/forget", json={"kind": "episode", "id": episode_id}, headers=user("hal"))
+    assert gone.status_code == 200
+    for mode in ("hybrid", "vector", "bm25"):
+        found = client.get(
+            "/api/memory/search", params={"q": "window seats flights", "mode": mode}, headers=user("hal")
+        ).json()
+        assert episode_id not in [r["id"] for r in found["results"]]
+    again = client.post("/api/memory/forget", json={"kind": "episode", "id": episode_id}, headers=user("hal"))
+    assert again.status_code == 404 and again.json()["message"]
+    bad = client.post("/api/memory/forget", json={"kind": "all", "id": "x"}, headers=user("hal"))
+    assert bad.status_code == 422
+
+
+def test_opted_out_user_writes_nothing(client: TestClient, raw_redis: redis.Redis, key_prefix: str) -> None:
+    assert client.put("/api/memory/privacy", json={"opt_out": True}, headers=user("oz")).json()["optOut"] is True
+    turns = {"turns": [{"role": "user", "content": "I prefer tea. My name is Oz."}]}
+    live = client.post("/api/memory/sessions/s1/turns", json=turns, headers=user("oz")).json()
+    assert live["messageCount"] == 1  # working memory still works
+    assert client.get("/api/memory/sessions/s1", headers=user("oz")).json()["messageCount"] == 1
+    ended = client.post("/api/memory/sessions/s1/end", headers=user("oz")).json()
+    assert ended == {"sessionId": "s1", "saved": False, "reason": "user opted out of persistence", "episode": None}
+    assert client.put("/api/memory/profile", json={"name": "Oz"}, headers=user("oz")).status_code == 403
+    response = {"session_id": "s1", "response": "A long analysis " * 100, "tool_calls": 3}
+    assert client.post("/api/memory/responses", json=response, headers=user("oz")).status_code == 403
+    assert user_keys(raw_redis, key_prefix, "oz") == []
+    assert client.get("/api/memory/privacy", headers=user("oz")).json()["optOut"] is True
+    # opting back in allows writes again
+    client.put("/api/memory/privacy", json={"opt_out": False}, headers=user("oz"))
+    assert talk(client, "oz", "s2", ("user", "I prefer tea."), ("assistant", "Ok."))["saved"] is True
+
+
+def test_opt_out_can_forget_existing(client: TestClient, raw_redis: redis.Redis, key_prefix: str) -> None:
+    talk(client, "pia", "s1", ("user", "I prefer cold brew coffee."), ("assistant", "Noted."))
+    assert user_keys(raw_redis, key_prefix, "pia")
+    body = client.put(
+        "/api/memory/privacy", json={"opt_out": True, "forget_existing": True}, headers=user("pia")
+    ).json()
+    assert body["keysDeleted"] > 0 and user_keys(raw_redis, key_prefix, "pia") == []
+
+
+def test_expired_episode_never_shows_in_search(
+    coordinator: MemoryCoordinator, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    episode = Episode(id="ep-short", user_id="tia", summary="Booked the XQ-77 ferry to Capri", keywords=["ferry"])
+    coordinator.ingest([IngestItem(user_id="tia", episode=episode)])
+    assert [h.episode.id for h in coordinator.search_episodes("tia", "XQ-77 ferry", 5)] == ["ep-short"]
+    raw_redis.pexpire(f"{key_prefix}:u:tia:episode:ep-short", 50)
+    time.sleep(0.2)
+    for mode in ("hybrid", "vector", "bm25"):
+        assert coordinator.search_episodes("tia", "XQ-77 ferry", 5, mode) == []
+    assert coordinator.semantic.store("episode").bm25.count("tia") == 0  # lazily dropped from the indexes
+
+
+def test_forget_one_entity_removes_it_and_its_edges(
+    client: TestClient, coordinator: MemoryCoordinator, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    seed_everything(client, coordinator, "una")
+    listed = client.get("/api/entities", params={"q": "Alice"}, headers=user("una")).json()["entities"]
+    alice = next(e for e in listed if e["name"] == "Alice")
+    assert client.get(f"/api/entities/{alice['id']}/relationships", headers=user("una")).json()
+    gone = client.post("/api/memory/forget", json={"kind": "entity", "id": alice["id"]}, headers=user("una"))
+    assert gone.status_code == 200
+    assert client.get(f"/api/entities/{alice['id']}", headers=user("una")).status_code == 404
+    leftovers = [
+        k for k in raw_redis.scan_iter(match=f"{key_prefix}:u:una:rel:*") if alice["id"].encode() in raw_redis.get(k)
+    ]
+    assert leftovers == []
+    again = client.post("/api/memory/forget", json={"kind": "entity", "id": alice["id"]}, headers=user("una"))
+    assert again.status_code == 404
