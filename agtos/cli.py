@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from agtos.cli_memory import register as register_memory_commands
 from agtos.config import Settings
 
 app = typer.Typer(help="agtos: memory for AI agents.", no_args_is_help=True)
@@ -30,23 +31,7 @@ def serve(
     )
 
 
-@memory_app.command("search")
-def search(query: str, user: str = typer.Option("default", help="user id"), limit: int = 10) -> None:
-    """Search a user's episodes from the terminal."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from agtos.memory.coordinator import MemoryCoordinator
-
-    coordinator = MemoryCoordinator(Settings.from_env())
-    try:
-        hits = coordinator.search_episodes(user, query, limit)
-    finally:
-        coordinator.close()
-    table = Table("score", "match", "topic", "summary")
-    for hit in hits:
-        table.add_row(f"{hit.score:.3f}", hit.match_type, hit.episode.topic, hit.episode.summary[:100])
-    Console().print(table)
+register_memory_commands(memory_app)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,168 @@
+"""``agtos memory …`` commands: import, maintain, search, forget (rich tables and progress bars)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agtos.config import Settings
+
+console = Console()
+
+
+@contextmanager
+def coordinator_from_env() -> Iterator[object]:
+    from agtos.memory.coordinator import MemoryCoordinator
+
+    coordinator = MemoryCoordinator(Settings.from_env())
+    try:
+        yield coordinator
+    finally:
+        coordinator.close()
+
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def register(memory_app: typer.Typer) -> None:
+    """Attach the commands to the ``memory`` sub-app."""
+
+    @memory_app.command("search")
+    def search(
+        query: str,
+        user: str = typer.Option("default", help="user id"),
+        limit: int = typer.Option(10, min=1, max=50),
+        mode: str = typer.Option(None, help="hybrid, vector or bm25 (default: configured mode)"),
+    ) -> None:
+        """Search a user's episodes."""
+        with coordinator_from_env() as coordinator:
+            hits = coordinator.search_episodes(user, query, limit, mode)  # type: ignore[attr-defined]
+        table = Table("score", "match", "topic", "summary", title=f"{len(hits)} result(s) for {query!r}")
+        for hit in hits:
+            table.add_row(f"{hit.score:.3f}", hit.match_type, hit.episode.topic, hit.episode.summary[:100])
+        console.print(table)
+
+    @memory_app.command("import")
+    def import_(
+        user: str = typer.Option("default", help="user id to import into"),
+        source: list[str] = typer.Option(None, "--source", "-s", help="source(s) to import; repeatable"),
+        all_sources: bool = typer.Option(False, "--all", help="import every source found without asking"),
+    ) -> None:
+        """Scan this machine for other AI tools' memories, choose, and import them (idempotent)."""
+        from agtos.importers import scan_sources
+
+        found = [s for s in scan_sources() if s.item_count > 0]
+        if not found:
+            console.print("No importable memories found.")
+            raise typer.Exit(0)
+        table = Table("source", "path", "items", title="Importable memories")
+        for s in found:
+            table.add_row(s.source, s.path, str(s.item_count))
+        console.print(table)
+        names = sorted({s.source for s in found})
+        chosen = source or (names if all_sources else None)
+        if chosen is None:
+            answer = typer.prompt(f"Import which sources? ({', '.join(names)}, or 'all')", default="all")
+            chosen = names if answer.strip() == "all" else [a.strip() for a in answer.split(",") if a.strip()]
+        unknown = sorted(set(chosen) - set(names))
+        if unknown:
+            console.print(f"[red]not found here: {', '.join(unknown)}[/red]")
+            raise typer.Exit(2)
+        totals = {"episodesAdded": 0, "episodesUpdated": 0, "memoriesAdded": 0}
+        with coordinator_from_env() as coordinator, _progress() as progress:
+            bar = progress.add_task("importing", total=len(chosen))
+            for name in chosen:
+                progress.update(bar, description=f"importing {name}")
+                report = coordinator.import_sources(user, [name])  # type: ignore[attr-defined]
+                for key in totals:
+                    totals[key] += report[key]
+                progress.advance(bar)
+        console.print(
+            f"added {totals['episodesAdded']} episode(s), updated {totals['episodesUpdated']}, "
+            f"added {totals['memoriesAdded']} memory item(s)"
+        )
+
+    @memory_app.command("maintain")
+    def maintain(
+        user: str = typer.Option(None, help="one user (default: every user with stored memory)"),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="print every step of every report"),
+    ) -> None:
+        """Run the six-step memory lint now (waits while the ResourceGuard defers)."""
+        from agtos.flows.lint import MaintenanceDisabledError
+
+        with coordinator_from_env() as coordinator:
+            users = [user] if user else coordinator.known_users()  # type: ignore[attr-defined]
+            reports = []
+            with _progress() as progress:
+                bar = progress.add_task("linting", total=len(users))
+                for uid in users:
+                    progress.update(bar, description=f"linting {uid}")
+                    try:
+                        reports.append(coordinator.maintain(uid))  # type: ignore[attr-defined]
+                    except MaintenanceDisabledError as exc:
+                        console.print(f"[yellow]{exc}[/yellow]")
+                        raise typer.Exit(1) from exc
+                    progress.advance(bar)
+        summary = Table("user", "status", "before", "after", "merged", "contradictions", "pruned", "orphans")
+        for r in reports:
+            s = r.summary
+            summary.add_row(
+                r.user_id,
+                s.get("status", "?"),
+                str(s.get("conclusionsBefore", "-")),
+                str(s.get("conclusionsAfter", "-")),
+                str(s.get("merge", "-")),
+                str(s.get("contradictions", "-")),
+                str(s.get("prune", "-")),
+                str(s.get("orphans", "-")),
+            )
+        console.print(summary)
+        if verbose:
+            for r in reports:
+                steps = Table("step", "count", "ms", "ids", title=f"{r.user_id} @ {r.timestamp}")
+                for step in r.steps:
+                    steps.add_row(step["step"], str(step["count"]), str(step["ms"]), ", ".join(step["ids"][:5]))
+                console.print(steps)
+                pipeline = r.summary.get("contradictionPipeline")
+                if pipeline:
+                    console.print(f"contradiction pipeline: {pipeline}")
+
+    @memory_app.command("forget")
+    def forget(
+        user: str = typer.Option(..., help="whose memory"),
+        kind: str = typer.Option("all", help="all, episode, memory, conclusion or entity"),
+        item_id: str = typer.Option(None, "--id", help="the record id (not with --kind all)"),
+        yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    ) -> None:
+        """Forget one record, or everything stored for a user."""
+        if (kind == "all") != (item_id is None):
+            console.print("[red]give --id for one record, and no --id with --kind all[/red]")
+            raise typer.Exit(2)
+        what = f"ALL memory of {user}" if kind == "all" else f"{kind} {item_id} of {user}"
+        if not yes and not typer.confirm(f"Forget {what}?"):
+            raise typer.Exit(1)
+        from agtos.memory.privacy import NotFoundError
+
+        with coordinator_from_env() as coordinator:
+            try:
+                if kind == "all":
+                    result = coordinator.privacy.forget_all(user)  # type: ignore[attr-defined]
+                else:
+                    result = coordinator.privacy.forget_item(user, kind, item_id)  # type: ignore[attr-defined]
+            except (NotFoundError, ValueError) as exc:
+                console.print(f"[red]{exc}[/red]")
+                raise typer.Exit(1) from exc
+        console.print(result)

@@ -1,0 +1,62 @@
+"""The ``agtos memory`` command line against a real Redis (configured through the environment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agtos.cli import app
+from tests.test_privacy_import import make_fixtures
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, key_prefix: str, tmp_path: Path) -> Path:
+    home = make_fixtures.build_home(tmp_path / "home")
+    for name, value in {
+        "REDIS_URL": redis_url,
+        "AGTOS_KEY_PREFIX": key_prefix,
+        "AGTOS_IMPORT_HOME": str(home),
+        "AGTOS_BACKGROUND_WORK_POLICY": "always",
+        "AGTOS_CONFIG_DIR": str(tmp_path / "cfg"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    return home
+
+
+def test_import_search_maintain_forget(cli_env: Path) -> None:
+    runner = CliRunner()
+    imported = runner.invoke(app, ["memory", "import", "--user", "cli", "--all"])
+    assert imported.exit_code == 0, imported.output
+    assert "Importable memories" in imported.output and "added" in imported.output
+    again = runner.invoke(app, ["memory", "import", "--user", "cli", "--all"])
+    assert "added 0 episode(s)" in again.output
+
+    found = runner.invoke(app, ["memory", "search", "login docstring", "--user", "cli"])
+    assert found.exit_code == 0 and "result(s)" in found.output
+
+    linted = runner.invoke(app, ["memory", "maintain", "--user", "cli", "--verbose"])
+    assert linted.exit_code == 0, linted.output
+    assert "completed" in linted.output and "contradiction pipeline" in linted.output
+
+    refused = runner.invoke(app, ["memory", "forget", "--user", "cli", "--kind", "all", "--id", "x", "--yes"])
+    assert refused.exit_code == 2
+    forgotten = runner.invoke(app, ["memory", "forget", "--user", "cli", "--yes"])
+    assert forgotten.exit_code == 0 and "keysDeleted" in forgotten.output
+    empty = runner.invoke(app, ["memory", "search", "login docstring", "--user", "cli"])
+    assert "0 result(s)" in empty.output
+
+
+def test_import_prompts_for_sources(cli_env: Path) -> None:
+    result = CliRunner().invoke(app, ["memory", "import", "--user", "cli2"], input="aider\n")
+    assert result.exit_code == 0, result.output
+    assert "Import which sources?" in result.output
+    bad = CliRunner().invoke(app, ["memory", "import", "--user", "cli2", "--source", "emacs"])
+    assert bad.exit_code == 2 and "not found here: emacs" in bad.output
+
+
+def test_maintain_respects_the_kill_switch(cli_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGTOS_MAINTENANCE_ENABLED", "false")
+    result = CliRunner().invoke(app, ["memory", "maintain", "--user", "cli"])
+    assert result.exit_code == 1 and "disabled" in result.output
