@@ -34,5 +34,40 @@ def serve(
 register_memory_commands(memory_app)
 
 
+@memory_app.command("export")
+def export_memory(
+    out: str = typer.Option(..., "--out", help="snapshot directory (replaced atomically; created if missing)"),
+    user: list[str] = typer.Option(None, "--user", help="only this user; repeatable (default: every user)"),
+) -> None:
+    """Export stored memory to a Parquet snapshot: one file per record kind plus manifest.json."""
+    from pathlib import Path
+
+    from agtos.cli_memory import _progress, console, coordinator_from_env
+    from agtos.memory.export import export_snapshot
+
+    with coordinator_from_env() as coordinator, _progress() as progress:
+        users = user or coordinator.known_users()  # type: ignore[attr-defined]
+        bar = progress.add_task("exporting", total=len(users))
+        advance = lambda _user: progress.advance(bar)  # noqa: E731
+        try:
+            counts = export_snapshot(coordinator, Path(out), users, on_user=advance)  # type: ignore[arg-type]
+        except (FileExistsError, ValueError) as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(1) from exc
+    console.print(f"exported {len(users)} user(s) to {out}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+
+
+flows_app = typer.Typer(help="Prefect flows: serve the deployments.", no_args_is_help=True)
+app.add_typer(flows_app, name="flows")
+
+
+@flows_app.command("serve")
+def serve_flows() -> None:
+    """Serve the ingestion, Dreamer and nightly-lint deployments (needs PREFECT_API_URL)."""
+    from agtos.flows.deployments import serve_deployments
+
+    serve_deployments()
+
+
 if __name__ == "__main__":
     app()
