@@ -74,12 +74,16 @@ def to_table(rows: list[BaseModel], schema: pa.Schema) -> pa.Table:
     import json
 
     dict_fields = {f.name for f in schema if pa.types.is_string(f.type)}
+    item_fields = {f.name for f in schema if pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type)}
     data = []
     for row in rows:
         item = row.model_dump(mode="json")
         for key in dict_fields & item.keys():
             if isinstance(item[key], dict | list):
                 item[key] = json.dumps(item[key])
+        for key in item_fields & item.keys():  # list[dict] fields: one JSON text per item
+            if isinstance(item[key], list):
+                item[key] = [json.dumps(v) if isinstance(v, dict | list) else v for v in item[key]]
         data.append(item)
     return pa.Table.from_pylist(data, schema=schema)
 
