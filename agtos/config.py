@@ -86,6 +86,7 @@ class MaintenanceConfig:
     guard_delay_s: float = 60.0
     candidate_top_k: int = 5
     candidate_cap: int = 500
+    candidate_query_limit: int = 2_000  # most recently updated conclusions that look for neighbours
     judge_batch_size: int = 10
 
 
@@ -114,6 +115,7 @@ class Settings:
     dreamer_retries: int = 5
     dreamer_retry_delay_s: float = 60.0
     maintenance: MaintenanceConfig = field(default_factory=lambda: MaintenanceConfig())
+    max_body_bytes: int = 1_048_576
 
     def __post_init__(self) -> None:
         if self.search_mode not in SEARCH_MODES:
@@ -182,6 +184,7 @@ class Settings:
                 guard_retries=_env_int("AGTOS_MAINTENANCE_GUARD_RETRIES", 3),
                 guard_delay_s=_env_float("AGTOS_MAINTENANCE_GUARD_DELAY_S", 60.0),
             ),
+            max_body_bytes=_env_int("AGTOS_MAX_BODY_BYTES", 1_048_576),
         )
 
 

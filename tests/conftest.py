@@ -20,6 +20,7 @@ from agtos.serving.app import create_app
 # Prefect's ephemeral server keeps its database under PREFECT_HOME: one throwaway home per run.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="agtos-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 TEST_REDIS_URL = os.environ.get("AGTOS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

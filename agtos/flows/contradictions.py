@@ -55,12 +55,14 @@ def detect_contradictions(
 
     started = time.perf_counter()
     ids = [c.id for c in conclusions]
+    recent = sorted(range(len(conclusions)), key=lambda i: conclusions[i].updated_at, reverse=True)
     candidates = candidate_pairs(
         ids,
         _vectors(rt, conclusions[0].user_id, conclusions),
         [text[i] for i in ids],
         cfg.candidate_top_k,
         cfg.candidate_cap,
+        query_rows=recent[: cfg.candidate_query_limit],
     )
     counters["candidates"] = len(candidates)
     latency["stage1Ms"] = _ms(started)

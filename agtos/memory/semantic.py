@@ -120,36 +120,23 @@ class SemanticMemory:
         episode_store, memory_store = self.store("episode"), self.store("memory")
         for episode in episodes:
             self.episodes.save(episode)
-        self._index(
-            episode_store,
-            [(e.user_id, e.id, episode_text(e)) for e in episodes],
-            None if vectors is None else vectors[: len(episodes)],
-        )
-        merged = self._merge_existing(memory_store, memories)
-        for memory in merged:
-            memory_store.connector.run(
-                lambda r, m=memory: r.set(
-                    self.keys.user(m.user_id).record("memory", m.id), m.model_dump_json()
-                )
+        episode_vectors = None if vectors is None else vectors[: len(episodes)]
+        for user_id, rows in _rows_by_user([e.user_id for e in episodes]).items():
+            episode_store.index_many(
+                user_id,
+                [episodes[i].id for i in rows],
+                [episode_text(episodes[i]) for i in rows],
+                None if episode_vectors is None else episode_vectors[rows],
             )
-        self._index(
-            memory_store,
-            [(m.user_id, m.id, m.text) for m in merged],
-            None if vectors is None else vectors[len(episodes) :],
-        )
+        merged = self._merge_existing(memory_store, memories)
+        memory_vectors = None if vectors is None else vectors[len(episodes) :]
+        for user_id, rows in _rows_by_user([m.user_id for m in merged]).items():
+            memory_store.upsert_many(
+                user_id,
+                [(merged[i].id, merged[i].text, merged[i].model_dump_json()) for i in rows],
+                None if memory_vectors is None else memory_vectors[rows],
+            )
         return len(merged)
-
-    def _index(
-        self, store: SemanticStore, docs: list[tuple[str, str, str]], vectors: np.ndarray | None
-    ) -> None:
-        by_user: dict[str, list[int]] = {}
-        for row, (user_id, _, _) in enumerate(docs):
-            by_user.setdefault(user_id, []).append(row)
-        for user_id, rows in by_user.items():
-            if vectors is not None and len(rows):
-                store.vectors.add_many(user_id, [docs[i][1] for i in rows], vectors[rows])
-            for i in rows:
-                store.bm25.add(user_id, docs[i][1], docs[i][2])
 
     def _merge_existing(self, store: SemanticStore, memories: list[Memory]) -> list[Memory]:
         """Keep first-seen time and union the source episodes of memories already stored."""
@@ -200,23 +187,24 @@ class SemanticMemory:
         degraded = None
         if wanted != "bm25":
             try:
-                vectors = (
-                    list(self.embedder.embed(queries))
-                    if len(queries) > 1
-                    else [self.embedder.embed_one(query)]
-                )
+                vectors = list(self.embedder.embed(queries)) if len(queries) > 1 else [self.embedder.embed_one(query)]
             except EmbeddingError as exc:
                 degraded = f"embedder unavailable, keyword search only: {exc}"
                 wanted = "bm25"
         store = self.store(namespace)
-        lists = [
-            store.search(user_id, q, v, wanted, limit, threshold)
-            for q, v in zip(queries, vectors, strict=True)
-        ]
+        lists = [store.search(user_id, q, v, wanted, limit, threshold) for q, v in zip(queries, vectors, strict=True)]
         return SemanticSearch(_fuse(lists, limit), wanted, degraded)
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
         return self.store(namespace).get_many(user_id, ids)
+
+
+def _rows_by_user(user_ids: list[str]) -> dict[str, list[int]]:
+    """Row numbers grouped by user, in order (batches may mix users)."""
+    rows: dict[str, list[int]] = {}
+    for row, user_id in enumerate(user_ids):
+        rows.setdefault(user_id, []).append(row)
+    return rows
 
 
 def _fuse(lists: list[list[SearchResult]], limit: int) -> list[SearchResult]:

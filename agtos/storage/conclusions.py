@@ -21,11 +21,15 @@ class ConclusionStore:
         return self.keys.user(user_id).collection("conclusion", "by_time")
 
     def upsert_many(self, conclusions: list[Conclusion], vectors: np.ndarray | None) -> None:
-        """Write records and timeline, then index text (and vectors when given)."""
+        """Write records and timeline, then index text (and vectors when given), batched per user."""
+        rows: dict[str, list[int]] = {}
         for row, conclusion in enumerate(conclusions):
-            vector = None if vectors is None else vectors[row]
-            self.index.upsert(conclusion.user_id, conclusion.id, conclusion.text, vector, conclusion.model_dump_json())
-            self.connector.run(lambda r, c=conclusion: r.zadd(self._timeline(c.user_id), {c.id: c.updated_at}))
+            rows.setdefault(conclusion.user_id, []).append(row)
+        for user_id, idx in rows.items():
+            docs = [(conclusions[i].id, conclusions[i].text, conclusions[i].model_dump_json()) for i in idx]
+            self.index.upsert_many(user_id, docs, None if vectors is None else vectors[idx])
+            stamps = {conclusions[i].id: conclusions[i].updated_at for i in idx}
+            self.connector.run(lambda r, u=user_id, m=stamps: r.zadd(self._timeline(u), m))
 
     def save_records(self, conclusions: list[Conclusion]) -> None:
         """Rewrite records whose text did not change (confidence, stale flag, sources): no re-indexing."""

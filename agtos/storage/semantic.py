@@ -93,6 +93,30 @@ class SemanticStore:
             self.vectors.add(user_id, doc_id, vec)
         self.bm25.add(user_id, doc_id, text)
 
+    def upsert_many(
+        self, user_id: str, docs: list[tuple[str, str, str]], vectors: Any | None, ttl_seconds: int | None = None
+    ) -> None:
+        """Batch upsert of ``(doc_id, text, payload_json)``: records in one pipeline, vectors in one call."""
+        if not docs:
+            return
+
+        def op(r: redis.Redis) -> None:
+            pipe = r.pipeline(transaction=False)
+            for doc_id, _, payload in docs:
+                pipe.set(self._record_key(user_id, doc_id), payload, ex=ttl_seconds)
+            pipe.sadd(self.keys.users(), user_id)
+            pipe.execute()
+
+        self.connector.run(op)
+        self.index_many(user_id, [d[0] for d in docs], [d[1] for d in docs], vectors)
+
+    def index_many(self, user_id: str, ids: list[str], texts: list[str], vectors: Any | None) -> None:
+        """Index records already stored (e.g. by EpisodeStore): vectors in one call, BM25 per text."""
+        if vectors is not None and ids:
+            self.vectors.add_many(user_id, ids, vectors)
+        for doc_id, text in zip(ids, texts, strict=True):
+            self.bm25.add(user_id, doc_id, text)
+
     def delete(self, user_id: str, doc_id: str) -> bool:
         """Remove the record and its index entries; True if any of them existed."""
         existed = bool(self.connector.run(lambda r: r.delete(self._record_key(user_id, doc_id))))
@@ -145,9 +169,7 @@ class SemanticStore:
             ranked = [SearchResult(d, s, "keyword") for d, s in keyword_hits]
         else:
             keyword_ids = {d for d, _ in keyword_hits}
-            fused = reciprocal_rank_fusion(
-                [[d for d, _ in vector_hits], [d for d, _ in keyword_hits]], k=self.rrf_k
-            )
+            fused = reciprocal_rank_fusion([[d for d, _ in vector_hits], [d for d, _ in keyword_hits]], k=self.rrf_k)
             ranked = [
                 SearchResult(d, score, _match_type(d in similarity, d in keyword_ids), similarity.get(d))
                 for d, score in fused

@@ -92,18 +92,29 @@ def polarity_clash(text_a: str, text_b: str) -> bool:
 
 
 def candidate_pairs(
-    ids: list[str], vectors: np.ndarray, texts: list[str], top_k: int = 5, cap: int = 500, chunk: int = 1024
+    ids: list[str],
+    vectors: np.ndarray,
+    texts: list[str],
+    top_k: int = 5,
+    cap: int = 500,
+    chunk: int = 1024,
+    query_rows: list[int] | None = None,
 ) -> list[Candidate]:
-    """Stage 1: polarity pairs first, then cosine neighbours by similarity; unordered pairs, capped."""
+    """Stage 1: polarity pairs first, then cosine neighbours by similarity; unordered pairs, capped.
+
+    ``query_rows`` limits which conclusions look for neighbours (e.g. the most recently
+    updated ones); their neighbours are searched among all conclusions.
+    """
     n = len(ids)
     if n < 2:
         return []
     best: dict[tuple[str, str], Candidate] = {}
     k = min(top_k, n - 1)
-    for start in range(0, n, chunk):
-        block = vectors[start : start + chunk] @ vectors.T
-        for row, sims in enumerate(block):
-            i = start + row
+    rows = np.arange(n) if query_rows is None else np.asarray(query_rows, dtype=np.int64)
+    for start in range(0, len(rows), chunk):
+        block_rows = rows[start : start + chunk]
+        block = vectors[block_rows] @ vectors.T
+        for i, sims in zip(block_rows.tolist(), block, strict=True):
             sims[i] = -np.inf
             for j in np.argpartition(-sims, k - 1)[:k]:
                 pair = _key(ids[i], ids[int(j)])
