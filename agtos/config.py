@@ -107,7 +107,7 @@ class Settings:
     port: int = DEFAULT_PORT
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     search_mode: str = "hybrid"
-    similarity_threshold: float = 0.25
+    similarity_threshold: float = 0.15
     query_expansion: bool = False
     background_work_policy: str = "auto"
     query_ingest_threshold: int = 6
@@ -165,7 +165,7 @@ class Settings:
                 api_key=os.environ.get("AGTOS_EMBEDDING_API_KEY", ""),
             ),
             search_mode=(os.environ.get("AGTOS_MEMORY_SEARCH_MODE") or "hybrid").strip().lower(),
-            similarity_threshold=_env_float("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.25),
+            similarity_threshold=_env_float("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.15),
             query_expansion=_env_bool("AGTOS_MEMORY_QUERY_EXPANSION", False),
             background_work_policy=os.environ.get("AGTOS_BACKGROUND_WORK_POLICY", "auto"),
             query_ingest_threshold=_env_int("AGTOS_QUERY_INGEST_THRESHOLD", 6),

@@ -100,9 +100,7 @@ def test_corrections_and_preferences_rank_above_plain_talk() -> None:
 
 
 def test_extraction_of_facts_keywords_topic() -> None:
-    turns = conv(
-        ("user", "I'm vegetarian and I live in Berlin."), ("user", "Find a vegetarian restaurant for dinner.")
-    )
+    turns = conv(("user", "I'm vegetarian and I live in Berlin."), ("user", "Find a vegetarian restaurant for dinner."))
     found = extract(turns)
     assert "User is vegetarian and User lives in Berlin" not in found.facts
     assert any(f.startswith("User is vegetarian") for f in found.facts)
@@ -118,6 +116,11 @@ def test_extraction_of_facts_keywords_topic() -> None:
         ("My favourite colour is green.", "User's favourite colour is green"),
         ("I don't like olives", "User does not like olives"),
         ("I have two dogs", "User has two dogs"),
+        ("I moved to Porto last spring.", "User moved to Porto last spring"),
+        ("I just started a new job", "User just started a new job"),
+        ("I watch films on Fridays", "User watches films on Fridays"),
+        ("I definitely prefer matte finishes", "User definitely prefers matte finishes"),
+        ("We've moved to Porto", "User's household has moved to Porto"),
     ],
 )
 def test_third_person_rewrites(sentence: str, expected: str) -> None:

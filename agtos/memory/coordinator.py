@@ -92,13 +92,29 @@ class SearchHit:
         return {**self.episode.public(), "score": self.score, "matchType": self.match_type}
 
 
-def display_score(raw: float, mode: str, rrf_k: int = 60) -> float:
-    """Scores in 0-1 for every mode: RRF is divided by its maximum (rank 1 in both lists)."""
+def display_score(raw: float, mode: str, max_hybrid: float | None = None) -> float:
+    """Scores in 0-1 for every mode: hybrid RRF is divided by its maximum (rank 1 in both lists)."""
     if mode == "hybrid":
-        return round(min(1.0, raw * (rrf_k + 1) / 2), 4)
+        return round(min(1.0, raw / (max_hybrid or 2 / 61)), 4)
     if mode == "bm25":
         return round(raw / (raw + 1.0), 4)  # squash the unbounded BM25 score
     return round(raw, 4)
+
+
+RECENCY_WEIGHT = 0.1
+
+
+def rerank_by_recency(hits: list[SearchHit]) -> list[SearchHit]:
+    """Stable re-sort by score × (1 - w + w × relative recency within the candidates)."""
+    if len(hits) < 2:
+        return hits
+    stamps = [h.episode.timestamp for h in hits]
+    oldest, span = min(stamps), (max(stamps) - min(stamps)) or 1
+
+    def weight(hit: SearchHit) -> float:
+        return hit.score * (1 - RECENCY_WEIGHT + RECENCY_WEIGHT * (hit.episode.timestamp - oldest) / span)
+
+    return sorted(hits, key=weight, reverse=True)
 
 
 class MemoryCoordinator:
@@ -273,14 +289,24 @@ class MemoryCoordinator:
         return report
 
     def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
-        """Episodes by hybrid (default), vector or BM25 search, best first."""
-        found = self.semantic.search("episode", check_user_id(user_id), query, limit, mode)
+        """Episodes by hybrid (default), vector or BM25 search, best first.
+
+        A wider candidate pool is re-ranked by relevance × relative recency (the newest
+        candidate ×1.0, the oldest ×0.9), so when a later session restates or updates a fact
+        it outranks the superseded one without burying strong older matches.
+        """
+        found = self.semantic.search("episode", check_user_id(user_id), query, min(100, limit * 2), mode)
         records = self.semantic.records("episode", user_id, [r.id for r in found.results])
-        return [
-            SearchHit(Episode.model_validate_json(records[r.id]), display_score(r.score, found.mode), r.match_type)
+        hits = [
+            SearchHit(
+                Episode.model_validate_json(records[r.id]),
+                display_score(r.score, found.mode, found.max_score),
+                r.match_type,
+            )
             for r in found.results
             if r.id in records
         ]
+        return rerank_by_recency(hits)[:limit]
 
     def search_memories(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[Memory]:
         """Semantic memories (facts, preferences) relevant to ``query``, best first."""
@@ -362,7 +388,7 @@ class MemoryCoordinator:
             for hit in found.results:
                 if hit.id in records:
                     text = json.loads(records[hit.id])["text"]
-                    evidence.append(Evidence(hit.id, kind, text, display_score(hit.score, found.mode)))
+                    evidence.append(Evidence(hit.id, kind, text, display_score(hit.score, found.mode, found.max_score)))
         evidence += [
             Evidence(h.episode.id, "episode", h.episode.summary, h.score)
             for h in self.search_episodes(user_id, question, limit)
@@ -449,7 +475,9 @@ class MemoryCoordinator:
                 if hit.id in records:
                     memory = Memory.model_validate_json(records[hit.id])
                     relevance = (
-                        hit.similarity if hit.similarity is not None else display_score(hit.score, memories.mode)
+                        hit.similarity
+                        if hit.similarity is not None
+                        else display_score(hit.score, memories.mode, memories.max_score)
                     )
                     items.append(ContextItem("semantic", memory.id, memory.text, relevance, memory.created_at))
             for ep_hit in self.search_episodes(user_id, query, limit):

@@ -38,6 +38,7 @@ class SemanticSearch:
     results: list[SearchResult]
     mode: str
     degraded: str | None = None
+    max_score: float | None = None  # the best possible hybrid score, to scale scores into 0-1
 
 
 class SemanticMemory:
@@ -48,7 +49,7 @@ class SemanticMemory:
         episodes: EpisodeStore,
         embedder_factory: Callable[[], Embedder],
         default_mode: str = "hybrid",
-        similarity_threshold: float = 0.25,
+        similarity_threshold: float = 0.15,
         expander: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.connector = connector
@@ -193,7 +194,7 @@ class SemanticMemory:
                 wanted = "bm25"
         store = self.store(namespace)
         lists = [store.search(user_id, q, v, wanted, limit, threshold) for q, v in zip(queries, vectors, strict=True)]
-        return SemanticSearch(_fuse(lists, limit), wanted, degraded)
+        return SemanticSearch(_fuse(lists, limit), wanted, degraded, store.max_fused_score)
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
         return self.store(namespace).get_many(user_id, ids)

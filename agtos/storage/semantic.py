@@ -48,6 +48,7 @@ class SemanticStore:
         bm25_index: BM25Index,
         candidate_factor: int = 4,
         rrf_k: int = DEFAULT_K,
+        rrf_weights: tuple[float, float] = (1.0, 0.6),
     ) -> None:
         if vector_index.namespace != namespace or bm25_index.namespace != namespace:
             raise ValueError(f"both indexes must use the namespace {namespace!r}")
@@ -58,6 +59,7 @@ class SemanticStore:
         self.bm25 = bm25_index
         self.candidate_factor = max(1, candidate_factor)
         self.rrf_k = rrf_k
+        self.rrf_weights = rrf_weights  # (vector, keyword): a lone weak keyword hit must not outrank meaning
 
     def _record_key(self, user_id: str, doc_id: str) -> str:
         return self.keys.user(user_id).record(self.namespace, doc_id)
@@ -169,12 +171,21 @@ class SemanticStore:
             ranked = [SearchResult(d, s, "keyword") for d, s in keyword_hits]
         else:
             keyword_ids = {d for d, _ in keyword_hits}
-            fused = reciprocal_rank_fusion([[d for d, _ in vector_hits], [d for d, _ in keyword_hits]], k=self.rrf_k)
+            fused = reciprocal_rank_fusion(
+                [[d for d, _ in vector_hits], [d for d, _ in keyword_hits]],
+                k=self.rrf_k,
+                weights=list(self.rrf_weights),
+            )
             ranked = [
                 SearchResult(d, score, _match_type(d in similarity, d in keyword_ids), similarity.get(d))
                 for d, score in fused
             ]
         return self._live(user_id, ranked, limit)
+
+    @property
+    def max_fused_score(self) -> float:
+        """The hybrid score of a document ranked first in both lists (to scale scores to 0-1)."""
+        return sum(self.rrf_weights) / (self.rrf_k + 1)
 
     def _live(self, user_id: str, ranked: list[SearchResult], limit: int) -> list[SearchResult]:
         """Keep hits whose record still exists; forget the others in both indexes."""

@@ -13,12 +13,23 @@ B = 0.75
 MAX_TERM_LENGTH = 64
 
 
+def light_stem(word: str) -> str:
+    """Plural folding only ("dogs" → "dog", "cities" → "city"); codes and short words untouched."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith(("ss", "us", "is", "ous")):
+        return word[:-1]
+    return word
+
+
 def tokenize(text: str) -> list[str]:
-    """Index/query terms: :func:`words` minus stopwords, 1-char noise and over-long tokens.
+    """Index/query terms: :func:`words` minus stopwords, 1-char noise and over-long tokens, plurals folded.
 
     Unlike ``content_words`` numbers are kept (order ids, error codes, years).
     """
-    return [w for w in words(text) if 1 < len(w) <= MAX_TERM_LENGTH and w not in STOPWORDS]
+    return [light_stem(w) for w in words(text) if 1 < len(w) <= MAX_TERM_LENGTH and w not in STOPWORDS]
 
 
 def query_terms(text: str) -> list[str]:
@@ -35,9 +46,7 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-def term_score(
-    tf: float, doc_len: float, avg_len: float, term_idf: float, k1: float = K1, b: float = B
-) -> float:
+def term_score(tf: float, doc_len: float, avg_len: float, term_idf: float, k1: float = K1, b: float = B) -> float:
     """One term's contribution to one document."""
     if tf <= 0:
         return 0.0

@@ -10,13 +10,14 @@ from agtos.schemas import Role, Turn
 from agtos.tasks.text import STOPWORDS, content_words, sentences, words
 
 PREFERENCE_RE = re.compile(
-    r"\b(i (really |much |usually |always )?(prefer|like|love|enjoy|hate|dislike|can't stand|"
+    r"\b(i ([a-z]+ly |much |always |still )?(prefer|like|love|enjoy|hate|dislike|can't stand|"
     r"don't like|do not like|want you to|would rather)|i'd rather|my favou?rite|"
     r"please (always|never|don't|do not)|call me|i always|i never)\b",
     re.I,
 )
 FACT_RE = re.compile(
-    r"\b(i am|i'm|i work|i live|i have|i've|i was|i moved|i study|i own|i use|i go|i eat|"
+    r"\b(i am|i'm|i work|i live|i have|i've|i was|i moved|i study|i own|i use|i go|i eat|i just|i now|"
+    r"we've|we're|we have|we moved|we live|we bought|we got|we are now|our (new |current )?\w+ (is|are)|"
     r"my (name|wife|husband|partner|son|daughter|kids?|dog|cat|job|birthday|email|phone|address|"
     r"team|boss|company|manager|project|home|city|age)\b)",
     re.I,
@@ -67,8 +68,16 @@ _FIRST_PERSON = [
     (re.compile(r"^(?:and |but |so )?i (can't|cannot) stand\b", re.I), "User can't stand"),
     (re.compile(r"^(?:and |but |so )?i was\b", re.I), "User was"),
     (re.compile(r"^(?:and |but |so )?i have\b", re.I), "User has"),
-    (re.compile(r"^(?:and |but |so )?i (\w+?)(s?)\b", re.I), r"User \1s"),
+    (re.compile(r"^(?:and |but |so )?we've\b", re.I), "User's household has"),
+    (re.compile(r"^(?:and |but |so )?we're\b", re.I), "User's household is"),
 ]
+_SUBJECT_VERB = re.compile(
+    r"^(?:and |but |so )?(i|we) ((?:\w+ly |just |now |still |also |never |always |often )*)(\w+)", re.I
+)
+_NO_S = frozenset(
+    "can could will would shall should may might must did had went got bought began became came made met "
+    "ran saw sold spent took told thought wrote left lost found kept felt paid said sent put".split()
+)
 
 
 @dataclass
@@ -83,6 +92,25 @@ class Extraction:
     topic: str = "general"
 
 
+def _third_person_verb(verb: str) -> str:
+    lowered = verb.lower()
+    if lowered in _NO_S or lowered.endswith("ed"):
+        return verb
+    if lowered.endswith(("s", "sh", "ch", "x", "o")):
+        return verb + "es"
+    if lowered.endswith("y") and len(lowered) > 1 and lowered[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _conjugate(match: re.Match[str]) -> str:
+    subject = "User" if match.group(1).lower() == "i" else "User's household"
+    verb = match.group(3)
+    if subject == "User's household":
+        return f"{subject} {match.group(2)}{verb}"
+    return f"{subject} {match.group(2)}{_third_person_verb(verb)}"
+
+
 def third_person(sentence: str) -> str:
     """'I prefer metric units.' -> 'User prefers metric units'."""
     text = sentence.strip().rstrip(".!")
@@ -91,6 +119,8 @@ def third_person(sentence: str) -> str:
         if pattern.search(text):
             text = pattern.sub(repl, text, count=1)
             break
+    else:
+        text = _SUBJECT_VERB.sub(_conjugate, text, count=1)
     text = re.sub(r"\bmy\b", "the user's", text, flags=re.I)
     text = re.sub(r"\bme\b", "the user", text, flags=re.I)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)

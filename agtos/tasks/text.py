@@ -27,9 +27,23 @@ tomorrow need lot something anything things thing way make use using used user a
 STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 
 
+_ABBREVIATION = re.compile(
+    r"(?:\b(?:prof|dr|mr|mrs|ms|st|sr|jr|vs|etc|e\.g|i\.e|no|approx|dept|inc|ltd|co)|\b[a-z])\.$", re.I
+)
+
+
 def sentences(text: str) -> list[str]:
-    """Split text into trimmed, non-empty sentences."""
-    return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
+    """Split text into trimmed, non-empty sentences ("Prof. Ito", "e.g. this" stay whole)."""
+    out: list[str] = []
+    for part in _SENTENCE_SPLIT.split(text):
+        part = part.strip() if part else ""
+        if not part:
+            continue
+        if out and _ABBREVIATION.search(out[-1]) and not out[-1].endswith("\n"):
+            out[-1] = f"{out[-1]} {part}"
+        else:
+            out.append(part)
+    return out
 
 
 def words(text: str) -> list[str]:
