@@ -56,16 +56,14 @@ class IngestionReport:
 @dataclass(frozen=True)
 class IngestionSteps:
     summarise: Callable[..., tuple[list[Episode], list[dict[str, str]]]]
-    recognise: Callable[..., list[Episode]]
+    recognise: Callable[..., tuple[list[Episode], list[list[Any]]]]
     distil: Callable[..., list[Memory]]
     embed: Callable[..., np.ndarray]
     index: Callable[..., int]
     entities: Callable[..., int]
 
 
-def summarise_items(
-    rt: MemoryCoordinator, items: list[IngestItem]
-) -> tuple[list[Episode], list[dict[str, str]]]:
+def summarise_items(rt: MemoryCoordinator, items: list[IngestItem]) -> tuple[list[Episode], list[dict[str, str]]]:
     """Sessions become episodes (save heuristics applied); ready episodes pass through."""
     episodes: list[Episode] = []
     skipped: list[dict[str, str]] = []
@@ -81,16 +79,20 @@ def summarise_items(
     return episodes, skipped
 
 
-def recognise_entities(rt: MemoryCoordinator, episodes: list[Episode]) -> list[Episode]:
-    """Entity names mentioned in each episode (no-op until a recognizer is configured)."""
+def recognise_entities(rt: MemoryCoordinator, episodes: list[Episode]) -> tuple[list[Episode], list[list[Any]]]:
+    """Entity mentions of each episode, and the episodes with their entity names set.
+
+    The mentions are handed on to the entity step, so NER runs once per episode.
+    """
     recognizer = rt.recognizer
     if recognizer is None or not episodes:
-        return episodes
+        return episodes, [[] for _ in episodes]
     mentions = recognizer.recognize_many([entity_text(e) for e in episodes])
-    return [
+    named = [
         e.model_copy(update={"entities": list(dict.fromkeys(m.text for m in found))[:256]})
         for e, found in zip(episodes, mentions, strict=True)
     ]
+    return named, mentions
 
 
 def distil(rt: MemoryCoordinator, episodes: list[Episode]) -> list[Memory]:
@@ -110,11 +112,11 @@ def index_batch(
     return rt.semantic.store_batch(episodes, memories, vectors)
 
 
-def upsert_entities(rt: MemoryCoordinator, episodes: list[Episode]) -> int:
+def upsert_entities(rt: MemoryCoordinator, episodes: list[Episode], mentions: list[list[Any]]) -> int:
     """Entities and relationships of the stored episodes into the entity graph (deduplicated)."""
     if rt.recognizer is None or not episodes:
         return 0
-    return rt.entities.ingest(episodes, rt.recognizer).entities
+    return rt.entities.ingest(episodes, mentions).entities
 
 
 INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch, upsert_entities)
@@ -141,7 +143,7 @@ def run_ingestion(
     episodes, report.skipped = steps.summarise(rt, items)
     if not episodes:
         return report
-    episodes = steps.recognise(rt, episodes)
+    episodes, mentions = steps.recognise(rt, episodes)
     memories = steps.distil(rt, episodes)
     texts = [episode_text(e) for e in episodes] + [m.text for m in memories]
     vectors: np.ndarray | None
@@ -154,7 +156,7 @@ def run_ingestion(
     report.stored = len(episodes)
     report.episode_ids = [e.id for e in episodes]
     try:
-        report.entities = steps.entities(rt, episodes)
+        report.entities = steps.entities(rt, episodes, mentions)
     except Exception as exc:  # derived data: the stored batch stands without it (no 5xx, no re-ingest)
         log.exception("entity graph not updated for %d episodes", len(episodes))
         report.degraded = report.degraded or f"entity graph not updated: {exc}"

@@ -27,7 +27,7 @@ from agtos.storage.entities import EntityStore, WriteResult, triple_key
 from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_index import VectorIndex
-from agtos.tasks.ner import EntityCandidate, EntityRecognizer, collect_entities, normalise_entity_name
+from agtos.tasks.ner import EntityCandidate, EntityRecognizer, Mention, collect_entities, normalise_entity_name
 from agtos.tasks.relations import SYMMETRIC_TYPES, build_relation_extractor
 
 log = logging.getLogger(__name__)
@@ -174,11 +174,17 @@ class EntityMemory:
         return self.store.save_entity(new, name_keys(new), expect=raw, old=old, old_keys=name_keys(old), force=force)
 
     # -- ingestion --------------------------------------------------------------------
-    def ingest(self, episodes: Sequence[Episode], recognizer: EntityRecognizer) -> EntityIngestReport:
-        """Upsert the entities and relationships mentioned in each episode."""
+    def ingest(
+        self, episodes: Sequence[Episode], found: Sequence[Sequence[Mention]] | EntityRecognizer
+    ) -> EntityIngestReport:
+        """Upsert the entities and relationships mentioned in each episode.
+
+        ``found`` is each episode's mentions (from the ingestion NER step), or a recognizer to run.
+        """
         report = EntityIngestReport()
         texts = [entity_text(e) for e in episodes]
-        found = recognizer.recognize_many(texts)
+        if hasattr(found, "recognize_many"):
+            found = found.recognize_many(texts)  # type: ignore[union-attr]
         candidates = [[c for c in collect_entities(mentions) if len(c.name) <= MAX_NAME_CHARS] for mentions in found]
         relations = [  # before taking the lock: an LLM extractor may take a while
             self.extractor.extract(text, mentions) if len(cands) > 1 else []
