@@ -30,9 +30,7 @@ def seed(coordinator: MemoryCoordinator, user_id: str = "alice") -> None:
     items = [
         IngestItem(
             user_id=user_id,
-            episode=Episode(
-                id=eid, user_id=user_id, summary=summary, keywords=kw, topic=kw[0], importance=0.6
-            ),
+            episode=Episode(id=eid, user_id=user_id, summary=summary, keywords=kw, topic=kw[0], importance=0.6),
         )
         for eid, (summary, kw) in CORPUS.items()
     ]
@@ -41,9 +39,7 @@ def seed(coordinator: MemoryCoordinator, user_id: str = "alice") -> None:
 
 
 def search(client: TestClient, q: str, mode: str, user_id: str = "alice", limit: int = 5) -> list[dict]:
-    response = client.get(
-        "/api/memory/search", params={"q": q, "mode": mode, "limit": limit}, headers=user(user_id)
-    )
+    response = client.get("/api/memory/search", params={"q": q, "mode": mode, "limit": limit}, headers=user(user_id))
     assert response.status_code == 200, response.text
     return response.json()["results"]
 
@@ -142,3 +138,20 @@ def test_context_rejects_bad_input(client: TestClient) -> None:
     for payload in ({"query": ""}, {"query": "x", "token_budget": 10}, {"query": "x", "session_id": "a b"}):
         response = client.post("/api/memory/context", json=payload)
         assert response.status_code == 422 and response.json()["message"]
+
+
+def test_recency_breaks_near_ties_by_absolute_age() -> None:
+    from agtos.memory.coordinator import SearchHit, rerank_by_recency
+
+    day = 86_400_000
+
+    def hit(eid: str, score: float, ts: int) -> SearchHit:
+        return SearchHit(Episode(id=eid, user_id="u", summary="s", timestamp=ts), score, "hybrid")
+
+    now = 1_800_000_000_000
+    moments_apart = [hit("older", 0.50, now - 5), hit("newer", 0.49, now)]
+    assert [h.episode.id for h in rerank_by_recency(moments_apart)] == ["older", "newer"]
+    month_apart = [hit("superseded", 0.50, now - 60 * day), hit("update", 0.48, now)]
+    assert [h.episode.id for h in rerank_by_recency(month_apart)] == ["update", "superseded"]
+    strong_old = [hit("strong", 0.80, now - 365 * day), hit("weak-new", 0.50, now)]
+    assert [h.episode.id for h in rerank_by_recency(strong_old)] == ["strong", "weak-new"]

@@ -102,17 +102,22 @@ def display_score(raw: float, mode: str, max_hybrid: float | None = None) -> flo
 
 
 RECENCY_WEIGHT = 0.1
+RECENCY_HALF_LIFE_DAYS = 30.0
 
 
 def rerank_by_recency(hits: list[SearchHit]) -> list[SearchHit]:
-    """Stable re-sort by score × (1 - w + w × relative recency within the candidates)."""
+    """Stable re-sort by score × (1 - w + w × 2^(-age behind the newest candidate / half-life)).
+
+    Ages are absolute (days), so episodes stored moments apart weigh the same, and a session a
+    month newer than another gains at most w/2 of its score.
+    """
     if len(hits) < 2:
         return hits
-    stamps = [h.episode.timestamp for h in hits]
-    oldest, span = min(stamps), (max(stamps) - min(stamps)) or 1
+    newest = max(h.episode.timestamp for h in hits)
 
     def weight(hit: SearchHit) -> float:
-        return hit.score * (1 - RECENCY_WEIGHT + RECENCY_WEIGHT * (hit.episode.timestamp - oldest) / span)
+        days_behind = (newest - hit.episode.timestamp) / 86_400_000
+        return hit.score * (1 - RECENCY_WEIGHT + RECENCY_WEIGHT * 0.5 ** (days_behind / RECENCY_HALF_LIFE_DAYS))
 
     return sorted(hits, key=weight, reverse=True)
 
@@ -291,9 +296,9 @@ class MemoryCoordinator:
     def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
         """Episodes by hybrid (default), vector or BM25 search, best first.
 
-        A wider candidate pool is re-ranked by relevance × relative recency (the newest
-        candidate ×1.0, the oldest ×0.9), so when a later session restates or updates a fact
-        it outranks the superseded one without burying strong older matches.
+        A wider candidate pool is re-ranked by relevance × recency (see ``rerank_by_recency``),
+        so when a later session restates or updates a fact it outranks the superseded one
+        without burying strong older matches.
         """
         found = self.semantic.search("episode", check_user_id(user_id), query, min(100, limit * 2), mode)
         records = self.semantic.records("episode", user_id, [r.id for r in found.results])
