@@ -22,46 +22,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
-from agtos.tasks.text import content_words, words
+from agtos.tasks.polarity import ANTONYMS, conflict_reason, polarity
 
 log = logging.getLogger(__name__)
 
 Label = Literal["contradiction", "entailment", "neutral"]
-NEGATIONS = frozenset(
-    {
-        "not",
-        "never",
-        "no",
-        "doesn't",
-        "don't",
-        "isn't",
-        "aren't",
-        "wasn't",
-        "won't",
-        "cannot",
-        "can't",
-        "nor",
-        "without",
-        "stopped",
-        "quit",
-        "longer",
-    }
-)
-ANTONYMS: dict[str, frozenset[str]] = {
-    "vegetarian": frozenset({"steak", "meat", "beef", "pork", "bacon", "chicken", "burger", "burgers", "ham"}),
-    "vegan": frozenset({"steak", "meat", "beef", "pork", "cheese", "eggs", "milk", "butter", "chicken"}),
-    "loves": frozenset({"hates", "dislikes", "detests"}),
-    "likes": frozenset({"hates", "dislikes", "detests"}),
-    "enjoys": frozenset({"hates", "dislikes"}),
-    "morning": frozenset({"night", "evening"}),
-    "always": frozenset({"never"}),
-    "early": frozenset({"late"}),
-    "introvert": frozenset({"extrovert"}),
-    "single": frozenset({"married"}),
-    "teetotal": frozenset({"beer", "wine", "drinks"}),
-}
-_ANTONYM_PAIRS = {(a, b) for a, bs in ANTONYMS.items() for b in bs} | {(b, a) for a, bs in ANTONYMS.items() for b in bs}
-_POLAR = frozenset(ANTONYMS) | frozenset(w for ws in ANTONYMS.values() for w in ws)
 
 
 @dataclass(frozen=True)
@@ -83,12 +48,8 @@ def _key(a: str, b: str) -> tuple[str, str]:
 
 
 def polarity_clash(text_a: str, text_b: str) -> bool:
-    """Shared topic words with opposite polarity: one side negated, or an antonym across the pair."""
-    wa, wb = set(words(text_a)), set(words(text_b))
-    if any((x, y) in _ANTONYM_PAIRS for x in wa for y in wb):
-        return True
-    shared = (set(content_words(text_a)) & set(content_words(text_b))) - NEGATIONS - {"user"}
-    return bool(shared) and bool(wa & NEGATIONS) != bool(wb & NEGATIONS)
+    """Opposite polarity on a shared topic: one side negated, or an antonym pair (see tasks/polarity.py)."""
+    return conflict_reason(text_a, text_b) is not None
 
 
 def candidate_pairs(
@@ -132,19 +93,20 @@ def candidate_pairs(
 
 
 def _polar_pairs(ids: list[str], texts: list[str], max_posting: int = 200) -> set[tuple[str, str]]:
-    """Pairs sharing a polarity word family (e.g. 'vegetarian' vs 'steak'), via a small inverted index."""
+    """Pairs whose texts hold the two sides of an antonym pair (e.g. 'vegetarian' vs 'steak'),
+    found through a small inverted index over lexicon terms and confirmed by ``polarity_clash``."""
     postings: dict[str, list[int]] = {}
     for i, text in enumerate(texts):
-        for w in set(words(text)) & _POLAR:
-            postings.setdefault(w, []).append(i)
+        for term in polarity(text).terms:
+            postings.setdefault(term, []).append(i)
     found: set[tuple[str, str]] = set()
-    for a, bs in ANTONYMS.items():
-        left = postings.get(a, [])[:max_posting]
-        for b in bs:
-            for i in left:
-                for j in postings.get(b, [])[:max_posting]:
-                    if i != j:
-                        found.add(_key(ids[i], ids[j]))
+    for pair in ANTONYMS:
+        left = [i for t in pair.left for i in postings.get(t, [])][:max_posting]
+        right = [j for t in pair.right for j in postings.get(t, [])][:max_posting]
+        for i in left:
+            for j in right:
+                if i != j and polarity_clash(texts[i], texts[j]):
+                    found.add(_key(ids[i], ids[j]))
     return found
 
 
@@ -237,7 +199,7 @@ def build_nli(enabled: bool, model_dir: str | None = None) -> NLIModel | None:
 
 
 class _Verdict(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)  # "true" or "0.9" as strings are rejected
     pair: int = Field(ge=0)
     contradiction: bool
     confidence: float = Field(ge=0.0, le=1.0)
@@ -303,7 +265,6 @@ def pair_cache_key(model: str, a: str, b: str) -> str:
 
 
 __all__ = [
-    "ANTONYMS",
     "Candidate",
     "LLMJudge",
     "LexicalNegationNLI",

@@ -16,9 +16,7 @@ def _age_ms(conclusion: Conclusion, at_ms: int) -> int:
     return at_ms - conclusion.updated_at
 
 
-def find_stale(
-    conclusions: Iterable[Conclusion], now_ms: int, stale_threshold_days: float
-) -> list[Conclusion]:
+def find_stale(conclusions: Iterable[Conclusion], now_ms: int, stale_threshold_days: float) -> list[Conclusion]:
     """Copies, marked ``stale=True``, of the conclusions not updated for more than the threshold."""
     if stale_threshold_days < 0:
         raise ValueError("stale_threshold_days must be >= 0")

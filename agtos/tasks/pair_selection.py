@@ -1,11 +1,13 @@
 """Redundant-conclusion pairs: token-set Jaccard similarity >= a threshold, selected in batch.
 
 Texts become a ``(doc, token)`` table (Polars), ranked in one global rare-first token order.
-Prefix filtering then makes the self-join small *and exact*: if ``J(A, B) >= t`` then
-``|A ∩ B| >= t * |A|``, so two such sets must share a token among the first
-``|A| - ceil(t * |A|) + 1`` tokens of each in that order. DuckDB joins those prefixes (with
-the size filter ``t * |A| <= |B| <= |A| / t``) and verifies every candidate with the exact
-shared-token count: ``jaccard = shared / (|A| + |B| - shared)``.
+DuckDB then self-joins short *prefixes* of each set (AllPairs prefix filtering, exact: if
+``J(A, B) >= t`` with ``|B| <= |A|``, the two share a token among the first
+``|A| - ceil(t|A|) + 1`` tokens of A and the first ``|B| - ceil(2t/(1+t)|B|) + 1`` of B), keeps
+only candidates that pass the size filter, the positional filter and a 2 x 64-bit signature
+bound (a bit set in A's signature but not in B's proves one token of A is missing from B),
+and Polars verifies the survivors with the exact count: ``shared / (|A| + |B| - shared)``.
+The result equals the naive double loop's; the filters only decide how much work is done.
 
 Tokens are all word tokens of :func:`agtos.tasks.text.words` (stopwords included), so
 "likes coffee" and "does not like coffee" keep their negation apart.
@@ -25,29 +27,28 @@ _EPS = 1e-9  # slack so float rounding of t * n can only lengthen a prefix, neve
 PAIR_SCHEMA = {"a_id": pl.String, "b_id": pl.String, "jaccard": pl.Float64}
 
 _CANDIDATES_SQL = """
-WITH probe AS (
-    SELECT doc, rank, pos, n FROM ranked WHERE pos <= n - ceil($t * n - $eps) + 1
+WITH sig AS (
+    SELECT doc,
+           bit_or(1::UBIGINT << (rank % 64)::INTEGER) AS s1,
+           bit_or(1::UBIGINT << (hash(rank) % 64)::INTEGER) AS s2
+    FROM ranked GROUP BY doc
+),
+probe AS (
+    SELECT r.doc, r.rank, r.pos, r.n, s.s1, s.s2 FROM ranked r JOIN sig s USING (doc)
+    WHERE r.pos <= r.n - ceil($t * r.n - $eps) + 1
 ),
 indexed AS (
-    SELECT doc, rank, pos, n FROM ranked WHERE pos <= n - ceil($t2 * n - $eps) + 1
-),
-cand AS (
-    SELECT DISTINCT p.doc AS a, q.doc AS b, p.n AS na, q.n AS nb
-    FROM probe p JOIN indexed q ON p.rank = q.rank
-    WHERE (q.n < p.n OR (q.n = p.n AND q.doc < p.doc))
-      AND q.n >= $t * p.n - $eps
-      AND 1 + least(p.n - p.pos, q.n - q.pos) >= ceil($t1 * (p.n + q.n) - $eps)
-),
-overlap AS (
-    SELECT c.a, c.b, c.na, c.nb, count(*) AS shared
-    FROM cand c
-    JOIN ranked ta ON ta.doc = c.a
-    JOIN ranked tb ON tb.doc = c.b AND tb.rank = ta.rank
-    GROUP BY c.a, c.b, c.na, c.nb
+    SELECT r.doc, r.rank, r.pos, r.n, s.s1, s.s2 FROM ranked r JOIN sig s USING (doc)
+    WHERE r.pos <= r.n - ceil($t2 * r.n - $eps) + 1
 )
-SELECT a, b, shared::DOUBLE / (na + nb - shared)::DOUBLE AS jaccard
-FROM overlap
-WHERE shared::DOUBLE / (na + nb - shared)::DOUBLE >= $t
+SELECT DISTINCT p.doc AS a, q.doc AS b, p.n AS na, q.n AS nb
+FROM probe p JOIN indexed q ON p.rank = q.rank
+WHERE (q.n < p.n OR (q.n = p.n AND q.doc < p.doc))
+  AND q.n >= $t * p.n - $eps
+  AND 1 + least(p.n - p.pos, q.n - q.pos) >= ceil($t1 * (p.n + q.n) - $eps)
+  AND least(p.n - bit_count(p.s1 & ~q.s1), q.n - bit_count(q.s1 & ~p.s1),
+            p.n - bit_count(p.s2 & ~q.s2), q.n - bit_count(q.s2 & ~p.s2))
+      >= ceil($t1 * (p.n + q.n) - $eps)
 """
 
 
@@ -89,25 +90,19 @@ def token_table(texts: Sequence[str]) -> pl.DataFrame:
 def ranked_tokens(tokens: pl.DataFrame) -> pl.DataFrame:
     """``(doc, rank, pos, n)``: global rare-first token rank, its position in the doc, doc size."""
     order = (
-        tokens.group_by("token")
-        .agg(df=pl.len())
-        .sort(["df", "token"])
-        .with_row_index("rank")
-        .select("token", "rank")
+        tokens.group_by("token").agg(df=pl.len()).sort(["df", "token"]).with_row_index("rank").select("token", "rank")
     )
     return (
         tokens.join(order, on="token")
         .select("doc", "rank")
         .with_columns(
-            pos=pl.col("rank").rank("ordinal").over("doc"),
-            n=pl.len().over("doc"),
+            pos=pl.col("rank").rank("ordinal").over("doc").cast(pl.Int32),
+            n=pl.len().over("doc").cast(pl.Int32),
         )
     )
 
 
-def redundant_pairs(
-    ids: Sequence[str], texts: Sequence[str], threshold: float = DEFAULT_THRESHOLD
-) -> pl.DataFrame:
+def redundant_pairs(ids: Sequence[str], texts: Sequence[str], threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
     """All pairs with token-set Jaccard >= ``threshold`` as ``(a_id, b_id, jaccard)``, ``a_id < b_id``.
 
     Texts without any token never pair. Exact (same result as :func:`naive_pairs`).
@@ -119,22 +114,35 @@ def redundant_pairs(
         return pl.DataFrame(schema=PAIR_SCHEMA)
     ranked = ranked_tokens(token_table(texts))
     with duckdb.connect() as con:
+        con.execute("SET enable_progress_bar = false")
         con.register("ranked", ranked)
-        found = con.sql(_CANDIDATES_SQL, params=_params(threshold)).pl()
-    id_map = pl.DataFrame(
-        {"doc": range(len(ids)), "id": list(ids)}, schema={"doc": pl.UInt32, "id": pl.String}
+        candidates = con.sql(_CANDIDATES_SQL, params=_params(threshold)).pl()
+    return _to_ids(_verify(candidates, ranked, threshold), ids)
+
+
+def _verify(candidates: pl.DataFrame, ranked: pl.DataFrame, threshold: float) -> pl.DataFrame:
+    """Exact Jaccard of each candidate ``(a, b, na, nb)``; rows below ``threshold`` dropped."""
+    tokens = ranked.select("doc", "rank")
+    shared = (
+        candidates.join(tokens, left_on="a", right_on="doc")
+        .join(tokens, left_on=["b", "rank"], right_on=["doc", "rank"])
+        .group_by("a", "b", "na", "nb")
+        .agg(shared=pl.len())
     )
-    found = (
-        found.with_columns(pl.col("a").cast(pl.UInt32), pl.col("b").cast(pl.UInt32))
+    score = pl.col("shared").cast(pl.Float64) / (pl.col("na") + pl.col("nb") - pl.col("shared")).cast(pl.Float64)
+    return shared.select("a", "b", jaccard=score).filter(pl.col("jaccard") >= threshold)
+
+
+def _to_ids(pairs: pl.DataFrame, ids: Sequence[str]) -> pl.DataFrame:
+    """Doc positions to conclusion ids, each pair ordered ``a_id < b_id``, rows sorted."""
+    id_map = pl.DataFrame({"doc": range(len(ids)), "id": list(ids)}, schema={"doc": pl.Int64, "id": pl.String})
+    named = (
+        pairs.with_columns(pl.col("a", "b").cast(pl.Int64))
         .join(id_map.rename({"doc": "a", "id": "x"}), on="a")
         .join(id_map.rename({"doc": "b", "id": "y"}), on="b")
     )
     return (
-        found.select(
-            a_id=pl.min_horizontal("x", "y"),
-            b_id=pl.max_horizontal("x", "y"),
-            jaccard=pl.col("jaccard"),
-        )
+        named.select(a_id=pl.min_horizontal("x", "y"), b_id=pl.max_horizontal("x", "y"), jaccard="jaccard")
         .sort(["a_id", "b_id"])
         .cast(PAIR_SCHEMA)  # type: ignore[arg-type]
     )
