@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -173,14 +173,17 @@ class UserProfile(Record):
     updated_at: int = Field(default_factory=now_ms, ge=0)
 
 
+ProfileItem = Annotated[str, Field(max_length=5_000)]  # as long as a conclusion's text, which the Dreamer copies in
+
+
 class ProfileUpdate(Record):
     """A partial profile: only the fields present are changed."""
 
     name: str | None = Field(default=None, max_length=256)
     communication_style: str | None = Field(default=None, max_length=1_000)
-    preferences: list[str] | None = Field(default=None, max_length=500)
-    patterns: list[str] | None = Field(default=None, max_length=500)
-    facts: list[str] | None = Field(default=None, max_length=1_000)
+    preferences: list[ProfileItem] | None = Field(default=None, max_length=500)
+    patterns: list[ProfileItem] | None = Field(default=None, max_length=500)
+    facts: list[ProfileItem] | None = Field(default=None, max_length=1_000)
     opt_out: bool | None = None
 
     @field_validator("preferences", "patterns", "facts")

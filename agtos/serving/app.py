@@ -12,6 +12,7 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.errors import install_error_handlers
 from agtos.serving.knowledge import mount_knowledge
+from agtos.serving.limits import BodySizeLimitMiddleware
 from agtos.serving.routers import (
     entities,
     health,
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     )
     app.state.coordinator = coord
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=coord.settings.max_body_bytes)
     routers = (health, memory, sessions, insight, maintenance, privacy, imports, metrics, entities)
     for module in routers:
         app.include_router(module.router)

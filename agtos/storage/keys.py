@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+USER_ID_PATTERN = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.@-]{1,128}$")  # not "." or "..": no path-like ids
 RECORD_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -21,7 +21,9 @@ class InvalidIdentifier(ValueError):
 
 def check_user_id(user_id: str) -> str:
     if not USER_ID_PATTERN.fullmatch(user_id or ""):
-        raise InvalidIdentifier("user id must be 1-128 characters of letters, digits, '_', '.', '@' or '-'")
+        raise InvalidIdentifier(
+            "user id must be 1-128 characters of letters, digits, '_', '.', '@' or '-' (and not only dots)"
+        )
     return user_id
 
 

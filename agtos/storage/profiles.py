@@ -21,7 +21,11 @@ class ProfileStore:
         """Apply the fields present in ``update``; list fields are replaced, not appended."""
         current = self.get(user_id)
         changes = update.model_dump(exclude_unset=True)
-        merged = current.model_copy(update={**changes, "user_id": user_id, "updated_at": now_ms()})
+        # null clears name / communication_style; a list or opt_out sent as null is left unchanged
+        changes = {k: v for k, v in changes.items() if v is not None or UserProfile.model_fields[k].default is None}
+        merged = UserProfile.model_validate(
+            {**current.model_dump(), **changes, "user_id": user_id, "updated_at": now_ms()}
+        )
         self.save(merged)
         return merged
 
