@@ -61,9 +61,7 @@ def test_ending_a_session_twice_stores_one_episode(client: TestClient) -> None:
 
 
 def test_stored_episode_keys_carry_the_ttl(client: TestClient, raw_redis, settings) -> None:
-    ended = talk(
-        client, "dave", "ttl", ("user", "Actually, my name is Dave, not David."), ("assistant", "Sorry!")
-    )
+    ended = talk(client, "dave", "ttl", ("user", "Actually, my name is Dave, not David."), ("assistant", "Sorry!"))
     key = f"{settings.key_prefix}:u:dave:episode:{ended['episode']['id']}"
     ttl = raw_redis.ttl(key)
     assert settings.episode_ttl_seconds - 60 < ttl <= settings.episode_ttl_seconds
@@ -82,9 +80,7 @@ def test_user_a_cannot_see_user_b(client: TestClient) -> None:
     assert client.get("/api/memory/episodes", headers=user("mallory")).json()["count"] == 0
     found = client.get("/api/memory/search", params={"q": "Nightjar"}, headers=user("mallory")).json()
     assert found["count"] == 0
-    assert (
-        client.get("/api/memory/search", params={"q": "Nightjar"}, headers=user("alice")).json()["count"] == 1
-    )
+    assert client.get("/api/memory/search", params={"q": "Nightjar"}, headers=user("alice")).json()["count"] == 1
 
 
 def test_default_user_when_header_absent(client: TestClient, coordinator) -> None:
@@ -99,9 +95,7 @@ def test_default_user_when_header_absent(client: TestClient, coordinator) -> Non
 
 
 def test_profile_put_merges_fields(client: TestClient) -> None:
-    put = client.put(
-        "/api/memory/profile", json={"name": "Ada", "preferences": ["metric units"]}, headers=user("ada")
-    )
+    put = client.put("/api/memory/profile", json={"name": "Ada", "preferences": ["metric units"]}, headers=user("ada"))
     assert put.status_code == 200
     client.put("/api/memory/profile", json={"communication_style": "concise"}, headers=user("ada"))
     profile = client.get("/api/memory/profile", headers=user("ada")).json()["profile"]
@@ -164,3 +158,9 @@ def test_health_reports_tiers(client: TestClient) -> None:
     assert body["status"] == "ok"
     assert body["tiers"]["working"]["available"] is True
     assert body["tiers"]["episodic"]["available"] is True
+
+
+def test_a_corrupt_stored_record_is_a_server_error_not_a_client_error(client: TestClient, raw_redis, settings) -> None:
+    raw_redis.set(f"{settings.key_prefix}:u:zed:profile", '{"user_id": "zed", "preferences": null}')
+    response = client.get("/api/memory/profile", headers=user("zed"))
+    assert response.status_code == 500 and "invalid" in response.json()["message"]

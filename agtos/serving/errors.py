@@ -41,7 +41,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ValidationError)
     async def _model_invalid(_: Request, exc: ValidationError) -> JSONResponse:
-        return _validation_response(list(exc.errors()))
+        # request input fails as RequestValidationError (422) before a route runs; a bare
+        # ValidationError here means stored data did not match its schema: a server fault
+        log.error("stored record failed validation: %s", exc)
+        return JSONResponse(
+            status_code=500, content={"message": f"stored {exc.title} record is invalid; see the server log"}
+        )
 
     @app.exception_handler(InvalidIdentifier)
     async def _bad_id(_: Request, exc: InvalidIdentifier) -> JSONResponse:
