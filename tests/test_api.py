@@ -62,10 +62,10 @@ def test_ending_a_session_twice_stores_one_episode(client: TestClient) -> None:
 
 def test_stored_episode_keys_carry_the_ttl(client: TestClient, raw_redis, settings) -> None:
     ended = talk(client, "dave", "ttl", ("user", "Actually, my name is Dave, not David."), ("assistant", "Sorry!"))
-    key = f"{settings.key_prefix}:u:dave:episode:{ended['episode']['id']}"
+    key = f"{settings.key_prefix}:u:{{dave}}:episode:{ended['episode']['id']}"
     ttl = raw_redis.ttl(key)
     assert settings.episode_ttl_seconds - 60 < ttl <= settings.episode_ttl_seconds
-    assert raw_redis.ttl(f"{settings.key_prefix}:u:dave:episodes:by_time") > 0
+    assert raw_redis.ttl(f"{settings.key_prefix}:u:{{dave}}:episodes:by_time") > 0
 
 
 def test_user_a_cannot_see_user_b(client: TestClient) -> None:
@@ -161,6 +161,12 @@ def test_health_reports_tiers(client: TestClient) -> None:
 
 
 def test_a_corrupt_stored_record_is_a_server_error_not_a_client_error(client: TestClient, raw_redis, settings) -> None:
-    raw_redis.set(f"{settings.key_prefix}:u:zed:profile", '{"user_id": "zed", "preferences": null}')
+    raw_redis.set(f"{settings.key_prefix}:u:{{zed}}:profile", '{"user_id": "zed", "preferences": null}')
     response = client.get("/api/memory/profile", headers=user("zed"))
     assert response.status_code == 500 and "invalid" in response.json()["message"]
+
+
+def test_timestamps_must_be_real_dates(client: TestClient) -> None:
+    turn = {"role": "user", "content": "hello there", "timestamp": 10**17}
+    response = client.post("/api/memory/sessions/s1/turns", json={"turns": [turn]}, headers=user("tim"))
+    assert response.status_code == 422 and "timestamp" in response.json()["message"]

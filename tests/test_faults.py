@@ -66,9 +66,9 @@ def test_redis_killed_mid_batch_every_episode_lands_exactly_once(
     assert saves["n"] > BATCH  # the index task ran again after the crash
 
     raw = redis.Redis.from_url(aof_redis.url)
-    episode_keys = list(raw.scan_iter(match="fault:u:fault-user:episode:ep-*"))
+    episode_keys = list(raw.scan_iter(match="fault:u:{fault-user}:episode:ep-*"))
     assert len(episode_keys) == BATCH
-    assert raw.zcard("fault:u:fault-user:episodes:by_time") == BATCH
+    assert raw.zcard("fault:u:{fault-user}:episodes:by_time") == BATCH
     assert coordinator.semantic.store("episode").bm25.count("fault-user") == BATCH
     assert coordinator.semantic.store("episode").vectors.count("fault-user") == BATCH
     hits = coordinator.search_episodes("fault-user", "seat 17A morning train", 3)

@@ -369,7 +369,7 @@ def test_prefix_user_ids_never_collide(client: TestClient, coordinator: MemoryCo
     assert client.get("/api/memory/episodes", headers=user("a")).json()["count"] == 1
     raw = redis.Redis.from_url(coordinator.settings.redis_url)
     _assert_every_key_is_owned(raw, prefix, {"a", "a.b", "a-b", "a@b", "a_b", "aa", "A"})
-    assert any(k.startswith(f"{prefix}:u:a:") for k in _keys(raw, prefix))
+    assert any(k.startswith(f"{prefix}:u:{{a}}:") for k in _keys(raw, prefix))
 
 
 def _keys(raw: redis.Redis, prefix: str) -> list[str]:
@@ -383,6 +383,7 @@ def _assert_every_key_is_owned(raw: redis.Redis, prefix: str, users: set[str]) -
         if rest == "users" or rest.startswith("meta:"):
             continue
         assert rest.startswith("u:"), key
-        owner = rest[2:].split(":", 1)[0]
+        assert rest.startswith("u:{"), key
+        owner = rest[3:].split("}:", 1)[0]
         assert owner in users, key
         check_user_id(owner)

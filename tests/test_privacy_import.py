@@ -23,7 +23,7 @@ _spec.loader.exec_module(make_fixtures)
 
 
 def user_keys(raw: redis.Redis, prefix: str, user_id: str) -> list[bytes]:
-    return list(raw.scan_iter(match=f"{prefix}:u:{user_id}:*", count=1000))
+    return list(raw.scan_iter(match=f"{prefix}:u:{{{user_id}}}:*", count=1000))
 
 
 def test_import_is_idempotent(client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,7 +136,7 @@ def test_expired_episode_never_shows_in_search(
     episode = Episode(id="ep-short", user_id="tia", summary="Booked the XQ-77 ferry to Capri", keywords=["ferry"])
     coordinator.ingest([IngestItem(user_id="tia", episode=episode)])
     assert [h.episode.id for h in coordinator.search_episodes("tia", "XQ-77 ferry", 5)] == ["ep-short"]
-    raw_redis.pexpire(f"{key_prefix}:u:tia:episode:ep-short", 50)
+    raw_redis.pexpire(f"{key_prefix}:u:{{tia}}:episode:ep-short", 50)
     time.sleep(0.2)
     for mode in ("hybrid", "vector", "bm25"):
         assert coordinator.search_episodes("tia", "XQ-77 ferry", 5, mode) == []
@@ -154,7 +154,9 @@ def test_forget_one_entity_removes_it_and_its_edges(
     assert gone.status_code == 200
     assert client.get(f"/api/entities/{alice['id']}", headers=user("una")).status_code == 404
     leftovers = [
-        k for k in raw_redis.scan_iter(match=f"{key_prefix}:u:una:rel:*") if alice["id"].encode() in raw_redis.get(k)
+        k
+        for k in raw_redis.scan_iter(match=f"{key_prefix}:u:{{una}}:rel:*")
+        if alice["id"].encode() in raw_redis.get(k)
     ]
     assert leftovers == []
     again = client.post("/api/memory/forget", json={"kind": "entity", "id": alice["id"]}, headers=user("una"))

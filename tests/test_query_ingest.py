@@ -123,7 +123,7 @@ def test_high_score_is_ingested_and_counted(gate: QueryIngestGate, raw_redis: re
     assert (decision.ingest, decision.reason, decision.session_ingests) == (True, "ingest", 1)
     assert decision.score.score == 8
     key = gate.session_key("alice", "s1")
-    assert key.endswith(":u:alice:qai:s1")
+    assert key.endswith(":u:{alice}:qai:s1")
     assert raw_redis.hget(key, "count") == b"1"
     assert 0 < raw_redis.ttl(key) <= 48 * 3600
     assert decision.public()["reason"] == "ingest" and decision.public()["score"] == 8

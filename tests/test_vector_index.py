@@ -114,7 +114,7 @@ def test_trimmed_change_log_and_wiped_index_force_reload(
         "a", "b", *(f"n{i}" for i in range(2, 8))
     }  # fmt: skip
 
-    for key in raw_redis.scan_iter(match=f"{key_prefix}:u:alice:*"):
+    for key in raw_redis.scan_iter(match=f"{key_prefix}:u:{{alice}}:*"):
         raw_redis.delete(key)  # e.g. the user was deleted, then writes start again
     writer.add_many("alice", [f"z{i}" for i in range(8)], np.stack([basis(20 + i) for i in range(8)]))
     assert {d for d, _ in reader.search("alice", basis(20), limit=10, min_similarity=-1)} == {f"z{i}" for i in range(8)}

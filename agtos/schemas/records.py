@@ -10,6 +10,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: every stored time is a real date
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -44,7 +47,7 @@ class Turn(Record):
 
     role: Role
     content: str = Field(min_length=1, max_length=100_000)
-    timestamp: int = Field(default_factory=now_ms, ge=0)
+    timestamp: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     name: str | None = Field(default=None, max_length=128, description="tool name for tool turns")
     is_summary: bool = False
 
@@ -58,7 +61,7 @@ class Episode(Record):
     summary: str = Field(min_length=1, max_length=20_000)
     keywords: list[str] = Field(default_factory=list, max_length=64)
     topic: str = Field(default="general", max_length=128)
-    timestamp: int = Field(default_factory=now_ms, ge=0)
+    timestamp: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     type: EpisodeType = EpisodeType.conversation
     facts: list[str] = Field(default_factory=list, max_length=256)
@@ -100,7 +103,7 @@ class Memory(Record):
     text: str = Field(min_length=1, max_length=20_000)
     kind: MemoryKind = MemoryKind.fact
     source_episode_ids: list[str] = Field(default_factory=list)
-    created_at: int = Field(default_factory=now_ms, ge=0)
+    created_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
@@ -120,8 +123,8 @@ class Conclusion(Record):
     type: ConclusionType
     confidence: float = Field(ge=0.0, le=1.0)
     source_episode_ids: list[str] = Field(default_factory=list)
-    created_at: int = Field(default_factory=now_ms, ge=0)
-    updated_at: int = Field(default_factory=now_ms, ge=0)
+    created_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
+    updated_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     stale: bool = False
 
 
@@ -142,8 +145,8 @@ class Entity(Record):
     type: EntityType
     aliases: list[str] = Field(default_factory=list)
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
-    first_seen: int = Field(default_factory=now_ms, ge=0)
-    last_seen: int = Field(default_factory=now_ms, ge=0)
+    first_seen: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
+    last_seen: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     episode_ids: list[str] = Field(default_factory=list)
     deleted: bool = False
 
@@ -170,7 +173,7 @@ class UserProfile(Record):
     patterns: list[str] = Field(default_factory=list, max_length=500)
     facts: list[str] = Field(default_factory=list, max_length=1_000)
     opt_out: bool = False
-    updated_at: int = Field(default_factory=now_ms, ge=0)
+    updated_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
 
 
 ProfileItem = Annotated[str, Field(max_length=5_000)]  # as long as a conclusion's text, which the Dreamer copies in
@@ -197,7 +200,7 @@ class ProfileUpdate(Record):
 class MaintenanceReport(Record):
     """The persisted outcome of one lint sweep (filled in by the lint issue)."""
 
-    timestamp: int = Field(default_factory=now_ms, ge=0)
+    timestamp: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     user_id: str = Field(max_length=128)
     summary: dict[str, Any] = Field(default_factory=dict)
     steps: list[dict[str, Any]] = Field(default_factory=list)

@@ -28,8 +28,8 @@ class EpisodeStore:
             pipe.zadd(uk.episode_timeline(), {episode.id: episode.timestamp})
             # plain EXPIRE (no GT/NX): the embedded server is Redis 6.2
             pipe.expire(uk.episode_timeline(), max(ttl, self.ttl_seconds))
-            pipe.sadd(self.keys.users(), episode.user_id)
             pipe.execute()
+            r.sadd(self.keys.users(), episode.user_id)  # a global key: outside the per-user transaction
 
         self.connector.run(op)
         return episode

@@ -1,9 +1,9 @@
 """The one place that names Redis keys.
 
 Every per-user key is built by :class:`UserKeys`, which starts with
-``{prefix}:u:{user_id}:``. User ids are validated against a strict alphabet
-before they reach a key, so no id can contain ``:``, ``*`` or whitespace and
-one user's keys can never match another user's pattern.
+``{prefix}:u:{<user_id>}:`` (the braces are literal: a Redis Cluster hash tag). User ids are
+validated against a strict alphabet before they reach a key, so no id can contain ``:``,
+``*``, braces or whitespace and one user's keys can never match another user's pattern.
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ class UserKeys:
 
     @property
     def base(self) -> str:
-        return f"{self.prefix}:u:{self.user_id}"
+        """``{prefix}:u:{<user>}``: the braces are a Redis Cluster hash tag, so every key of one
+        user lands in the same slot and per-user transactions and Lua scripts work on a cluster."""
+        return f"{self.prefix}:u:{{{self.user_id}}}"
 
     def all_pattern(self) -> str:
         """SCAN pattern matching every key of this user (ids cannot contain glob chars)."""

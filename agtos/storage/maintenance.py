@@ -30,9 +30,11 @@ class MaintenanceStore:
             pipe = r.pipeline(transaction=True)
             pipe.set(uk.record("lintreport", str(report.timestamp)), report.model_dump_json())
             pipe.zadd(history, {str(report.timestamp): report.timestamp})
-            pipe.hset(self.keys.meta("maintenance"), "lastMaintenanceAt", report.timestamp)
-            pipe.hincrby(self.keys.meta("maintenance"), "totalSweeps", 1)
             pipe.execute()
+            meta = r.pipeline(transaction=True)  # global keys: their own transaction (another slot)
+            meta.hset(self.keys.meta("maintenance"), "lastMaintenanceAt", report.timestamp)
+            meta.hincrby(self.keys.meta("maintenance"), "totalSweeps", 1)
+            meta.execute()
             stale = r.zrange(history, 0, -REPORTS_KEPT - 1)
             if stale:
                 r.delete(*[uk.record("lintreport", s.decode()) for s in stale])

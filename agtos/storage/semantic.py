@@ -83,10 +83,8 @@ class SemanticStore:
             raise ValueError("ttl_seconds must be positive")
 
         def op(r: redis.Redis) -> None:
-            pipe = r.pipeline(transaction=True)
-            pipe.set(key, payload_json, ex=ttl_seconds)
-            pipe.sadd(self.keys.users(), user_id)
-            pipe.execute()
+            r.set(key, payload_json, ex=ttl_seconds)
+            r.sadd(self.keys.users(), user_id)  # a global key: never in the same transaction
 
         self.connector.run(op)
         if vec is None:
