@@ -112,6 +112,7 @@ class Settings:
     background_work_policy: str = "auto"
     query_ingest_threshold: int = 6
     query_ingest_max_per_session: int = 5
+    session_idle_minutes: float = 30.0  # sessions silent this long are ended for the agent (0: never)
     dreamer_retries: int = 5
     dreamer_retry_delay_s: float = 60.0
     maintenance: MaintenanceConfig = field(default_factory=lambda: MaintenanceConfig())
@@ -170,6 +171,7 @@ class Settings:
             background_work_policy=os.environ.get("AGTOS_BACKGROUND_WORK_POLICY", "auto"),
             query_ingest_threshold=_env_int("AGTOS_QUERY_INGEST_THRESHOLD", 6),
             query_ingest_max_per_session=_env_int("AGTOS_QUERY_INGEST_MAX_PER_SESSION", 5),
+            session_idle_minutes=_env_float("AGTOS_SESSION_IDLE_MINUTES", 30.0),
             dreamer_retries=_env_int("AGTOS_DREAMER_RETRIES", 5),
             dreamer_retry_delay_s=_env_float("AGTOS_DREAMER_RETRY_DELAY_S", 60.0),
             maintenance=MaintenanceConfig(

@@ -56,15 +56,8 @@ HISTORY = [
 def play(client: TestClient, user_id: str = "dora") -> list[str]:
     episode_ids = []
     for sid, stamp, turns in HISTORY:
-        body = {
-            "turns": [
-                {"role": r, "content": c, "timestamp": stamp + i * 1000} for i, (r, c) in enumerate(turns)
-            ]
-        }
-        assert (
-            client.post(f"/api/memory/sessions/{sid}/turns", json=body, headers=user(user_id)).status_code
-            == 200
-        )
+        body = {"turns": [{"role": r, "content": c, "timestamp": stamp + i * 1000} for i, (r, c) in enumerate(turns)]}
+        assert client.post(f"/api/memory/sessions/{sid}/turns", json=body, headers=user(user_id)).status_code == 200
         ended = client.post(f"/api/memory/sessions/{sid}/end", headers=user(user_id)).json()
         assert ended["saved"] is True, ended
         episode_ids.append(ended["episode"]["id"])
@@ -205,9 +198,7 @@ def test_malformed_llm_output_stores_no_garbage(settings: Settings) -> None:
         coordinator = _llm_coordinator(settings, stub)
         try:
             with TestClient(create_app(coordinator=coordinator)) as client:
-                stub.queue_chat(
-                    "Sure! Here are conclusions: user likes stuff", "{broken", '{"conclusions": 5}'
-                )
+                stub.queue_chat("Sure! Here are conclusions: user likes stuff", "{broken", '{"conclusions": 5}')
                 play(client, "mia")
                 assert coordinator.dreamer.wait(30)
                 stored = conclusions(client, "mia")
@@ -269,3 +260,27 @@ def test_query_as_ingest_endpoint(client: TestClient, valuable: bool) -> None:
     if valuable:
         again = client.post("/api/memory/responses", json=payload, headers=user("olga")).json()
         assert again["ingest"] is False and again["reason"] == "dedup-window"
+
+
+def test_idle_sessions_are_ended_for_the_agent(settings: Settings) -> None:
+    """An agent that never calls /end: the sweeper saves the session and the Dreamer runs."""
+    import time
+
+    coordinator = MemoryCoordinator(settings.with_overrides(session_idle_minutes=0.005))  # 0.3 s
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            body = {
+                "turns": [
+                    {"role": "user", "content": "I prefer aisle seats on trains."},
+                    {"role": "assistant", "content": "Noted."},
+                ]
+            }
+            client.post("/api/memory/sessions/forgotten/turns", json=body, headers=user("ida"))
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not coordinator.list_episodes("ida"):
+                time.sleep(0.2)
+            assert [e.session_id for e in coordinator.list_episodes("ida")] == ["forgotten"]
+            assert [c.text for c in coordinator.list_conclusions("ida")] == ["User prefers aisle seats on trains"]
+            assert coordinator.activity.idle_sessions(0) == []  # ended once, not again
+    finally:
+        coordinator.close()

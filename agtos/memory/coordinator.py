@@ -261,6 +261,7 @@ class MemoryCoordinator:
             wm = self.working.get(user_id, session_id)
             turns = list(wm.messages) if wm else []
         if not turns:
+            self.activity.session_ended(user_id, session_id)
             return SessionEndResult(session_id, False, "session has no turns", None)
         self.activity.session_ended(user_id, session_id)
         draft = build_episode(user_id, session_id, turns, self.summariser)
@@ -270,8 +271,22 @@ class MemoryCoordinator:
         self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=draft.episode)])
         self.query_ingest.mark_interaction_saved(user_id, session_id)
         self._clear_session(user_id, session_id)
-        self.events.emit(SESSION_ENDED, {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id})
+        payload = {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id}
+        self.dreamer.on_session_ended(payload)  # the direct call; subscribers of the event below too
+        self.events.emit(SESSION_ENDED, payload)  # (the Dreamer's Redis marker makes it run once)
         return SessionEndResult(session_id, True, draft.decision.reason, draft.episode)
+
+    def end_idle_sessions(self, idle_s: float | None = None) -> list[SessionEndResult]:
+        """End sessions silent for ``idle_s`` (default AGTOS_SESSION_IDLE_MINUTES): an agent that never
+        calls /end loses nothing. Sessions Redis cannot take now stay for the next sweep."""
+        idle = self.settings.session_idle_minutes * 60 if idle_s is None else idle_s
+        ended = []
+        for user_id, session_id in self.activity.idle_sessions(idle):
+            try:
+                ended.append(self.end_session(user_id, session_id))
+            except StorageUnavailable:
+                log.warning("idle session %s/%s not ended yet: Redis unavailable", user_id, session_id)
+        return ended
 
     def _clear_session(self, user_id: str, session_id: str) -> None:
         self.working.drop(user_id, session_id)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 
 from agtos import __version__
 from agtos.config import Settings
@@ -25,6 +28,24 @@ from agtos.serving.routers import (
     sessions,
 )
 
+log = logging.getLogger(__name__)
+
+
+async def sweep_idle_sessions(coordinator: MemoryCoordinator, stop: asyncio.Event) -> None:
+    """End sessions idle past AGTOS_SESSION_IDLE_MINUTES, checking a few times per period."""
+    idle_s = coordinator.settings.session_idle_minutes * 60
+    if idle_s <= 0:
+        return
+    interval = min(60.0, max(0.2, idle_s / 4))
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+        except TimeoutError:
+            try:
+                await run_in_threadpool(coordinator.end_idle_sessions)
+            except Exception:
+                log.exception("idle-session sweep failed; retrying next period")
+
 
 def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator | None = None) -> FastAPI:
     """Build the API around a coordinator (created from ``settings`` or the environment)."""
@@ -33,7 +54,11 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        sweeper = asyncio.create_task(sweep_idle_sessions(coord, stop))
         yield
+        stop.set()
+        await sweeper
         if owned:
             coord.close()
 

@@ -159,13 +159,16 @@ class ActivityTracker:
             self._last_ended = self._clock()
 
     def active_session_count(self) -> int:
-        """Sessions with activity within ``idle_timeout_s``; stale entries are dropped."""
+        """Sessions with activity within ``idle_timeout_s`` (idle ones stay known to ``idle_sessions``)."""
         with self._lock:
             cutoff = self._clock() - self.idle_timeout_s
-            stale = [key for key, seen in self._last_seen.items() if seen < cutoff]
-            for key in stale:
-                del self._last_seen[key]
-            return len(self._last_seen)
+            return sum(1 for seen in self._last_seen.values() if seen >= cutoff)
+
+    def idle_sessions(self, older_than_s: float) -> list[tuple[str, str]]:
+        """``(user, session)`` pairs silent for longer than ``older_than_s`` and never ended."""
+        with self._lock:
+            cutoff = self._clock() - older_than_s
+            return [key for key, seen in self._last_seen.items() if seen <= cutoff]
 
     def last_session_ended_at(self) -> float | None:
         with self._lock:
