@@ -316,23 +316,21 @@ class MemoryCoordinator:
         without burying strong older matches.
         """
         found = self.semantic.search("episode", check_user_id(user_id), query, min(100, limit * 2), mode)
-        records = self.semantic.records("episode", user_id, [r.id for r in found.results])
         hits = [
             SearchHit(
-                Episode.model_validate_json(records[r.id]),
+                Episode.model_validate_json(r.payload),
                 display_score(r.score, found.mode, found.max_score),
                 r.match_type,
             )
             for r in found.results
-            if r.id in records
+            if r.payload is not None
         ]
         return rerank_by_recency(hits)[:limit]
 
     def search_memories(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[Memory]:
         """Semantic memories (facts, preferences) relevant to ``query``, best first."""
         found = self.semantic.search("memory", check_user_id(user_id), query, limit, mode)
-        records = self.semantic.records("memory", user_id, [r.id for r in found.results])
-        return [Memory.model_validate_json(records[r.id]) for r in found.results if r.id in records]
+        return [Memory.model_validate_json(r.payload) for r in found.results if r.payload is not None]
 
     @property
     def nli_model(self) -> NLIModel | None:
@@ -404,10 +402,9 @@ class MemoryCoordinator:
         evidence = [Evidence(i.id, "profile", i.text, i.relevance) for i in self._profile_items(user_id, question)]
         for namespace, kind in (("conclusion", "conclusion"), ("memory", "memory")):
             found = self.semantic.search(namespace, user_id, question, limit)
-            records = self.semantic.records(namespace, user_id, [r.id for r in found.results])
             for hit in found.results:
-                if hit.id in records:
-                    text = json.loads(records[hit.id])["text"]
+                if hit.payload is not None:
+                    text = json.loads(hit.payload)["text"]
                     evidence.append(Evidence(hit.id, kind, text, display_score(hit.score, found.mode, found.max_score)))
         evidence += [
             Evidence(h.episode.id, "episode", h.episode.summary, h.score)
@@ -490,10 +487,9 @@ class MemoryCoordinator:
         try:
             items += self._profile_items(user_id, query)
             memories = self.semantic.search("memory", user_id, query, limit)
-            records = self.semantic.records("memory", user_id, [r.id for r in memories.results])
             for hit in memories.results:
-                if hit.id in records:
-                    memory = Memory.model_validate_json(records[hit.id])
+                if hit.payload is not None:
+                    memory = Memory.model_validate_json(hit.payload)
                     relevance = (
                         hit.similarity
                         if hit.similarity is not None

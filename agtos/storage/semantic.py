@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import redis
@@ -34,6 +34,7 @@ class SearchResult:
     score: float
     match_type: MatchType
     similarity: float | None = None
+    payload: str | None = field(default=None, compare=False, repr=False)  # the record's JSON
 
 
 class SemanticStore:
@@ -189,11 +190,11 @@ class SemanticStore:
         """Keep hits whose record still exists; forget the others in both indexes."""
         if not ranked:
             return []
-        exists = self._exists(user_id, [hit.id for hit in ranked])
-        gone = [hit.id for hit in ranked if not exists[hit.id]]
+        payloads = self.get_many(user_id, [hit.id for hit in ranked])  # liveness and records in one MGET
+        gone = [hit.id for hit in ranked if hit.id not in payloads]
         if gone:
             self._forget(user_id, gone)
-        return [hit for hit in ranked if exists[hit.id]][:limit]
+        return [replace(hit, payload=payloads[hit.id]) for hit in ranked if hit.id in payloads][:limit]
 
     def _exists(self, user_id: str, ids: list[str]) -> dict[str, bool]:
         def op(r: redis.Redis) -> list[Any]:
