@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
+from tests.helpers import delete_prefix
 
 # Prefect's ephemeral server keeps its database under PREFECT_HOME: one throwaway home per run.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="agtos-prefect-"))
@@ -40,10 +41,7 @@ def key_prefix(redis_url: str) -> Iterator[str]:
     """A fresh namespace; all its keys are deleted after the test."""
     prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
     yield prefix
-    client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-    if keys:
-        client.delete(*keys)
+    delete_prefix(redis_url, prefix)
 
 
 @pytest.fixture

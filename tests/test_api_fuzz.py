@@ -24,7 +24,6 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-import redis
 import schemathesis
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import PlainTextResponse
@@ -43,7 +42,7 @@ from agtos.serving.deps import USER_HEADER
 from agtos.serving.errors import install_error_handlers
 from agtos.serving.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimitMiddleware
 from agtos.serving.routers.memory import MAX_QUERY_CHARS
-from tests.helpers import talk, user
+from tests.helpers import delete_prefix, talk, user
 
 MAX_EXAMPLES = 30
 FUZZ_USER = "fuzz.user@example-1"
@@ -111,10 +110,7 @@ def fuzz_app(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             yield create_app(coordinator=coordinator)
         finally:
             coordinator.close()
-            client = redis.Redis.from_url(redis_url)
-            keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-            if keys:
-                client.delete(*keys)
+            delete_prefix(redis_url, prefix)
 
 
 def _operation_labels() -> list[str]:

@@ -24,9 +24,7 @@ def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
 
 @pytest.fixture
 def private_client(private_redis: RedisProcess, tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(
-        redis_url=private_redis.url, key_prefix="degrade", data_dir=tmp_path, redis_timeout_s=0.3
-    )
+    settings = Settings(redis_url=private_redis.url, key_prefix="degrade", data_dir=tmp_path, redis_timeout_s=0.3)
     coordinator = MemoryCoordinator(settings)
     with TestClient(create_app(coordinator=coordinator)) as client:
         yield client

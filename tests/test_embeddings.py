@@ -108,9 +108,7 @@ def test_onnx_lazy_load_is_once_and_thread_safe(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(embedder, "_load_session", counting_load)
     results: list[np.ndarray] = []
-    threads = [
-        threading.Thread(target=lambda i=i: results.append(embedder.embed_one(f"t{i}"))) for i in range(4)
-    ]
+    threads = [threading.Thread(target=lambda i=i: results.append(embedder.embed_one(f"t{i}"))) for i in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

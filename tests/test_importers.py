@@ -42,9 +42,7 @@ CLAUDE_TRANSCRIPT = f".claude/projects/-home-alex-projects-webapp/{CLAUDE_SESSIO
 CURSOR_USER = ".config/Cursor/User"
 COPILOT_WS = ".config/Code/User/workspaceStorage/8f3e2a1b9c4d5e6f7a8b9c0d1e2f3a4b/chatSessions"
 COPILOT_SESSION = "3b9c1d2e-4f5a-6b7c-8d9e-0f1a2b3c4d5e"
-COPILOT_LOG = (
-    ".config/Code/User/globalStorage/emptyWindowChatSessions/7d1e2f3a-4b5c-6d7e-8f9a-0b1c2d3e4f5a.jsonl"
-)
+COPILOT_LOG = ".config/Code/User/globalStorage/emptyWindowChatSessions/7d1e2f3a-4b5c-6d7e-8f9a-0b1c2d3e4f5a.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +64,7 @@ def _turns(session: ImportedSession) -> list[tuple[str, str | None, str]]:
 
 
 def test_scan_sources_lists_each_file_with_its_item_count(home: Path) -> None:
-    found = {
-        (s.source, os.path.relpath(s.path, home)): (s.item_count, len(s.warnings)) for s in scan_sources(home)
-    }
+    found = {(s.source, os.path.relpath(s.path, home)): (s.item_count, len(s.warnings)) for s in scan_sources(home)}
     assert found == {
         ("claude_code", ".claude/CLAUDE.md"): (5, 0),
         ("claude_code", CLAUDE_TRANSCRIPT): (1, 0),
@@ -123,8 +119,7 @@ def test_claude_code_transcript_turns(home: Path, everything: ParseResult) -> No
         (
             "assistant",
             None,
-            "I've added a Redis-backed limiter to the login handler.\n\n"
-            "It allows 5 attempts per minute per IP.",
+            "I've added a Redis-backed limiter to the login handler.\n\nIt allows 5 attempts per minute per IP.",
         ),
         ("user", None, "Thanks! Always run the tests with pytest -x."),
     ]
@@ -189,9 +184,7 @@ def test_cursor_workspace_chatdata_and_prompt_fallback(home: Path, everything: P
         ("assistant", None, "It keeps a sliding window per IP."),
     ]
     # aiService.prompts is only a fallback when the database has no full conversations.
-    [prompts] = _sessions(
-        everything, "cursor", f"{CURSOR_USER}/workspaceStorage/7f8e9d0c1b2a/state.vscdb", home
-    )
+    [prompts] = _sessions(everything, "cursor", f"{CURSOR_USER}/workspaceStorage/7f8e9d0c1b2a/state.vscdb", home)
     assert _turns(prompts) == [("user", None, "Generate a README"), ("user", None, "Add a CI badge")]
 
 
@@ -218,10 +211,7 @@ def test_aider_sessions_split_by_header(home: Path, everything: ParseResult) -> 
         ("assistant", None),
         ("tool", "aider"),
     ]
-    assert (
-        first.turns[0].content
-        == "Aider v0.40.0\nModels: gpt-4o with diff edit format\nGit repo: .git with 12 files"
-    )
+    assert first.turns[0].content == "Aider v0.40.0\nModels: gpt-4o with diff edit format\nGit repo: .git with 12 files"
     assert first.turns[2].content == "Add a docstring to the login function.\nKeep it short."
     assert first.turns[3].content.startswith("Here is the change:\n\napp/auth.py\n```python\n<<<<<<< SEARCH")
     assert first.turns[3].content.endswith(">>>>>>> REPLACE\n```")
@@ -241,9 +231,7 @@ def test_copilot_json_session(home: Path, everything: ParseResult) -> None:
     [session] = _sessions(everything, "copilot", f"{COPILOT_WS}/{COPILOT_SESSION}.json", home)
     assert session.title == "Configurable login rate limit"
     assert session.started_at == 1716999990000
-    assert session.session_key == session_key(
-        "copilot", home / COPILOT_WS / f"{COPILOT_SESSION}.json", COPILOT_SESSION
-    )
+    assert session.session_key == session_key("copilot", home / COPILOT_WS / f"{COPILOT_SESSION}.json", COPILOT_SESSION)
     assert _turns(session) == [
         ("user", None, "How do I make the login rate limit configurable?"),
         (

@@ -34,7 +34,7 @@ from agtos.config import MaintenanceConfig, Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.storage.keys import InvalidIdentifier, check_user_id
-from tests.helpers import user
+from tests.helpers import delete_prefix, user
 
 MARKER = re.compile(r"zq([a-z]+)k\d+")  # zq<owner code>k<n>: whose marker a token is
 RECORD_ID = re.compile(r"\b(?:ep|con|ent|mem|rel)-[0-9a-f]{8,}\b")
@@ -88,10 +88,7 @@ def iso_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             yield client, prefix
     finally:
         coordinator.close()
-        raw = redis.Redis.from_url(redis_url)
-        keys = list(raw.scan_iter(match=f"{prefix}:*", count=1000))
-        if keys:
-            raw.delete(*keys)
+        delete_prefix(redis_url, prefix)
 
 
 class TwoUsers(RuleBasedStateMachine):

@@ -72,9 +72,7 @@ def test_rules_fix_model_mistakes(model: SpacyRecognizer) -> None:
     owner = by_text(model.recognize("Alice's project Falcon ships next Friday. She lives in Kreuzberg."))
     assert owner["Alice"].type == EntityType.person  # model: ORG; the "She" agrees
     assert owner["next Friday"].label == "DEADLINE"
-    stack = by_text(
-        model.recognize("John Smith is the CTO of Initech; we build it in React Native and Postgres.")
-    )
+    stack = by_text(model.recognize("John Smith is the CTO of Initech; we build it in React Native and Postgres."))
     assert "CTO" not in stack  # the model's ORG for a job title is dropped
     assert stack["React Native"].label == "TOOL" and stack["Postgres"].label == "TOOL"  # model: one ORG
 
@@ -277,9 +275,7 @@ def test_llm_extractor_drops_invalid_items() -> None:
     "reply",
     ["this is not json", '{"relations": "nope"}', '```json\n{"relationships": 3}\n```', LLMError("down")],
 )
-def test_llm_extractor_falls_back_to_patterns(
-    reply: str | Exception, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_llm_extractor_falls_back_to_patterns(reply: str | Exception, caplog: pytest.LogCaptureFixture) -> None:
     mentions = _mentions()
     with caplog.at_level(logging.WARNING, logger="agtos.tasks.relations"):
         relations = LLMRelationExtractor(FakeLLM(reply)).extract(SENTENCE, mentions)
@@ -293,10 +289,5 @@ def test_llm_reply_in_a_fence_and_empty_list() -> None:
     assert triples(parse_llm_relations(fenced, SENTENCE, _mentions())) == {("due", "Falcon", "Friday")}
     assert parse_llm_relations('{"relationships": []}', SENTENCE, _mentions()) == []
     llm = FakeLLM("{}")
-    assert (
-        LLMRelationExtractor(llm).extract(
-            "Alice.", [Mention("Alice", EntityType.person, 0, 5, 0.8, "PERSON")]
-        )
-        == []
-    )
+    assert LLMRelationExtractor(llm).extract("Alice.", [Mention("Alice", EntityType.person, 0, 5, 0.8, "PERSON")]) == []
     assert llm.calls == []  # fewer than two entities: no request

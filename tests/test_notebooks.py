@@ -13,7 +13,6 @@ import nbclient
 import nbformat
 import pyarrow.parquet as pq
 import pytest
-import redis
 from typer.testing import CliRunner
 
 from agtos.cli import app
@@ -23,6 +22,7 @@ from agtos.memory.export import export_snapshot, memory_keys
 from agtos.schemas import Conclusion, MaintenanceReport, Turn
 from agtos.schemas.records import now_ms
 from agtos.tasks.export import KINDS, MANIFEST, parquet_name, records_table
+from tests.helpers import delete_prefix
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 DAY = 86_400_000
@@ -120,10 +120,7 @@ def seeded(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield coordinator
     finally:
         coordinator.close()
-        client = redis.Redis.from_url(redis_url)
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        if keys:
-            client.delete(*keys)
+        delete_prefix(redis_url, prefix)
 
 
 @pytest.fixture(scope="module")

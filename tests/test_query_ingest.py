@@ -27,9 +27,7 @@ SCORES = [
         ["baseline", "reasoning-steps"],
         id="markers",
     ),
-    pytest.param(
-        "Plan:\n1. back up\n2. migrate\n3. verify", {}, 6, ["baseline", "reasoning-steps"], id="numbered"
-    ),
+    pytest.param("Plan:\n1. back up\n2. migrate\n3. verify", {}, 6, ["baseline", "reasoning-steps"], id="numbered"),
     pytest.param("Steps:\n- stop\n- start", {}, 6, ["baseline", "reasoning-steps"], id="bullets"),
     pytest.param("Step 1: stop it.\nStep 2: start it.", {}, 6, ["baseline", "reasoning-steps"], id="step-n"),
     pytest.param("Only one:\n1. do it", {}, 4, ["baseline"], id="one-step"),
@@ -136,9 +134,7 @@ def test_below_threshold_touches_nothing(gate: QueryIngestGate, raw_redis: redis
     assert raw_redis.exists(gate.session_key("alice", "s1")) == 0
 
 
-def test_threshold_is_inclusive_and_configurable(
-    connector: RedisConnector, key_prefix: str, clock: Clock
-) -> None:
+def test_threshold_is_inclusive_and_configurable(connector: RedisConnector, key_prefix: str, clock: Clock) -> None:
     six = "1. restart\n2. verify"  # 4 + 2
     assert QueryIngestGate(connector, GlobalKeys(key_prefix), clock=clock).evaluate("a", "s", six).ingest
     strict = QueryIngestGate(connector, GlobalKeys(key_prefix), threshold=7, clock=clock)
@@ -196,9 +192,7 @@ def test_explicit_save_opens_the_dedup_window(gate: QueryIngestGate, clock: Cloc
 
 
 def test_configurable_cap_and_window(connector: RedisConnector, key_prefix: str, clock: Clock) -> None:
-    gate = QueryIngestGate(
-        connector, GlobalKeys(key_prefix), max_per_session=1, dedup_window_s=60, clock=clock
-    )
+    gate = QueryIngestGate(connector, GlobalKeys(key_prefix), max_per_session=1, dedup_window_s=60, clock=clock)
     assert gate.evaluate("a", "s", GOOD, **GOOD_KW).reason == "ingest"
     clock.now += 30
     assert gate.evaluate("a", "s", GOOD, **GOOD_KW).reason == "session-cap"

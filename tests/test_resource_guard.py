@@ -124,12 +124,8 @@ DECISIONS = [
     # 6. CPU load: 4 cpus x 0.8 = 3.2 (auto), x 0.3 = 1.2 (idle-only)
     pytest.param(LOCAL_OLLAMA, {"load": 3.3}, False, "cpu-load", id="6-auto-over"),
     pytest.param(LOCAL_OLLAMA, {"load": 3.1}, True, "idle", id="6-auto-under"),
-    pytest.param(
-        LOCAL_OLLAMA, {"policy": Policy.idle_only, "load": 1.3}, False, "cpu-load", id="6-idle-only-over"
-    ),
-    pytest.param(
-        LOCAL_OLLAMA, {"policy": Policy.idle_only, "load": 1.1}, True, "idle", id="6-idle-only-under"
-    ),
+    pytest.param(LOCAL_OLLAMA, {"policy": Policy.idle_only, "load": 1.3}, False, "cpu-load", id="6-idle-only-over"),
+    pytest.param(LOCAL_OLLAMA, {"policy": Policy.idle_only, "load": 1.1}, True, "idle", id="6-idle-only-under"),
     pytest.param(NO_LLM, {"load": 3.3}, False, "cpu-load", id="6-builtin"),
     # 7. Ollama /api/ps
     pytest.param(LOCAL_OLLAMA, {"ps": ps_body(PINNED_FOREVER)}, False, "ollama-model-pinned", id="7-forever"),

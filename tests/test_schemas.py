@@ -24,9 +24,7 @@ def test_every_arrow_schema_names_every_model_field(name: str) -> None:
 
 
 def test_episode_rows_round_trip_through_arrow() -> None:
-    episode = Episode(
-        user_id="u", summary="User likes tea", keywords=["tea"], importance=0.7, type="preference"
-    )
+    episode = Episode(user_id="u", summary="User likes tea", keywords=["tea"], importance=0.7, type="preference")
     table = to_table([episode], EPISODE_SCHEMA)
     assert table.schema.equals(EPISODE_SCHEMA)
     row = table.to_pylist()[0]

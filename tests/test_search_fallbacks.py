@@ -18,9 +18,7 @@ from tests.test_semantic_search import seed
 def test_query_expansion_widens_recall(settings: Settings) -> None:
     with StubModelServer() as stub:
         slot = LLMSlot(provider="ollama", model="qwen3:4b", base_url=stub.url)
-        expanding = MemoryCoordinator(
-            settings.with_overrides(query_expansion=True, llm_slots={"expansion": slot})
-        )
+        expanding = MemoryCoordinator(settings.with_overrides(query_expansion=True, llm_slots={"expansion": slot}))
         try:
             seed(expanding)
             # the original query matches nothing by keyword; the expansion names the rare token

@@ -101,9 +101,7 @@ def test_validation_happens_before_any_write(store: SemanticStore) -> None:
     assert store.get_many("alice", ["x"]) == {} and store.count("alice") == 0
 
 
-def test_expired_record_never_shows_and_is_removed_from_indexes(
-    store: SemanticStore, raw_redis: redis.Redis
-) -> None:
+def test_expired_record_never_shows_and_is_removed_from_indexes(store: SemanticStore, raw_redis: redis.Redis) -> None:
     seed(store)
     put(store, "brief", "zyxtrel reminder that expires", vec(1, 0.25), ttl_seconds=60)
     key = store.keys.user("alice").record("memory", "brief")
