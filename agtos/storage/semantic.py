@@ -49,7 +49,7 @@ class SemanticStore:
         bm25_index: BM25Index,
         candidate_factor: int = 4,
         rrf_k: int = DEFAULT_K,
-        rrf_weights: tuple[float, float] = (1.0, 0.6),
+        rrf_weights: tuple[float, float] = (1.0, 1.0),
     ) -> None:
         if vector_index.namespace != namespace or bm25_index.namespace != namespace:
             raise ValueError(f"both indexes must use the namespace {namespace!r}")
@@ -60,7 +60,7 @@ class SemanticStore:
         self.bm25 = bm25_index
         self.candidate_factor = max(1, candidate_factor)
         self.rrf_k = rrf_k
-        self.rrf_weights = rrf_weights  # (vector, keyword): a lone weak keyword hit must not outrank meaning
+        self.rrf_weights = rrf_weights  # (vector, keyword); lower keyword weights bury exact-token hits
 
     def _record_key(self, user_id: str, doc_id: str) -> str:
         return self.keys.user(user_id).record(self.namespace, doc_id)
