@@ -84,9 +84,7 @@ def store_conclusions(rt: MemoryCoordinator, user_id: str, found: list[Conclusio
             conclusion = conclusion.model_copy(
                 update={
                     "created_at": old.created_at,
-                    "source_episode_ids": list(
-                        dict.fromkeys(old.source_episode_ids + conclusion.source_episode_ids)
-                    ),
+                    "source_episode_ids": list(dict.fromkeys(old.source_episode_ids + conclusion.source_episode_ids)),
                 }
             )
         merged.append(conclusion)

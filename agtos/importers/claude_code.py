@@ -51,9 +51,7 @@ def _transcript_cwds(path: Path) -> set[str]:
 def _tool_result_text(block: dict[str, Any]) -> str:
     content = block.get("content")
     if isinstance(content, list):
-        content = "\n".join(
-            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
-        )
+        content = "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
     text = content if isinstance(content, str) else ""
     return f"[error] {text}" if text and block.get("is_error") is True else text
 

@@ -60,9 +60,7 @@ class CopilotParser(Parser):
             result.warn(self.name, path, "not a chat session (no 'requests' list)")
             return result
         sid = str(data.get("sessionId") or path.stem)
-        session = session_from_chat(
-            data, source=self.name, path=path, key_parts=(sid,), fallback_ts=mtime_ms(path)
-        )
+        session = session_from_chat(data, source=self.name, path=path, key_parts=(sid,), fallback_ts=mtime_ms(path))
         if session is not None:
             result.sessions.append(session)
         return result

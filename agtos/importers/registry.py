@@ -73,15 +73,11 @@ def scan_sources(home: Path | None = None, sources: list[str] | None = None) -> 
     with an empty path; both have ``item_count`` 0 and say why in ``warnings``."""
     home = resolve_home(home)
     parsers, unknown = _selected(sources)
-    summaries = [
-        SourceSummary(source=n, path="", item_count=0, warnings=[_unknown_warning(n)]) for n in unknown
-    ]
+    summaries = [SourceSummary(source=n, path="", item_count=0, warnings=[_unknown_warning(n)]) for n in unknown]
     for parser in parsers:
         paths, failure = _discover(parser, home)
         if failure:
-            summaries.append(
-                SourceSummary(source=parser.name, path=path_str(home), item_count=0, warnings=[failure])
-            )
+            summaries.append(SourceSummary(source=parser.name, path=path_str(home), item_count=0, warnings=[failure]))
         for path in paths:
             parsed = parse_file(parser, path)
             if parsed.item_count or parsed.warnings:

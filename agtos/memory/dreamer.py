@@ -55,9 +55,7 @@ class DreamerScheduler:
         if self.coordinator.consolidation_llm is None:
             self.last_report = run_dreamer(self.coordinator, user_id)  # rules: cheap, run now
             return
-        thread = threading.Thread(
-            target=self._guarded, args=(user_id,), name=f"dreamer-{user_id}", daemon=True
-        )
+        thread = threading.Thread(target=self._guarded, args=(user_id,), name=f"dreamer-{user_id}", daemon=True)
         self._threads.append(thread)
         thread.start()
 

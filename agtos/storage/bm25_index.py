@@ -122,9 +122,7 @@ class BM25Index:
         if not candidates:
             return []
         raw_lengths = self.connector.run(lambda r: r.hmget(len_key, candidates))
-        lengths = {
-            doc: float(raw) for doc, raw in zip(candidates, raw_lengths, strict=True) if raw is not None
-        }
+        lengths = {doc: float(raw) for doc, raw in zip(candidates, raw_lengths, strict=True) if raw is not None}
         avg_len = int(total_raw or 0) / n_docs
         return bm25.top(bm25.score_documents(postings, lengths, n_docs, avg_len), limit)
 

@@ -125,9 +125,7 @@ class VectorIndex:
         """A finite, non-zero float32 vector of this index's dimension, or ValueError."""
         arr = np.asarray(vector, dtype=np.float32).reshape(-1)
         if arr.shape[0] != self.dim:
-            raise ValueError(
-                f"vector has dimension {arr.shape[0]} but the {self.namespace!r} index expects {self.dim}"
-            )
+            raise ValueError(f"vector has dimension {arr.shape[0]} but the {self.namespace!r} index expects {self.dim}")
         if not np.all(np.isfinite(arr)) or not np.any(arr):
             raise ValueError("vector must be finite and non-zero")
         return arr
@@ -150,9 +148,7 @@ class VectorIndex:
         for doc_id in ids:
             check_record_id(doc_id, f"{self.namespace} id")
         for start in range(0, len(ids), WRITE_BATCH):
-            chunk = dict(
-                zip(ids[start : start + WRITE_BATCH], vectors[start : start + WRITE_BATCH], strict=True)
-            )
+            chunk = dict(zip(ids[start : start + WRITE_BATCH], vectors[start : start + WRITE_BATCH], strict=True))
             blobs = {doc_id: vec.astype("<f4").tobytes() for doc_id, vec in chunk.items()}
             version, _, epoch = self._write(user_id, "set", blobs)
             self._apply_local(user_id, version, epoch, chunk)

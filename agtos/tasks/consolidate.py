@@ -36,9 +36,7 @@ def conclusion_id(user_id: str, kind: str, text: str) -> str:
     return f"con-{digest}"
 
 
-def _conclusion(
-    user_id: str, kind: ConclusionType, text: str, confidence: float, sources: list[str]
-) -> Conclusion:
+def _conclusion(user_id: str, kind: ConclusionType, text: str, confidence: float, sources: list[str]) -> Conclusion:
     stamp = now_ms()
     return Conclusion(
         id=conclusion_id(user_id, kind.value, text),
@@ -86,9 +84,7 @@ def _inductive(user_id: str, episodes: list[Episode]) -> list[Conclusion]:
             text = f"User is a morning person who checks {topic} first thing in the day"
             out.append(_conclusion(user_id, ConclusionType.inductive, text, confidence, ids))
         out.append(
-            _conclusion(
-                user_id, ConclusionType.inductive, f"User regularly asks about {topic}", confidence, ids
-            )
+            _conclusion(user_id, ConclusionType.inductive, f"User regularly asks about {topic}", confidence, ids)
         )
     return out
 
@@ -119,9 +115,7 @@ def rule_based_conclusions(user_id: str, episodes: list[Episode]) -> list[Conclu
     unique: dict[str, Conclusion] = {}
     for conclusion in found:
         if conclusion.id in unique:
-            merged = list(
-                dict.fromkeys(unique[conclusion.id].source_episode_ids + conclusion.source_episode_ids)
-            )
+            merged = list(dict.fromkeys(unique[conclusion.id].source_episode_ids + conclusion.source_episode_ids))
             conclusion = conclusion.model_copy(update={"source_episode_ids": merged})
         unique[conclusion.id] = conclusion
     return list(unique.values())

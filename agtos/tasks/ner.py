@@ -275,9 +275,7 @@ _TECH_SHAPE = re.compile(r"^[A-Z]?[a-z]+[A-Z]\w*$|\d|\.(?:js|py|net)$|[+#]")
 
 _PERSON_CUE_RES = (
     re.compile(rf"\b(?i:{_KIN})\s+(?P<name>{_PERSON})"),
-    re.compile(
-        rf"(?P<name>{_PERSON})(?:'s|’s)\s+(?:(?i:best|good|old|close|new|little|big)\s+)?(?i:{_KIN})\b"
-    ),
+    re.compile(rf"(?P<name>{_PERSON})(?:'s|’s)\s+(?:(?i:best|good|old|close|new|little|big)\s+)?(?i:{_KIN})\b"),
 )
 _SOFT_PERSON_RES = (
     re.compile(
@@ -372,9 +370,7 @@ def _clean_span(text: str, start: int, end: int) -> tuple[int, int]:
         return start, end
 
 
-def _mention(
-    text: str, start: int, end: int, etype: EntityType, confidence: float, label: str
-) -> Mention | None:
+def _mention(text: str, start: int, end: int, etype: EntityType, confidence: float, label: str) -> Mention | None:
     start, end = _clean_span(text, start, end)
     surface = text[start:end]
     if not surface or not any(ch.isalnum() for ch in surface):
@@ -657,9 +653,7 @@ class SpacyRecognizer:
             etype = MODEL_LABELS.get(ent.label_)
             if etype is None:
                 continue
-            mention = _mention(
-                text, ent.start_char, ent.end_char, etype, _MODEL_CONFIDENCE[ent.label_], ent.label_
-            )
+            mention = _mention(text, ent.start_char, ent.end_char, etype, _MODEL_CONFIDENCE[ent.label_], ent.label_)
             if mention is not None and mention.text.lower() not in _NOT_ENTITIES:
                 model.append(mention)
         return merge_with_model(text, model, strong_rule_candidates(text))

@@ -34,9 +34,7 @@ def _style(episodes: list[Episode]) -> str | None:
     return "shares personal context freely" if avg_facts >= 2 else "brief and task-focused"
 
 
-def profile_update(
-    current: UserProfile, conclusions: list[Conclusion], episodes: list[Episode]
-) -> ProfileUpdate:
+def profile_update(current: UserProfile, conclusions: list[Conclusion], episodes: list[Episode]) -> ProfileUpdate:
     """Fields to merge: derived values fill gaps and extend lists, never overwrite what the user set."""
     explicit = [c.text for c in conclusions if c.type == "explicit"]
     patterns = [c.text for c in conclusions if c.type in ("inductive", "abductive")]

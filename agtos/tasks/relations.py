@@ -115,9 +115,7 @@ def _resolve_pronouns(text: str, spans: list[tuple[int, int]], mentions: Sequenc
         for m in _PRONOUN.finditer(text, start, end):
             word = m.group(1).lower()
             allowed = {_P} if word in _PERSONAL else {_P, _O}
-            candidates = [
-                x for x in mentions if x.type in allowed and window_start <= x.start and x.end <= m.start()
-            ]
+            candidates = [x for x in mentions if x.type in allowed and window_start <= x.start and x.end <= m.start()]
             if not candidates:
                 continue
             antecedent = max(candidates, key=lambda x: x.end)
@@ -152,9 +150,7 @@ _KIN = (
     r"mentors?|mentees?|buddy|buddies|partners?|bosse?s?|managers?|cousins?|siblings?|sisters?|"
     r"brothers?|wife|husband|girlfriend|boyfriend|fianc[eé]e?|mother|father|mom|mum|dad|son|daughter)"
 )
-_AUX = (
-    r"(?:(?:now|currently|still|also|just|recently|first|often|has|have|had|is|was|are|will|used\s+to)\s+)*"
-)
+_AUX = r"(?:(?:now|currently|still|also|just|recently|first|often|has|have|had|is|was|are|will|used\s+to)\s+)*"
 
 
 @dataclass(frozen=True)
@@ -466,9 +462,7 @@ def parse_llm_relations(
             log.debug("dropped invalid relation item from LLM: %r", item)
             continue
         source, target, rtype, conf = relation
-        out.append(
-            ExtractedRelation(source, target, rtype, conf, _find_sentence(spans, text, source, target))
-        )
+        out.append(ExtractedRelation(source, target, rtype, conf, _find_sentence(spans, text, source, target)))
     return _dedupe(out)
 
 

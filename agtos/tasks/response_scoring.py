@@ -44,9 +44,7 @@ SYNTHESIS_PATTERNS: tuple[str, ...] = (
     r"taken together",
 )
 _SYNTHESIS = re.compile(r"\b(?:" + "|".join(SYNTHESIS_PATTERNS) + r")\b", re.IGNORECASE)
-_LIST_ITEM = re.compile(
-    r"^\s*(?:\d{1,3}[.)]|step\s+\d{1,3}\s*[:.)-]|[-*•])\s+\S", re.IGNORECASE | re.MULTILINE
-)
+_LIST_ITEM = re.compile(r"^\s*(?:\d{1,3}[.)]|step\s+\d{1,3}\s*[:.)-]|[-*•])\s+\S", re.IGNORECASE | re.MULTILINE)
 _MARKER = re.compile(
     r"(?:^|[.!?;:]\s+|\n\s*)"
     r"(first(?:ly)?|second(?:ly)?|third(?:ly)?|then|next|after\s+that|afterwards|finally|lastly)\b",
