@@ -277,8 +277,8 @@ def test_idle_sessions_are_ended_for_the_agent(settings: Settings) -> None:
             }
             client.post("/api/memory/sessions/forgotten/turns", json=body, headers=user("ida"))
             deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and not coordinator.list_episodes("ida"):
-                time.sleep(0.2)
+            while time.monotonic() < deadline and not coordinator.list_conclusions("ida"):
+                time.sleep(0.2)  # the episode is saved first, the Dreamer runs right after
             assert [e.session_id for e in coordinator.list_episodes("ida")] == ["forgotten"]
             assert [c.text for c in coordinator.list_conclusions("ida")] == ["User prefers aisle seats on trains"]
             assert coordinator.activity.idle_sessions(0) == []  # ended once, not again
