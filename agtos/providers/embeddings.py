@@ -197,6 +197,9 @@ class OnnxMiniLMEmbedder:
             )
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.intra_op_threads
+        # idle-spinning worker threads starve Redis, numpy and the event loop on small machines
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:

@@ -22,7 +22,7 @@ from agtos.storage.keys import GlobalKeys, check_record_id
 from agtos.storage.redis_conn import RedisConnector
 from agtos.tasks import bm25
 
-DEFAULT_MAX_POSTINGS = 1_000
+DEFAULT_MAX_POSTINGS = 5_000
 
 
 class BM25Index:
