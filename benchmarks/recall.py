@@ -27,7 +27,9 @@ Every key written is deleted at the end (also on Ctrl-C). Not a test.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +37,7 @@ from pathlib import Path
 BENCH_TMP = Path(os.environ.get("AGTOS_BENCH_TMP", "/tmp/agtos-bench"))
 BENCH_TMP.mkdir(parents=True, exist_ok=True)
 RUN_TMP = Path(tempfile.mkdtemp(prefix="run-", dir=BENCH_TMP))
+atexit.register(shutil.rmtree, RUN_TMP, True)  # also on --help and errors
 os.environ.setdefault("PREFECT_HOME", str(RUN_TMP / "prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script or with -m
@@ -51,7 +54,6 @@ import io
 import platform
 import pstats
 import resource
-import shutil
 import signal
 import statistics
 import subprocess
@@ -637,8 +639,8 @@ class Bench:
                 "HNSW search": mean("vector") - mean("vector sync"),
                 "BM25 Redis": mean("bm25 redis"),
                 "BM25 Python": mean("bm25") - mean("bm25 redis"),
-                "live check (EXISTS)": mean("live check"),
-                "records (MGET)": mean("records"),
+                "live check (+ records) Redis": mean("live check"),
+                "separate records fetch": mean("records"),
             }
             out["other (RRF, JSON parse, glue)"] = mean("total") - sum(out.values())
             out["total"] = mean("total")
@@ -758,6 +760,12 @@ def render(res: SizeResult, command: str, env: dict[str, str]) -> str:
     lines += [
         "",
         "### Where a direct search spends its time (mean ms per query, instrumented pass)",
+        "",
+        "Stages are the library's own methods wrapped with timers: `embed_one`, `VectorIndex._synced` "
+        "(Redis version check), the rest of `VectorIndex.search` (graph search + re-scoring), "
+        "`BM25Index.search` split into its Redis calls (RESP parsing included) and Python scoring, "
+        "`SemanticStore._live` (liveness, and the records when the store fetches them there) and "
+        "`SemanticMemory.records`; *other* is the remainder (RRF, recency re-rank, JSON parsing).",
         "",
         "| mode | " + " | ".join(stages) + " |",
         "|---|" + "---:|" * len(stages),
