@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agtos.config import MaintenanceConfig
-from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Conclusion
 from agtos.tasks.contradiction import Candidate, LLMJudge, NLIVerdict, candidate_pairs, pair_cache_key
 
@@ -25,12 +24,9 @@ def _vectors(rt: MemoryCoordinator, user_id: str, conclusions: list[Conclusion])
     ids = [c.id for c in conclusions]
     stored = rt.conclusions.index.vectors.vectors(user_id, ids)
     missing = [c for c in conclusions if c.id not in stored]
-    if missing:
-        try:
-            for c, vec in zip(missing, rt.semantic.embedder.embed([c.text for c in missing]), strict=True):
-                stored[c.id] = vec
-        except EmbeddingError:
-            pass
+    fresh = rt.semantic.embed_or_none([c.text for c in missing])
+    if fresh is not None:
+        stored.update(zip([c.id for c in missing], fresh, strict=True))
     dim = next((len(v) for v in stored.values()), 1)
     return np.vstack([stored.get(i, np.zeros(dim, dtype=np.float32)) for i in ids]).astype(np.float32)
 

@@ -11,13 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
 import agtos.flows  # noqa: F401 - Prefect defaults
 from agtos.flows.runtime import runtime
-from agtos.providers.embeddings import EmbeddingError
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode
 from agtos.tasks.consolidate import llm_conclusions, rule_based_conclusions
@@ -88,12 +86,7 @@ def store_conclusions(rt: MemoryCoordinator, user_id: str, found: list[Conclusio
                 }
             )
         merged.append(conclusion)
-    vectors: np.ndarray | None
-    try:
-        vectors = rt.semantic.embedder.embed([c.text for c in merged]) if merged else None
-    except EmbeddingError:
-        vectors = None
-    rt.conclusions.upsert_many(merged, vectors)
+    rt.conclusions.upsert_many(merged, rt.semantic.embed_or_none([c.text for c in merged]))
     return merged
 
 

@@ -356,7 +356,7 @@ class MemoryCoordinator:
         ]
         known_memories = set(self.semantic.records("memory", user_id, [m.id for m in memories]))
         if memories:
-            self.semantic.store_batch([], memories, self._embed_or_none([m.text for m in memories]))
+            self.semantic.store_batch([], memories, self.semantic.embed_or_none([m.text for m in memories]))
         stored = report.episode_ids if report else []
         return {
             "sessions": len(items),
@@ -366,12 +366,6 @@ class MemoryCoordinator:
             "memoriesAdded": len([m for m in memories if m.id not in known_memories]),
             "warnings": found.warnings,
         }
-
-    def _embed_or_none(self, texts: list[str]) -> Any:
-        try:
-            return self.semantic.embedder.embed(texts)
-        except EmbeddingError:
-            return None
 
     def known_users(self) -> list[str]:
         """Every user with stored memory (the nightly lint walks them)."""

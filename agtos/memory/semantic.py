@@ -91,6 +91,16 @@ class SemanticMemory:
             return False
         return True
 
+    def embed_or_none(self, texts: list[str]) -> np.ndarray | None:
+        """Vectors for ``texts``, or None when there are none or the embedder is unavailable
+        (callers then index text only)."""
+        if not texts:
+            return None
+        try:
+            return self.embedder.embed(texts)
+        except EmbeddingError:
+            return None
+
     def store(self, namespace: str) -> SemanticStore:
         """The namespace's store (vector index sized to the embedder, 384 if it is unavailable)."""
         if namespace not in self._stores:
