@@ -108,6 +108,7 @@ class Settings:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     search_mode: str = "hybrid"
     similarity_threshold: float = 0.15
+    hnsw_build_threads: int = 1  # threads of a background HNSW (re)build; 0: all cores
     query_expansion: bool = False
     background_work_policy: str = "auto"
     query_ingest_threshold: int = 6
@@ -121,6 +122,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.search_mode not in SEARCH_MODES:
             raise ValueError(f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}")
+        if self.hnsw_build_threads < 0:
+            raise ValueError("hnsw_build_threads must be >= 0 (0: all cores)")
         if not 0.0 <= self.similarity_threshold <= 1.0:
             raise ValueError("AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1")
 
@@ -167,6 +170,7 @@ class Settings:
             ),
             search_mode=(os.environ.get("AGTOS_MEMORY_SEARCH_MODE") or "hybrid").strip().lower(),
             similarity_threshold=_env_float("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.15),
+            hnsw_build_threads=_env_int("AGTOS_HNSW_BUILD_THREADS", 1),
             query_expansion=_env_bool("AGTOS_MEMORY_QUERY_EXPANSION", False),
             background_work_policy=os.environ.get("AGTOS_BACKGROUND_WORK_POLICY", "auto"),
             query_ingest_threshold=_env_int("AGTOS_QUERY_INGEST_THRESHOLD", 6),

@@ -24,10 +24,10 @@ CORPUS = {
 }
 
 
-@pytest.fixture
-def index(settings: Settings) -> Iterator[BM25Index]:
+@pytest.fixture(params=[True, False], ids=["mirror", "redis-postings"])
+def index(settings: Settings, request: pytest.FixtureRequest) -> Iterator[BM25Index]:
     connector = RedisConnector(settings.redis_url, settings.data_dir)
-    yield BM25Index(connector, GlobalKeys(settings.key_prefix), "memory")
+    yield BM25Index(connector, GlobalKeys(settings.key_prefix), "memory", mirror=request.param)
     connector.close()
 
 

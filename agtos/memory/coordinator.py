@@ -148,6 +148,7 @@ class MemoryCoordinator:
             (lambda: embedder) if embedder is not None else lambda: self._build_embedder(),
             default_mode=settings.search_mode,
             similarity_threshold=settings.similarity_threshold,
+            hnsw_build_threads=settings.hnsw_build_threads,
             expander=self._build_expander(),
         )
         self.recognizer: Any = build_recognizer(eager=False)  # NER of the ingestion flow (loads lazily)
@@ -573,13 +574,19 @@ class MemoryCoordinator:
         return {"healthy": healthy, **status, "reason": reason}
 
     def _semantic_check(self, embedder_ok: bool) -> dict[str, Any]:
-        """Probe the vector index (doc count, size) within 1 s."""
+        """Probe the vector and keyword indexes loaded here (doc count, size) within 1 s."""
         if not embedder_ok:
             return {"healthy": False, "reason": "embedder unavailable"}
 
         def probe() -> dict[str, Any]:
-            stats = self.semantic.store("episode").vectors.stats()
-            return {"backend": stats["backend"], "docs": stats["docs"], "memoryBytes": stats["memoryBytes"]}
+            store = self.semantic.store("episode")
+            stats, keyword = store.vectors.stats(), store.bm25.stats()
+            return {
+                "backend": stats["backend"],
+                "docs": stats["docs"],
+                "memoryBytes": stats["memoryBytes"],
+                "keywordIndex": {k: keyword[k] for k in ("backend", "docs", "memoryBytes")},
+            }
 
         future = _PROBES.submit(probe)
         try:

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ from agtos.tasks.text import episode_text
 log = logging.getLogger(__name__)
 
 NAMESPACES = ("episode", "memory", "conclusion")
+_KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="keyword-search")
 EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before trying again
 
 
@@ -50,6 +52,7 @@ class SemanticMemory:
         embedder_factory: Callable[[], Embedder],
         default_mode: str = "hybrid",
         similarity_threshold: float = 0.15,
+        hnsw_build_threads: int = 1,
         expander: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.connector = connector
@@ -57,6 +60,7 @@ class SemanticMemory:
         self.episodes = episodes
         self.default_mode = default_mode
         self.similarity_threshold = similarity_threshold
+        self.hnsw_build_threads = hnsw_build_threads
         self.expander = expander
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
@@ -111,7 +115,9 @@ class SemanticMemory:
                         self.connector,
                         self.keys,
                         namespace,
-                        VectorIndex(self.connector, self.keys, namespace, dim),
+                        VectorIndex(
+                            self.connector, self.keys, namespace, dim, build_threads=self.hnsw_build_threads
+                        ),
                         BM25Index(self.connector, self.keys, namespace),
                     )
         return self._stores[namespace]
@@ -194,6 +200,9 @@ class SemanticMemory:
         wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
         queries = [query, *(self.expander(query) if self.expander else [])]
+        store = self.store(namespace)
+        # hybrid: BM25 runs on a worker thread while the query is embedded (ONNX releases the GIL)
+        keyword = _KEYWORD_POOL.submit(store.keyword_candidates, user_id, query, limit) if wanted == "hybrid" else None
         vectors: list[np.ndarray | None] = [None] * len(queries)
         degraded = None
         if wanted != "bm25":
@@ -202,8 +211,11 @@ class SemanticMemory:
             except EmbeddingError as exc:
                 degraded = f"embedder unavailable, keyword search only: {exc}"
                 wanted = "bm25"
-        store = self.store(namespace)
-        lists = [store.search(user_id, q, v, wanted, limit, threshold) for q, v in zip(queries, vectors, strict=True)]
+        first = keyword.result() if keyword is not None else None
+        lists = [
+            store.search(user_id, q, v, wanted, limit, threshold, first if i == 0 else None)
+            for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
+        ]
         return SemanticSearch(_fuse(lists, limit), wanted, degraded, store.max_fused_score)
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:

@@ -4,25 +4,103 @@ Layout (see :mod:`agtos.storage.index_keys`), under ``…:{namespace}:_idx:bm25:
 
 * ``t:{term}``  sorted set ``doc_id -> tf`` (the postings of one term)
 * ``len``       hash ``doc_id -> document length`` (HLEN is the document count)
-* ``terms``     hash ``doc_id -> its distinct terms, space separated`` (for removal)
+* ``terms``     hash ``doc_id -> "term:tf term:tf …"`` (for removal and for mirrors)
 * ``stats``     hash ``total -> sum of document lengths``
+* ``meta``, ``changes``  the versioned change log of :mod:`agtos.storage.mirror_sync`
 
-Writes are optimistic transactions (WATCH on ``terms``), so a re-add replaces a
-document atomically even with concurrent writers.
+Writes run as one Lua script per batch of documents, so a re-add replaces a document
+atomically even with concurrent writers. Searches are served by an in-process
+:class:`BM25Mirror` per user, rebuilt from ``terms`` and kept fresh through the change
+log (a write by any process is seen by the next search of every process); with
+``mirror=False`` they read the postings from Redis instead (the highest-tf
+``max_postings`` per term), which costs no process memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import redis
+from redis.commands.core import Script
 
+from agtos.storage.bm25_mirror import BM25Mirror, decode_terms, encode_terms
 from agtos.storage.index_keys import check_namespace, index_key
 from agtos.storage.keys import GlobalKeys, check_record_id
+from agtos.storage.mirror_sync import (
+    LOG_BEGIN_LUA,
+    LOG_END_LUA,
+    MirrorRegistry,
+    advance_after_own_write,
+    plan_sync,
+)
 from agtos.storage.redis_conn import RedisConnector
 from agtos.tasks import bm25
 
 DEFAULT_MAX_POSTINGS = 5_000
+WRITE_BATCH = 500
+
+# KEYS: meta, changes, terms, len, stats. ARGV: op ("set"|"del"), epoch candidate, max log
+# size, postings key prefix, then (id, "term:tf …") pairs for "set" or ids for "del".
+# Returns {version, documents that were indexed before (del) or are now (set), epoch}.
+_WRITE_LUA = (
+    LOG_BEGIN_LUA
+    + """
+local prefix = ARGV[4]
+local changed, delta = 0, 0
+local i = 5
+while i <= #ARGV do
+  local id, new = ARGV[i], nil
+  if ARGV[1] == 'set' then
+    new = ARGV[i + 1]
+    i = i + 2
+  else
+    i = i + 1
+  end
+  local keep, new_len = {}, 0
+  if new then
+    for term, tf in string.gmatch(new, '([^%s:]+):(%d+)') do
+      keep[term] = tonumber(tf)
+      new_len = new_len + tonumber(tf)
+    end
+  end
+  local old = redis.call('HGET', KEYS[3], id)
+  local old_len = tonumber(redis.call('HGET', KEYS[4], id) or '0')
+  if old then
+    for token in string.gmatch(old, '%S+') do
+      local term = string.match(token, '^[^:]+')
+      if keep[term] == nil then
+        redis.call('ZREM', prefix .. term, id)
+      end
+    end
+  end
+  if new_len > 0 then
+    for term, tf in pairs(keep) do
+      redis.call('ZADD', prefix .. term, tf, id)
+    end
+    redis.call('HSET', KEYS[4], id, new_len)
+    redis.call('HSET', KEYS[3], id, new)
+    changed = changed + 1
+  else
+    redis.call('HDEL', KEYS[4], id)
+    redis.call('HDEL', KEYS[3], id)
+    if old or old_len > 0 then
+      changed = changed + 1
+    end
+  end
+  delta = delta + new_len - old_len
+  redis.call('ZADD', KEYS[2], v, id)
+end
+if delta ~= 0 then
+  redis.call('HINCRBY', KEYS[5], 'total', delta)
+end
+"""
+    + LOG_END_LUA
+    + """
+return {v, changed, redis.call('HGET', KEYS[1], 'epoch')}
+"""
+)
 
 
 class BM25Index:
@@ -34,69 +112,90 @@ class BM25Index:
         keys: GlobalKeys,
         namespace: str,
         max_postings: int = DEFAULT_MAX_POSTINGS,
+        *,
+        mirror: bool = True,
+        max_change_log: int = 10_000,
+        max_loaded_users: int = 512,
     ) -> None:
-        """``max_postings``: per query term, only the highest-tf postings are read."""
+        """``mirror``: search an in-process copy (exact, fast) rather than Redis postings, of
+        which only the highest-tf ``max_postings`` per query term are read. ``max_loaded_users``:
+        least recently used mirrors beyond it are dropped (reloaded from Redis on next use)."""
         self.connector = connector
         self.keys = keys
         self.namespace = check_namespace(namespace)
         self.max_postings = max_postings
+        self.use_mirror = mirror
+        self.max_change_log = max_change_log
+        self._mirrors: MirrorRegistry[BM25Mirror] = MirrorRegistry(BM25Mirror, max_loaded_users)
+        self._script: Script | None = None
 
     def _key(self, user_id: str, part: str) -> str:
         return index_key(self.keys, user_id, self.namespace, f"bm25:{part}")
 
+    # -- writes -----------------------------------------------------------------------
     def add(self, user_id: str, doc_id: str, text: str) -> int:
         """Index (or re-index) a document; returns its length in terms (0: not indexed)."""
-        check_record_id(doc_id, f"{self.namespace} id")
-        tf = bm25.term_frequencies(bm25.tokenize(text))
-        doc_len = sum(tf.values())
-        terms_key, len_key, stats_key = (self._key(user_id, p) for p in ("terms", "len", "stats"))
+        return self.add_many(user_id, [(doc_id, text)])[0]
 
-        def txn(pipe: redis.client.Pipeline) -> None:
-            old_terms = (pipe.hget(terms_key, doc_id) or b"").decode().split()
-            old_len = int(pipe.hget(len_key, doc_id) or 0)
-            pipe.multi()
-            for term in old_terms:
-                if term not in tf:
-                    pipe.zrem(self._key(user_id, f"t:{term}"), doc_id)
-            if doc_len:
-                for term, count in tf.items():
-                    pipe.zadd(self._key(user_id, f"t:{term}"), {doc_id: count})
-                pipe.hset(len_key, doc_id, doc_len)
-                pipe.hset(terms_key, doc_id, " ".join(tf))
-            else:
-                pipe.hdel(len_key, doc_id)
-                pipe.hdel(terms_key, doc_id)
-            if doc_len != old_len:
-                pipe.hincrby(stats_key, "total", doc_len - old_len)
-
-        self.connector.run(lambda r: r.transaction(txn, terms_key))
-        return doc_len
+    def add_many(self, user_id: str, docs: Sequence[tuple[str, str]]) -> list[int]:
+        """Index (or re-index) ``(doc_id, text)`` pairs, one script call per batch; their lengths."""
+        for doc_id, _ in docs:
+            check_record_id(doc_id, f"{self.namespace} id")
+        freqs = [(doc_id, bm25.term_frequencies(bm25.tokenize(text))) for doc_id, text in docs]
+        for start in range(0, len(freqs), WRITE_BATCH):
+            chunk = dict(freqs[start : start + WRITE_BATCH])
+            self._write(user_id, "set", chunk)
+        return [sum(tf.values()) for _, tf in freqs]
 
     def remove(self, user_id: str, doc_id: str) -> bool:
         """Drop a document's postings; True if it was indexed."""
-        terms_key, len_key, stats_key = (self._key(user_id, p) for p in ("terms", "len", "stats"))
+        return self.remove_many(user_id, [doc_id]) > 0
 
-        def txn(pipe: redis.client.Pipeline) -> bool:
-            raw_terms = pipe.hget(terms_key, doc_id)
-            old_len = int(pipe.hget(len_key, doc_id) or 0)
-            if raw_terms is None and not old_len:
-                return False
-            pipe.multi()
-            for term in (raw_terms or b"").decode().split():
-                pipe.zrem(self._key(user_id, f"t:{term}"), doc_id)
-            pipe.hdel(terms_key, doc_id)
-            pipe.hdel(len_key, doc_id)
-            if old_len:
-                pipe.hincrby(stats_key, "total", -old_len)
-            return True
+    def remove_many(self, user_id: str, doc_ids: Sequence[str]) -> int:
+        """Drop documents' postings; how many were indexed."""
+        removed = 0
+        for start in range(0, len(doc_ids), WRITE_BATCH):
+            removed += self._write(user_id, "del", dict.fromkeys(doc_ids[start : start + WRITE_BATCH]))
+        return removed
 
-        return bool(self.connector.run(lambda r: r.transaction(txn, terms_key, value_from_callable=True)))
+    def _write(self, user_id: str, op: str, docs: dict[str, dict[str, int] | None]) -> int:
+        """Run the write script and mirror it locally; how many documents it changed."""
+        if not docs:
+            return 0
+        keys = [self._key(user_id, p) for p in ("meta", "changes", "terms", "len", "stats")]
+        args: list[Any] = [op, uuid.uuid4().hex, self.max_change_log, self._key(user_id, "t:")]
+        for doc_id, tf in docs.items():
+            args += [doc_id] if tf is None else [doc_id, encode_terms(tf)]
 
+        def run(r: redis.Redis) -> list[Any]:
+            if self._script is None:
+                self._script = r.register_script(_WRITE_LUA)
+            return self._script(keys=keys, args=args, client=r)
+
+        version, changed, epoch = self.connector.run(run)
+        mirror = self._mirrors.peek(user_id)
+        if mirror is not None:
+            with mirror.lock:
+                if mirror.loaded:
+                    for doc_id, tf in docs.items():
+                        mirror.put(doc_id, tf or {})
+                    advance_after_own_write(mirror, int(version), bytes(epoch))
+        return int(changed)
+
+    # -- reads ------------------------------------------------------------------------
     def search(self, user_id: str, query: str, limit: int) -> list[tuple[str, float]]:
         """Best-first ``(doc_id, bm25 score)``; only documents matching a query term."""
         terms = bm25.query_terms(query)
         if not terms or limit <= 0:
             return []
+        if self.use_mirror:
+            mirror = self._synced(user_id)
+            with mirror.lock:
+                return mirror.search(terms, limit)
+        return self._search_redis(user_id, terms, limit)
+
+    def _search_redis(self, user_id: str, terms: list[str], limit: int) -> list[tuple[str, float]]:
+        """Score from the postings in Redis (two round trips, no process memory)."""
         len_key, stats_key = self._key(user_id, "len"), self._key(user_id, "stats")
 
         def fetch_postings(r: redis.Redis) -> list:
@@ -126,15 +225,53 @@ class BM25Index:
         avg_len = int(total_raw or 0) / n_docs
         return bm25.top(bm25.score_documents(postings, lengths, n_docs, avg_len), limit)
 
+    def _synced(self, user_id: str) -> BM25Mirror:
+        """The user's mirror, brought up to date with Redis (one round trip when fresh)."""
+        mirror = self._mirrors.get(user_id)
+        with mirror.lock:
+            plan = plan_sync(self.connector, self._key(user_id, "meta"), self._key(user_id, "changes"), mirror)
+            if plan.action == "apply":
+                ids = plan.changed_ids
+                raws = self.connector.run(lambda r: r.hmget(self._key(user_id, "terms"), ids)) if ids else []
+                for doc_id, raw in zip(ids, raws, strict=True):
+                    mirror.put(doc_id, decode_terms(raw))
+                mirror.version = plan.version
+            elif plan.action == "reload":
+                mirror.reset()
+                for doc_id, raw in self._scan(user_id, "terms"):
+                    mirror.put(doc_id, decode_terms(raw))
+                mirror.loaded, mirror.epoch, mirror.version = True, plan.epoch, plan.version
+            return mirror
+
+    def stats(self) -> dict[str, Any]:
+        """This process's loaded mirrors: users, documents, terms and memory."""
+        mirrors = self._mirrors.values()
+        docs = terms = memory = 0
+        for mirror in mirrors:
+            with mirror.lock:
+                docs, terms, memory = docs + mirror.size, terms + len(mirror.postings), memory + mirror.memory_bytes
+        return {
+            "namespace": self.namespace,
+            "backend": "mirror" if self.use_mirror else "redis",
+            "loadedUsers": len(mirrors),
+            "docs": docs,
+            "terms": terms,
+            "memoryBytes": memory,
+        }
+
     def count(self, user_id: str) -> int:
         return int(self.connector.run(lambda r: r.hlen(self._key(user_id, "len"))))
 
     def ids(self, user_id: str, batch_size: int = 1_000) -> Iterator[str]:
         """Every indexed document id (HSCAN; order unspecified)."""
-        key = self._key(user_id, "len")
-        cursor = 0
+        for doc_id, _ in self._scan(user_id, "len", batch_size):
+            yield doc_id
+
+    def _scan(self, user_id: str, part: str, batch_size: int = 1_000) -> Iterator[tuple[str, bytes]]:
+        key, cursor = self._key(user_id, part), 0
         while True:
             cursor, page = self.connector.run(lambda r, c=cursor: r.hscan(key, c, count=batch_size))
-            yield from (doc.decode() for doc in page)
+            for doc_id, value in page.items():
+                yield doc_id.decode(), value
             if not cursor:
                 return

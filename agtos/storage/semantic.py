@@ -112,11 +112,10 @@ class SemanticStore:
         self.index_many(user_id, [d[0] for d in docs], [d[1] for d in docs], vectors)
 
     def index_many(self, user_id: str, ids: list[str], texts: list[str], vectors: Any | None) -> None:
-        """Index records already stored (e.g. by EpisodeStore): vectors in one call, BM25 per text."""
+        """Index records already stored (e.g. by EpisodeStore): vectors and BM25 one call per batch each."""
         if vectors is not None and ids:
             self.vectors.add_many(user_id, ids, vectors)
-        for doc_id, text in zip(ids, texts, strict=True):
-            self.bm25.add(user_id, doc_id, text)
+        self.bm25.add_many(user_id, list(zip(ids, texts, strict=True)))
 
     def delete(self, user_id: str, doc_id: str) -> bool:
         """Remove the record and its index entries; True if any of them existed."""
@@ -147,9 +146,11 @@ class SemanticStore:
         mode: SearchMode = "hybrid",
         limit: int = 10,
         min_similarity: float = 0.0,
+        keyword_hits: list[tuple[str, float]] | None = None,
     ) -> list[SearchResult]:
         """Best first. ``min_similarity`` filters vector hits; hybrid without a query
-        vector degrades to keyword-only results."""
+        vector degrades to keyword-only results. ``keyword_hits``: :meth:`keyword_candidates`
+        already computed (e.g. concurrently with the query embedding)."""
         if mode not in ("hybrid", "vector", "bm25"):
             raise ValueError(f"unknown search mode {mode!r}")
         if limit <= 0:
@@ -158,11 +159,12 @@ class SemanticStore:
             raise ValueError("vector search needs a query vector")
         pool = limit * self.candidate_factor
         vector_hits: list[tuple[str, float]] = []
-        keyword_hits: list[tuple[str, float]] = []
         if mode != "bm25" and query_vector is not None:
             vector_hits = self.vectors.search(user_id, query_vector, pool, min_similarity)
-        if mode != "vector" and query_text.strip():
-            keyword_hits = [(d, s) for d, s in self.bm25.search(user_id, query_text, pool) if s > 0]
+        if mode == "vector":
+            keyword_hits = []
+        elif keyword_hits is None:
+            keyword_hits = self.keyword_candidates(user_id, query_text, limit)
         similarity = dict(vector_hits)
         if mode == "vector":
             ranked = [SearchResult(d, s, "semantic", s) for d, s in vector_hits]
@@ -180,6 +182,12 @@ class SemanticStore:
                 for d, score in fused
             ]
         return self._live(user_id, ranked, limit)
+
+    def keyword_candidates(self, user_id: str, query_text: str, limit: int) -> list[tuple[str, float]]:
+        """The BM25 candidate pool a search for ``limit`` results fuses (best first)."""
+        if not query_text.strip() or limit <= 0:
+            return []
+        return [(d, s) for d, s in self.bm25.search(user_id, query_text, limit * self.candidate_factor) if s > 0]
 
     @property
     def max_fused_score(self) -> float:
@@ -209,9 +217,8 @@ class SemanticStore:
         """Drop index entries of records that are gone (re-checked to narrow races with upserts)."""
         try:
             still_gone = [d for d, alive in self._exists(user_id, ids).items() if not alive]
-            for doc_id in still_gone:
-                self.vectors.remove(user_id, doc_id)
-                self.bm25.remove(user_id, doc_id)
+            self.vectors.remove_many(user_id, still_gone)
+            self.bm25.remove_many(user_id, still_gone)
             return len(still_gone)
         except StorageUnavailable:
             log.warning("could not drop %d expired %s ids from the indexes", len(ids), self.namespace)

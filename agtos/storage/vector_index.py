@@ -3,9 +3,7 @@
 Redis holds the truth, under ``…:{namespace}:_idx:vec:`` (see :mod:`agtos.storage.index_keys`):
 
 * ``data``     hash ``doc_id -> float32 little-endian blob`` (the vector as given)
-* ``meta``     hash ``epoch`` (random id of this index's life), ``ver`` (INCR on every
-  write), ``floor`` (changes at or below this version were trimmed from the log)
-* ``changes``  sorted set ``doc_id -> version of its last write`` (capped change log)
+* ``meta``, ``changes``  the versioned change log of :mod:`agtos.storage.mirror_sync`
 
 Each process mirrors a user's vectors into a local shard (a normalised matrix, plus a
 usearch HNSW graph once the shard is large) built lazily from Redis. Before every search
@@ -20,9 +18,7 @@ HASH per document (``…:_idx:vec:doc:{doc_id}``, mirrored on every write) inste
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -32,40 +28,44 @@ from redis.commands.core import Script
 
 from agtos.storage.index_keys import check_namespace, index_key
 from agtos.storage.keys import GlobalKeys, check_record_id
+from agtos.storage.mirror_sync import (
+    LOG_BEGIN_LUA,
+    LOG_END_LUA,
+    MirrorRegistry,
+    advance_after_own_write,
+    plan_sync,
+)
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_redisearch import RediSearchVectors, has_redisearch
 from agtos.storage.vector_shard import HnswParams, LocalShard
 
 log = logging.getLogger(__name__)
 
-# KEYS: meta, data, changes. ARGV: op ("set"|"del"), epoch candidate, max log size, then
+# KEYS: meta, changes, data. ARGV: op ("set"|"del"), epoch candidate, max log size, then
 # (id, blob) pairs for "set" or ids for "del". Returns {version, docs changed, epoch}.
-_WRITE_LUA = """
-redis.call('HSETNX', KEYS[1], 'epoch', ARGV[2])
-local v = redis.call('HINCRBY', KEYS[1], 'ver', 1)
+_WRITE_LUA = (
+    LOG_BEGIN_LUA
+    + """
 local changed = 0
 local i = 4
 while i <= #ARGV do
   local id = ARGV[i]
   if ARGV[1] == 'set' then
-    redis.call('HSET', KEYS[2], id, ARGV[i + 1])
+    redis.call('HSET', KEYS[3], id, ARGV[i + 1])
     changed = changed + 1
     i = i + 2
   else
-    changed = changed + redis.call('HDEL', KEYS[2], id)
+    changed = changed + redis.call('HDEL', KEYS[3], id)
     i = i + 1
   end
-  redis.call('ZADD', KEYS[3], v, id)
+  redis.call('ZADD', KEYS[2], v, id)
 end
-local cap = tonumber(ARGV[3])
-local n = redis.call('ZCARD', KEYS[3])
-if n > cap then
-  local cut = redis.call('ZRANGE', KEYS[3], n - cap - 1, n - cap - 1, 'WITHSCORES')
-  redis.call('HSET', KEYS[1], 'floor', cut[2])
-  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, n - cap - 1)
-end
+"""
+    + LOG_END_LUA
+    + """
 return {v, changed, redis.call('HGET', KEYS[1], 'epoch')}
 """
+)
 
 WRITE_BATCH = 500
 
@@ -113,9 +113,7 @@ class VectorIndex:
         self.max_change_log = max_change_log
         self._use_redisearch = use_redisearch
         self._ft_search = RediSearchVectors(connector, dim, self.params)
-        self.max_loaded_users = max(1, max_loaded_users)
-        self._shards: OrderedDict[str, LocalShard] = OrderedDict()
-        self._shards_lock = threading.Lock()
+        self._shards: MirrorRegistry[LocalShard] = MirrorRegistry(lambda: LocalShard(dim), max_loaded_users)
         self._script: Script | None = None
 
     def _key(self, user_id: str, part: str) -> str:
@@ -155,14 +153,23 @@ class VectorIndex:
 
     def remove(self, user_id: str, doc_id: str) -> bool:
         """Delete one vector; True if it existed."""
-        check_record_id(doc_id, f"{self.namespace} id")
-        version, changed, epoch = self._write(user_id, "del", {doc_id: None})
-        self._apply_local(user_id, version, epoch, {doc_id: None})
-        return changed > 0
+        return self.remove_many(user_id, [doc_id]) > 0
+
+    def remove_many(self, user_id: str, ids: Sequence[str]) -> int:
+        """Delete vectors; how many existed."""
+        removed = 0
+        for doc_id in ids:
+            check_record_id(doc_id, f"{self.namespace} id")
+        for start in range(0, len(ids), WRITE_BATCH):
+            chunk = dict.fromkeys(ids[start : start + WRITE_BATCH])
+            version, changed, epoch = self._write(user_id, "del", chunk)
+            self._apply_local(user_id, version, epoch, chunk)
+            removed += changed
+        return removed
 
     def _write(self, user_id: str, op: str, docs: dict[str, bytes | None]) -> tuple[int, int, bytes]:
         """Run the write script (plus the RediSearch mirror); returns (version, changed, epoch)."""
-        keys = [self._key(user_id, p) for p in ("meta", "data", "changes")]
+        keys = [self._key(user_id, p) for p in ("meta", "changes", "data")]
         args: list[Any] = [op, uuid.uuid4().hex, self.max_change_log]
         for doc_id, blob in docs.items():
             args += [doc_id, blob] if op == "set" else [doc_id]
@@ -186,7 +193,7 @@ class VectorIndex:
 
     def _apply_local(self, user_id: str, version: int, epoch: bytes, docs: dict[str, Any]) -> None:
         """Mirror this process's own write into its loaded shard."""
-        shard = self._shards.get(user_id)
+        shard = self._shards.peek(user_id)
         if shard is None:
             return
         with shard.lock:
@@ -197,9 +204,7 @@ class VectorIndex:
                     shard.drop(doc_id)
                 else:
                     shard.put(doc_id, vec / np.linalg.norm(vec))
-            # advance only when nobody else wrote in between; otherwise the next sync replays
-            if shard.version == version - 1 and shard.epoch in (None, epoch):
-                shard.version, shard.epoch = version, epoch
+            advance_after_own_write(shard, version, epoch)
 
     # -- reads ------------------------------------------------------------------------
     def search(
@@ -237,8 +242,7 @@ class VectorIndex:
 
     def stats(self) -> dict[str, Any]:
         """Backend, parameters and the size of this process's loaded shards."""
-        with self._shards_lock:
-            shards = list(self._shards.values())
+        shards = self._shards.values()
         docs = memory = with_graph = 0
         for shard in shards:
             with shard.lock:
@@ -266,50 +270,26 @@ class VectorIndex:
 
     def wait_for_builds(self, user_id: str, timeout_s: float = 60.0) -> bool:
         """Block until no background HNSW build runs for the user (tests, warm-up)."""
-        return self._shard(user_id).wait_idle(timeout_s)
+        return self._shards.get(user_id).wait_idle(timeout_s)
 
     # -- local shard sync -------------------------------------------------------------
-    def _shard(self, user_id: str) -> LocalShard:
-        with self._shards_lock:
-            shard = self._shards.get(user_id)
-            if shard is None:
-                shard = self._shards[user_id] = LocalShard(self.dim)
-                while len(self._shards) > self.max_loaded_users:
-                    self._shards.popitem(last=False)
-            else:
-                self._shards.move_to_end(user_id)
-            return shard
-
     def _synced(self, user_id: str) -> LocalShard:
         """The user's shard, brought up to date with Redis (one round trip when fresh)."""
-        shard = self._shard(user_id)
-        meta_key, data_key, changes_key = (self._key(user_id, p) for p in ("meta", "data", "changes"))
+        shard = self._shards.get(user_id)
         with shard.lock:
-
-            def check(r: redis.Redis) -> list[Any]:
-                pipe = r.pipeline(transaction=True)
-                pipe.hmget(meta_key, ["epoch", "ver", "floor"])
-                if shard.loaded:  # the change log since our version, in the same snapshot
-                    pipe.zrangebyscore(changes_key, f"({shard.version}", "+inf")
-                return [*pipe.execute(), []]
-
-            (epoch, ver, floor), changed, *_ = self.connector.run(check)
-            version, floor_version = int(ver or 0), int(floor or 0)
-            same_life = shard.loaded and epoch == shard.epoch
-            if same_life and version == shard.version:
-                pass
-            elif same_life and floor_version <= shard.version < version:
-                ids = [c.decode() for c in changed]
-                blobs = self.connector.run(lambda r: r.hmget(data_key, ids)) if ids else []
+            plan = plan_sync(self.connector, self._key(user_id, "meta"), self._key(user_id, "changes"), shard)
+            if plan.action == "apply":
+                ids = plan.changed_ids
+                blobs = self.connector.run(lambda r: r.hmget(self._key(user_id, "data"), ids)) if ids else []
                 for doc_id, blob in zip(ids, blobs, strict=True):
                     vec = self._decode(doc_id, blob)
                     if vec is None:
                         shard.drop(doc_id)
                     else:
                         shard.put(doc_id, vec)
-                shard.version = version
-            else:
-                self._reload(user_id, shard, epoch, version)
+                shard.version = plan.version
+            elif plan.action == "reload":
+                self._reload(user_id, shard, plan.epoch, plan.version)
             shard.maybe_build(self.params)
             return shard
 

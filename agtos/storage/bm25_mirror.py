@@ -1,0 +1,160 @@
+"""One user's in-process BM25 mirror: postings as packed arrays, scored with numpy.
+
+Rows are append-only: re-adding a document tombstones its old row and appends a new one;
+tombstones are compacted away once they outnumber live rows. Scores are exact Okapi BM25
+with the same formula as :mod:`agtos.tasks.bm25` (every posting of every query term is
+read, no cap). Callers hold ``mirror.lock`` around every method.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agtos.tasks import bm25
+
+COMPACT_MIN_DEAD = 1_024
+
+
+def encode_terms(tf: dict[str, int]) -> str:
+    """``{"redis": 2, "port": 1}`` → ``"redis:2 port:1"`` (terms never contain ``:`` or spaces)."""
+    return " ".join(f"{term}:{count}" for term, count in tf.items())
+
+
+def decode_terms(raw: bytes | str | None) -> dict[str, int]:
+    """Inverse of :func:`encode_terms`; a bare ``term`` (older format) counts once."""
+    if not raw:
+        return {}
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    out: dict[str, int] = {}
+    for token in text.split():
+        term, _, count = token.partition(":")
+        out[term] = int(count) if count.isdigit() else 1
+    return out
+
+
+@dataclass
+class _Postings:
+    rows: array = field(default_factory=lambda: array("i"))
+    tfs: array = field(default_factory=lambda: array("f"))
+
+
+@dataclass
+class BM25Mirror:
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    loaded: bool = False
+    epoch: bytes | None = None  # the Redis index life this mirror belongs to
+    version: int = 0  # the Redis write version this mirror reflects
+    rows: dict[str, int] = field(default_factory=dict)
+    ids: list[str | None] = field(default_factory=list)
+    lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    alive: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    postings: dict[str, _Postings] = field(default_factory=dict)
+    total_length: float = 0.0
+    dead: int = 0
+
+    def reset(self) -> None:
+        self.rows, self.ids, self.postings = {}, [], {}
+        self.lengths, self.alive = np.zeros(1024, np.float64), np.zeros(1024, bool)
+        self.total_length, self.dead = 0.0, 0
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    @property
+    def memory_bytes(self) -> int:
+        postings = sum(p.rows.itemsize * len(p.rows) * 2 for p in self.postings.values())
+        return postings + self.lengths.nbytes + self.alive.nbytes
+
+    def put(self, doc_id: str, tf: dict[str, int]) -> None:
+        """Insert or replace a document's term frequencies (no terms: remove it)."""
+        self.drop(doc_id)
+        length = sum(tf.values())
+        if not length:
+            return
+        row = len(self.ids)
+        if row >= len(self.alive):
+            grow = max(1024, len(self.alive))
+            self.lengths = np.concatenate([self.lengths, np.zeros(grow, np.float64)])
+            self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
+        self.ids.append(doc_id)
+        self.rows[doc_id] = row
+        self.lengths[row], self.alive[row] = length, True
+        self.total_length += length
+        for term, count in tf.items():
+            postings = self.postings.get(term)
+            if postings is None:
+                postings = self.postings[term] = _Postings()
+            postings.rows.append(row)
+            postings.tfs.append(count)
+
+    def drop(self, doc_id: str) -> None:
+        row = self.rows.pop(doc_id, None)
+        if row is None:
+            return
+        self.ids[row], self.alive[row] = None, False
+        self.total_length -= self.lengths[row]
+        self.dead += 1
+        if self.dead >= max(COMPACT_MIN_DEAD, len(self.rows)):
+            self.compact()
+
+    def compact(self) -> None:
+        """Drop tombstoned rows from every posting list and renumber the live rows."""
+        n = len(self.ids)
+        alive = self.alive[:n]
+        new_row = np.cumsum(alive, dtype=np.int64) - 1
+        for term in list(self.postings):
+            old = self.postings[term]
+            rows = np.frombuffer(old.rows, dtype=np.int32)
+            keep = alive[rows]
+            if not keep.any():
+                del self.postings[term]
+                continue
+            fresh = _Postings()
+            fresh.rows.frombytes(new_row[rows[keep]].astype(np.int32).tobytes())
+            fresh.tfs.frombytes(np.frombuffer(old.tfs, dtype=np.float32)[keep].tobytes())
+            del rows
+            self.postings[term] = fresh
+        live = np.flatnonzero(alive)
+        self.ids = [self.ids[r] for r in live]
+        self.rows = {doc_id: row for row, doc_id in enumerate(self.ids) if doc_id is not None}
+        capacity = max(1024, len(self.ids) * 2)
+        lengths, flags = np.zeros(capacity, np.float64), np.zeros(capacity, bool)
+        lengths[: len(live)], flags[: len(live)] = self.lengths[live], True
+        self.lengths, self.alive, self.dead = lengths, flags, 0
+
+    def search(self, terms: list[str], limit: int) -> list[tuple[str, float]]:
+        """Best-first ``(doc_id, score)`` over documents containing a query term; ties by id."""
+        n_docs = len(self.rows)
+        if not n_docs or limit <= 0:
+            return []
+        avg_len = self.total_length / n_docs
+        all_rows: list[np.ndarray] = []
+        all_scores: list[np.ndarray] = []
+        for term in dict.fromkeys(terms):
+            postings = self.postings.get(term)
+            if postings is None:
+                continue
+            rows = np.frombuffer(postings.rows, dtype=np.int32)
+            keep = self.alive[rows]
+            rows = rows[keep]
+            if not len(rows):
+                continue
+            tf = np.frombuffer(postings.tfs, dtype=np.float32)[keep].astype(np.float64)
+            norm = 1.0 - bm25.B + bm25.B * (self.lengths[rows] / avg_len if avg_len > 0 else 1.0)
+            term_idf = bm25.idf(n_docs, len(rows))
+            all_rows.append(rows)
+            all_scores.append(term_idf * tf * (bm25.K1 + 1.0) / (tf + bm25.K1 * norm))
+        if not all_rows:
+            return []
+        scores = np.bincount(np.concatenate(all_rows), weights=np.concatenate(all_scores))
+        candidates = np.flatnonzero(scores)
+        if len(candidates) > limit:
+            kth = np.partition(scores[candidates], len(candidates) - limit)[len(candidates) - limit]
+            candidates = candidates[scores[candidates] >= kth]
+        ranked = sorted(((self.ids[r], float(scores[r])) for r in candidates), key=lambda hit: (-hit[1], hit[0]))
+        return ranked[:limit]  # type: ignore[return-value]
