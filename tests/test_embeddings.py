@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -250,3 +252,15 @@ def test_build_embedder_errors(clean_env: pytest.MonkeyPatch) -> None:
         build_embedder("openai")
     with pytest.raises(ValueError, match="base_url"):
         build_embedder("openai-compatible", "m")
+
+
+def test_vector_index_imported_before_the_embedder_does_not_crash() -> None:
+    """usearch loaded before onnxruntime segfaults unless tokenizers comes first (vector_shard sees to it)."""
+    code = (
+        "import agtos.storage.vector_index\n"
+        "from agtos.providers.embeddings import OnnxMiniLMEmbedder\n"
+        "print(OnnxMiniLMEmbedder().embed(['import order']).shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "(1, 384)"

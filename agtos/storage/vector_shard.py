@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import tokenizers  # noqa: F401 - keep before usearch: usearch loaded before onnxruntime segfaults on import
 from usearch.index import Index
 
 log = logging.getLogger(__name__)
