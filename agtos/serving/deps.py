@@ -1,4 +1,8 @@
-"""Request dependencies: the coordinator of this app and the caller's user id."""
+"""Request dependencies: the coordinator of this app and the caller's user id.
+
+Both are ``async`` on purpose: they never block, and FastAPI would otherwise run each sync
+dependency on a worker thread — a thread hop per dependency per request.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,11 @@ from agtos.storage.keys import check_user_id
 USER_HEADER = "X-User-Id"
 
 
-def get_coordinator(request: Request) -> MemoryCoordinator:
+async def get_coordinator(request: Request) -> MemoryCoordinator:
     return request.app.state.coordinator
 
 
-def get_user_id(
+async def get_user_id(
     request: Request,
     x_user_id: Annotated[
         str | None,
