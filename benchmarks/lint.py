@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import random
 import time
 import uuid
@@ -26,6 +27,8 @@ from agtos.schemas import Conclusion
 from agtos.schemas.records import now_ms
 from agtos.tasks.pair_selection import naive_pairs, redundant_pairs
 from agtos.tasks.text import words
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 SUBJECTS = [
     "coffee",
@@ -169,6 +172,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--naive-size", type=int, default=3_000)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where lint.json goes")
     args = parser.parse_args()
 
     n0 = args.naive_size
@@ -196,6 +200,9 @@ def main() -> None:
             f"| {r['merge_ms'] / 1000:.2f} s | {r['contradiction_ms'] / 1000:.2f} s "
             f"({lat['stage1Ms']:.0f}/{lat['stage2Ms']:.0f}/{lat['stage3Ms']:.0f}) |"
         )
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    summary = {"naive_size": n0, "naive_s": naive_s, "fast_s": fast_s, "sizes": rows}
+    (args.results_dir / "lint.json").write_text(json.dumps(summary, indent=1, default=str))
     print(
         "\nTarget: pair selection < 10 s at 100k. Naive times beyond the measured baseline size are "
         "extrapolated (O(n²)) from it. Reproduce: python -m benchmarks.lint"

@@ -51,6 +51,7 @@ import cProfile
 import gc
 import hashlib
 import io
+import json
 import platform
 import pstats
 import resource
@@ -199,21 +200,6 @@ class EmbeddingCache:
             out[i] = vec / np.linalg.norm(vec)
             n_synthetic += 1
         return out, n_synthetic
-
-
-def disable_ort_spinning(embedder: Any) -> None:
-    """What-if for ``--ort-no-spin``: the loaded ONNX session recreated with spin-waiting off."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = embedder.intra_op_threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    embedder._session = onnxruntime.InferenceSession(
-        str(embedder.model_path), sess_options=options, providers=["CPUExecutionProvider"]
-    )
 
 
 # -- small helpers ------------------------------------------------------------------------------
@@ -407,8 +393,6 @@ class Bench:
             embedder = coord.semantic.embedder
             if hasattr(embedder, "load"):
                 embedder.load()
-            if args.ort_no_spin:
-                disable_ort_spinning(embedder)
             embedder.embed(["warm-up: load the model"])
             recognizer = getattr(coord, "recognizer", None)
             if recognizer is not None and hasattr(recognizer, "recognize_many"):
@@ -731,6 +715,25 @@ class Bench:
 
 
 # -- report ---------------------------------------------------------------------------------------
+def summary(res: SizeResult) -> dict[str, Any]:
+    """The figures the suite's one table shows (``recall-<size>.json``)."""
+    f = res.figures
+    return {
+        "size": res.size,
+        "latency": res.latency,
+        "vector": res.vector,
+        "hits": res.hits,
+        "ingest_eps": f.get("ingest_eps"),
+        "bulk_eps": f.get("bulk_eps"),
+        "synthetic": f.get("synthetic", 0),
+        "redis_bytes_per_episode": f["redis_key_bytes"] / res.size,
+        "rss_loaded_mib": f.get("rss_loaded_mib"),
+        "peak_rss_mib": f.get("peak_rss_mib"),
+        "hnsw_build_s": f.get("hnsw_build_s"),
+        "shard_load_s": f.get("shard_load_s"),
+    }
+
+
 def ok(value: float, target: float, higher_is_better: bool) -> str:
     good = value >= target if higher_is_better else value <= target
     return "yes" if good else "**no**"
@@ -900,11 +903,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run NER and the entity graph in the cached-vector bulk load too (slow: spaCy)",
     )
-    parser.add_argument(
-        "--ort-no-spin",
-        action="store_true",
-        help="what-if, not the shipped set-up: recreate the ONNX session with intra-op spin-waiting off",
-    )
     parser.add_argument("--build-timeout", type=float, default=3600.0, help="seconds to wait for HNSW")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
@@ -930,7 +928,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}={os.environ.get(name, 'unset')}"
             for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "AGTOS_EMBEDDING_THREADS")
         )
-        + f", ONNX intra-op spinning {'OFF (--ort-no-spin what-if)' if args.ort_no_spin else 'on (default)'}",
+        + ", ONNX spin-waiting off (agtos default)",
         "batch": str(args.batch),
         "corpus": f"benchmarks/corpus.py v{GENERATOR_VERSION}, seed {args.seed}, one user",
     }
@@ -944,6 +942,7 @@ def main(argv: list[str] | None = None) -> int:
             text = render(res, command, env_n)
             args.results_dir.mkdir(parents=True, exist_ok=True)
             (args.results_dir / f"recall-{n}.md").write_text(text)
+            (args.results_dir / f"recall-{n}.json").write_text(json.dumps(summary(res), indent=1, default=str))
             outputs.append(text)
             print(text, flush=True)
     except KeyboardInterrupt:
