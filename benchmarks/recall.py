@@ -385,6 +385,7 @@ class Bench:
             key_prefix=prefix,
             data_dir=RUN_TMP / "data",
             config_dir=RUN_TMP / "config",
+            hnsw_build_threads=args.hnsw_threads,
         )
         gc.collect()
         redis_before = int(self.raw.info("memory")["used_memory"])
@@ -903,6 +904,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run NER and the entity graph in the cached-vector bulk load too (slow: spaCy)",
     )
+    parser.add_argument("--hnsw-threads", type=int, default=2, help="HNSW build threads (agtos default: 1)")
     parser.add_argument("--build-timeout", type=float, default=3600.0, help="seconds to wait for HNSW")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
@@ -929,7 +931,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "AGTOS_EMBEDDING_THREADS")
         )
         + ", ONNX spin-waiting off (agtos default)",
-        "batch": str(args.batch),
+        "batch": f"{args.batch}; HNSW build threads {args.hnsw_threads}",
         "corpus": f"benchmarks/corpus.py v{GENERATOR_VERSION}, seed {args.seed}, one user",
     }
     outputs = []
