@@ -14,6 +14,8 @@ from typing import Any
 
 import platformdirs
 
+from agtos.providers.onnx_quantize import check_quantize
+
 APP_NAME = "agtos"
 DEFAULT_PORT = 4102
 DAY_SECONDS = 86_400
@@ -67,6 +69,7 @@ class EmbeddingConfig:
     model: str | None = None
     base_url: str | None = None
     api_key: str = ""
+    quantize: str | None = None  # "int8": the bundled model's dynamic-int8 variant (about 2× faster)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class Settings:
     def __post_init__(self) -> None:
         if self.search_mode not in SEARCH_MODES:
             raise ValueError(f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}")
+        check_quantize(self.embedding.quantize)
         if self.hnsw_build_threads < 0:
             raise ValueError("hnsw_build_threads must be >= 0 (0: all cores)")
         if not 0.0 <= self.similarity_threshold <= 1.0:
@@ -167,6 +171,7 @@ class Settings:
                 model=os.environ.get("AGTOS_EMBEDDING_MODEL") or None,
                 base_url=os.environ.get("AGTOS_EMBEDDING_BASE_URL") or None,
                 api_key=os.environ.get("AGTOS_EMBEDDING_API_KEY", ""),
+                quantize=os.environ.get("AGTOS_EMBEDDING_QUANTIZE") or None,
             ),
             search_mode=(os.environ.get("AGTOS_MEMORY_SEARCH_MODE") or "hybrid").strip().lower(),
             similarity_threshold=_env_float("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.15),

@@ -12,9 +12,11 @@ key prefix, then prints, and writes to ``benchmarks/results/recall-<size>.md``:
   the measured episodes/s. The rest of the corpus goes through the same ``run_ingestion``
   steps with the embed step replaced by a lookup in an embedding cache (kept under
   ``--cache-dir``, keyed by text and model, so a rerun does not embed 100k texts again);
-* p50/p99 of ``GET /api/memory/search`` in-process (FastAPI ``TestClient``, embedding of the
-  query included: the query cache is switched off) per mode, the same calls on the
-  coordinator without HTTP, and where the time goes (instrumented pass);
+* p50/p99 of ``GET /api/memory/search`` in-process (httpx ``ASGITransport``: the whole FastAPI
+  stack, worker-thread hop included, without a socket; embedding of the query included: the
+  query cache is switched off) per mode, the same calls on the coordinator without HTTP, and
+  where the time goes (instrumented pass). Starlette's ``TestClient`` adds a portal thread of
+  its own (about 4 ms more per call on this machine), which a served app does not have;
 * brute-force numpy cosine vs the HNSW index on the same query vectors: latency, ratio and
   recall@10 (and @40, the candidate pool hybrid search asks for);
 * hit@10 of each mode: how often the query's known target episode is in the top 10;
@@ -47,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 import agtos.providers.embeddings  # noqa: F401, I001
 
 import argparse
+import asyncio
 import cProfile
 import gc
 import hashlib
@@ -67,13 +70,14 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
+import httpx
 import psutil
 import redis
 import redis.utils
 import usearch
-from fastapi.testclient import TestClient
+from fastapi import FastAPI
 
-from agtos.config import Settings
+from agtos.config import EmbeddingConfig, Settings
 from agtos.flows.ingestion import INLINE_STEPS, run_ingestion
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Episode, IngestItem
@@ -223,6 +227,24 @@ class Stopwatch:
     def take(self) -> dict[str, float]:
         out, self.current = dict(self.current), defaultdict(float)
         return out
+
+
+class AsgiClient:
+    """Blocking GETs against an ASGI app in this process (httpx ``ASGITransport``, no socket)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://agtos")
+
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return self.loop.run_until_complete(self.client.get(path, **kwargs))
+
+    def __enter__(self) -> AsgiClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.loop.run_until_complete(self.client.aclose())
+        self.loop.close()
 
 
 @contextmanager
@@ -386,6 +408,7 @@ class Bench:
             data_dir=RUN_TMP / "data",
             config_dir=RUN_TMP / "config",
             hnsw_build_threads=args.hnsw_threads,
+            embedding=EmbeddingConfig(quantize=args.quantize),
         )
         gc.collect()
         redis_before = int(self.raw.info("memory")["used_memory"])
@@ -399,6 +422,7 @@ class Bench:
             if recognizer is not None and hasattr(recognizer, "recognize_many"):
                 recognizer.recognize_many(["Warm-up: Mia met Omar in Lisbon on Friday."])  # loads spaCy
             model_tag = f"{embedder.name}-{getattr(embedder, 'expected_sha256', embedder.model)[:12]}"
+            model_tag += "-int8" if args.quantize else ""  # its vectors differ: a cache of their own
             if self.cache is None:
                 self.cache = EmbeddingCache(args.cache_dir / f"embeddings-{model_tag}", embedder.dim)
                 log(f"embedding cache {self.cache.folder}: {len(self.cache)} vectors")
@@ -568,7 +592,7 @@ class Bench:
         http: dict[str, list[float]] = {m: [] for m in MODES}
         direct: dict[str, list[float]] = {m: [] for m in MODES}
         found: dict[str, Counter[str]] = {m: Counter() for m in MODES}
-        with TestClient(create_app(coordinator=coord)) as client:
+        with AsgiClient(create_app(coordinator=coord)) as client:
             for text in warmup_queries(self.args.warmup):
                 for mode in MODES:
                     client.get("/api/memory/search", params={"q": text, "mode": mode, "limit": 10}, headers=headers)
@@ -904,6 +928,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run NER and the entity graph in the cached-vector bulk load too (slow: spaCy)",
     )
+    parser.add_argument("--quantize", choices=["int8"], help="AGTOS_EMBEDDING_QUANTIZE for this run")
     parser.add_argument("--hnsw-threads", type=int, default=2, help="HNSW build threads (agtos default: 1)")
     parser.add_argument("--build-timeout", type=float, default=3600.0, help="seconds to wait for HNSW")
     args = parser.parse_args(argv)
@@ -931,7 +956,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "AGTOS_EMBEDDING_THREADS")
         )
         + ", ONNX spin-waiting off (agtos default)",
-        "batch": f"{args.batch}; HNSW build threads {args.hnsw_threads}",
+        "batch": f"{args.batch}; HNSW build threads {args.hnsw_threads}; embedding quantize: {args.quantize or 'none'}",
         "corpus": f"benchmarks/corpus.py v{GENERATOR_VERSION}, seed {args.seed}, one user",
     }
     outputs = []
@@ -943,8 +968,10 @@ def main(argv: list[str] | None = None) -> int:
             env_n["wall time"] = f"{time.perf_counter() - t:.0f} s for this size"
             text = render(res, command, env_n)
             args.results_dir.mkdir(parents=True, exist_ok=True)
-            (args.results_dir / f"recall-{n}.md").write_text(text)
-            (args.results_dir / f"recall-{n}.json").write_text(json.dumps(summary(res), indent=1, default=str))
+            stem = f"recall-{n}" + (f"-{args.quantize}" if args.quantize else "")
+            (args.results_dir / f"{stem}.md").write_text(text)
+            facts = {**summary(res), "quantize": args.quantize}
+            (args.results_dir / f"{stem}.json").write_text(json.dumps(facts, indent=1, default=str))
             outputs.append(text)
             print(text, flush=True)
     except KeyboardInterrupt:

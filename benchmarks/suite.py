@@ -33,7 +33,8 @@ def _load(name: str) -> dict | None:
 def summary_table() -> list[str]:
     """One table from the JSON each script wrote: search per mode beside the numpy baseline,
     HNSW recall, ingestion, memory per episode, lint time."""
-    rows = sorted((r for p in RESULTS.glob("recall-*.json") if (r := _load(p.name))), key=lambda r: r["size"])
+    found = (r for p in RESULTS.glob("recall-*.json") if (r := _load(p.name)))
+    rows = sorted(found, key=lambda r: (r["size"], r.get("quantize") or ""))
     lines = [
         f"## Summary ({TARGETS})",
         "",
@@ -48,7 +49,8 @@ def summary_table() -> list[str]:
         )
         bulk = f"{r['bulk_eps']:.0f}" if r.get("bulk_eps") else "—"
         lines.append(
-            f"| {r['size']:,}{' (synthetic vectors)' if r.get('synthetic') else ''} | {modes} "
+            f"| {r['size']:,}{' (synthetic vectors)' if r.get('synthetic') else ''}"
+            f"{' (int8 embedder)' if r.get('quantize') else ''} | {modes} "
             f"| {vec['numpy_p50']:.2f} ms | {vec['hnsw_p50']:.2f} ms (×{vec['numpy_p50'] / vec['hnsw_p50']:.1f}) "
             f"| {vec['recall10']:.3f} | {r['ingest_eps']:.0f} / {bulk} | {r['redis_bytes_per_episode']:,.0f} "
             f"| {r['rss_loaded_mib'] / 1024:.1f} GiB |"

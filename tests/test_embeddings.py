@@ -6,10 +6,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from agtos.config import EmbeddingConfig, Settings
 from agtos.providers import embeddings as emb
 from agtos.providers.embeddings import (
     EmbeddingError,
@@ -19,6 +21,7 @@ from agtos.providers.embeddings import (
     build_embedder,
     l2_normalise,
 )
+from agtos.providers.onnx_quantize import check_quantize
 from tests.stub_servers import StubModelServer, hash_embedding
 
 HIKING = "I love hiking in the mountains"
@@ -264,3 +267,38 @@ def test_vector_index_imported_before_the_embedder_does_not_crash() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "(1, 384)"
+
+
+def test_int8_variant_stays_close_to_the_float_model_and_is_derived_once(tmp_path: Path) -> None:
+    texts = [
+        "My sister Anna lives in Lisbon and works as a nurse.",
+        "I prefer tea over coffee in the morning.",
+        "The deployment failed because the Redis password was wrong.",
+        "We moved the standup to 9:30 because of the new timezone.",
+    ]
+    exact = OnnxMiniLMEmbedder().embed(texts)
+    quick = OnnxMiniLMEmbedder(quantize="int8", derived_dir=tmp_path)
+    approx = quick.embed(texts)
+    cosines = (exact * approx).sum(axis=1)
+    assert cosines.min() > 0.95 and cosines.mean() > 0.98
+    assert quick.model.endswith("+dynamic-int8")
+    close = quick.embed(["What does my sister do for a living?", "Which drink do I like in the morning?"])
+    sims = close @ approx.T
+    assert sims[0].argmax() == 0 and sims[1].argmax() == 1  # the related sentence ranks first
+
+    (derived,) = tmp_path.glob("*.onnx")
+    stamp = derived.stat().st_mtime_ns
+    OnnxMiniLMEmbedder(quantize="int8", derived_dir=tmp_path).embed(["reuses the derived file"])
+    assert derived.stat().st_mtime_ns == stamp
+    derived.write_bytes(b"not a model")  # a damaged cache file is derived again
+    repaired = OnnxMiniLMEmbedder(quantize="int8", derived_dir=tmp_path).embed(texts)
+    np.testing.assert_allclose(repaired, approx, atol=1e-5)
+
+
+def test_quantize_setting_is_validated() -> None:
+    assert check_quantize(" INT8 ") == "int8"
+    assert check_quantize("none") is None and check_quantize(None) is None
+    with pytest.raises(ValueError, match="AGTOS_EMBEDDING_QUANTIZE"):
+        check_quantize("fp4")
+    with pytest.raises(ValueError, match="AGTOS_EMBEDDING_QUANTIZE"):
+        Settings(embedding=EmbeddingConfig(quantize="fp4"))

@@ -117,6 +117,20 @@ def test_expired_record_never_shows_and_is_removed_from_indexes(store: SemanticS
     assert "brief" not in set(store.bm25.ids("alice"))
 
 
+def test_expired_hits_in_the_first_page_are_replaced_by_the_next_live_ones(
+    store: SemanticStore, raw_redis: redis.Redis
+) -> None:
+    for i in range(12):
+        put(store, f"n{i}", f"zyxtrel note {i} " + "zyxtrel " * (12 - i), vec(1, i / 20))
+    want = [hit.id for hit in store.search("alice", "zyxtrel", None, mode="bm25", limit=12)]
+    for doc_id in want[:3]:  # the three best hits expire
+        raw_redis.delete(store.keys.user("alice").record("memory", doc_id))
+    hits = store.search("alice", "zyxtrel", None, mode="bm25", limit=5)
+    assert [hit.id for hit in hits] == want[3:8]
+    assert all(hit.payload and hit.id in hit.payload for hit in hits)
+    assert store.bm25.count("alice") == 9  # the expired ones left the index
+
+
 def test_prune_sweeps_records_never_searched(store: SemanticStore, raw_redis: redis.Redis) -> None:
     seed(store)
     raw_redis.delete(store.keys.user("alice").record("memory", "none"))

@@ -196,7 +196,14 @@ class MemoryCoordinator:
 
     def _build_embedder(self) -> Embedder:
         cfg = self.settings.embedding
-        return build_embedder(cfg.provider, cfg.model, cfg.base_url, cfg.api_key)
+        return build_embedder(
+            cfg.provider,
+            cfg.model,
+            cfg.base_url,
+            cfg.api_key,
+            quantize=cfg.quantize,
+            derived_dir=self.settings.data_dir / "models",
+        )
 
     # -- working memory ---------------------------------------------------------------
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:

@@ -115,9 +115,7 @@ class SemanticMemory:
                         self.connector,
                         self.keys,
                         namespace,
-                        VectorIndex(
-                            self.connector, self.keys, namespace, dim, build_threads=self.hnsw_build_threads
-                        ),
+                        VectorIndex(self.connector, self.keys, namespace, dim, build_threads=self.hnsw_build_threads),
                         BM25Index(self.connector, self.keys, namespace),
                     )
         return self._stores[namespace]

@@ -195,14 +195,23 @@ class SemanticStore:
         return sum(self.rrf_weights) / (self.rrf_k + 1)
 
     def _live(self, user_id: str, ranked: list[SearchResult], limit: int) -> list[SearchResult]:
-        """Keep hits whose record still exists; forget the others in both indexes."""
-        if not ranked:
-            return []
-        payloads = self.get_many(user_id, [hit.id for hit in ranked])  # liveness and records in one MGET
-        gone = [hit.id for hit in ranked if hit.id not in payloads]
+        """The first ``limit`` hits whose record still exists, with their records (one MGET when
+        none expired: only ``limit`` records are read); hits found gone are dropped from both indexes."""
+        live: list[SearchResult] = []
+        gone: list[str] = []
+        start = 0
+        while start < len(ranked) and len(live) < limit:
+            page = ranked[start : start + (limit if not start else 2 * (limit - len(live)))]
+            payloads = self.get_many(user_id, [hit.id for hit in page])
+            for hit in page:
+                if hit.id in payloads:
+                    live.append(replace(hit, payload=payloads[hit.id]))
+                else:
+                    gone.append(hit.id)
+            start += len(page)
         if gone:
             self._forget(user_id, gone)
-        return [replace(hit, payload=payloads[hit.id]) for hit in ranked if hit.id in payloads][:limit]
+        return live[:limit]
 
     def _exists(self, user_id: str, ids: list[str]) -> dict[str, bool]:
         def op(r: redis.Redis) -> list[Any]:
