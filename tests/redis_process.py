@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -27,13 +28,34 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free and valid too."""
+    for _ in range(200):
+        port = random.randint(20_000, 50_000)
+        if _port_free(port) and _port_free(port + 10_000):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 class RedisProcess:
     """Start, stop and restart a private redis-server on a fixed loopback port."""
 
-    def __init__(self, data_dir: Path, appendonly: bool = False) -> None:
-        self.port = free_port()
+    def __init__(
+        self, data_dir: Path, appendonly: bool = False, extra_args: tuple[str, ...] = (), port: int | None = None
+    ) -> None:
+        self.port = port or free_port()
         self.data_dir = data_dir
         self.appendonly = appendonly
+        self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -54,6 +76,7 @@ class RedisProcess:
             "yes" if self.appendonly else "no",
             "--dir",
             str(self.data_dir),
+            *self.extra_args,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
@@ -77,3 +100,40 @@ class RedisProcess:
             self.proc.kill()
             self.proc.wait(timeout=10)
             self.proc = None
+
+
+class RedisClusterProcesses:
+    """A real three-master Redis Cluster on loopback ports (slots split evenly, no replicas)."""
+
+    def __init__(self, data_dir: Path, masters: int = 3) -> None:
+        cluster_args = ("--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
+        self.nodes = [
+            RedisProcess(data_dir / f"node{i}", extra_args=cluster_args, port=free_cluster_port())
+            for i in range(masters)
+        ]
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/0"
+
+    def start(self) -> RedisClusterProcesses:
+        clients = [redis.Redis(port=node.start().port) for node in self.nodes]
+        bounds = [16384 * i // len(clients) for i in range(len(clients) + 1)]
+        for client, lo, hi in zip(clients, bounds, bounds[1:], strict=False):
+            client.execute_command("CLUSTER", "ADDSLOTS", *range(lo, hi))
+        for node in self.nodes[1:]:
+            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if all(b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO") for c in clients):
+                time.sleep(0.5)  # let every node learn every other's slots
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
+
+    def key_counts(self) -> list[int]:
+        return [int(redis.Redis(port=node.port).dbsize()) for node in self.nodes]
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 RECIPE = "dynint8-perchannel-constb-v1"
 
 
+class _DropPreprocessingHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
 def check_quantize(value: str | None) -> str | None:
     """``"int8"`` or None (``""``/``"none"``/``"off"`` mean None); anything else is a ValueError."""
     normal = (value or "").strip().lower()
@@ -57,12 +62,17 @@ def dynamic_int8_model(source: Path, source_sha256: str, cache_dir: Path) -> Pat
         options.optimized_model_filepath = str(folded)  # weights' Cast/Mul folded into float constants
         onnxruntime.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
         quantized = Path(work) / "quantized.onnx"
-        quantize_dynamic(
-            folded,
-            quantized,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            extra_options={"MatMulConstBOnly": True},
-        )
+        hint = _DropPreprocessingHint()
+        logging.getLogger().addFilter(hint)  # the quantizer warns on the root logger about image models
+        try:
+            quantize_dynamic(
+                folded,
+                quantized,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                extra_options={"MatMulConstBOnly": True},
+            )
+        finally:
+            logging.getLogger().removeFilter(hint)
         os.replace(quantized, target)
     return target

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
+from redis.cluster import RedisCluster
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,6 +30,13 @@ REDIS_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.BusyLoadingError,
     OSError,
 )
+
+
+def is_cluster_url(url: str) -> bool:
+    """``redis+cluster://host:port`` (or ``rediss+cluster://``): talk to a Redis Cluster through
+    any of its nodes. Every key of one user shares a hash tag, so per-user scripts and
+    transactions stay on one slot."""
+    return url.split("://", 1)[0].endswith("+cluster")
 
 
 class StorageUnavailable(RuntimeError):
@@ -134,7 +142,9 @@ class RedisConnector:
 
     @property
     def mode(self) -> str:
-        return "url" if self.url else "embedded"
+        if not self.url:
+            return "embedded"
+        return "cluster" if is_cluster_url(self.url) else "url"
 
     def _connect(self) -> redis.Redis:
         opts: dict[str, Any] = {
@@ -143,6 +153,8 @@ class RedisConnector:
             "decode_responses": False,
             "health_check_interval": 5,
         }
+        if self.url and is_cluster_url(self.url):
+            return RedisCluster.from_url(self.url.replace("+cluster://", "://", 1), **opts)  # type: ignore[return-value]
         if self.url:
             return redis.Redis.from_url(self.url, **opts)
         if self.embedded is None:

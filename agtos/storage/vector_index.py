@@ -178,6 +178,8 @@ class VectorIndex:
         def run(r: redis.Redis) -> list[Any]:
             if self._script is None:
                 self._script = r.register_script(_WRITE_LUA)
+            if doc_prefix is None:  # the script alone (Redis Cluster refuses scripts in pipelines)
+                return self._script(keys=keys, args=args, client=r)
             pipe = r.pipeline(transaction=True)
             self._script(keys=keys, args=args, client=pipe)
             if doc_prefix is not None:  # mirror into the hashes RediSearch indexes

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import redis
+from redis.cluster import RedisCluster
 
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_shard import HnswParams
@@ -18,9 +19,14 @@ FIELD = "v"
 
 
 def has_redisearch(connector: RedisConnector) -> bool:
-    """True when ``FT._LIST`` is a known command (RediSearch / Redis Stack / Redis 8)."""
+    """True when ``FT._LIST`` is a known command (RediSearch / Redis Stack / Redis 8).
+
+    Always False on Redis Cluster: per-shard FT indexes cannot answer a user's KNN there,
+    so the in-process HNSW mirror serves vectors instead."""
 
     def probe(r: redis.Redis) -> bool:
+        if isinstance(r, RedisCluster):
+            return False
         try:
             r.execute_command("FT._LIST")
             return True
