@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agtos.providers.llm import LLMError, LLMProvider
-from agtos.tasks.text import content_words
+from agtos.tasks.text import content_words, normalise
 
 
 @dataclass(frozen=True)
@@ -20,12 +20,15 @@ class Evidence:
 
 
 def extractive_answer(question: str, evidence: list[Evidence], max_items: int = 3) -> str:
-    """The evidence sentences that share the most words with the question, best first."""
+    """The evidence sentences that share the most words with the question, best first; a sentence
+    held by several tiers (a conclusion and the memory it came from) is said once."""
     if not evidence:
         return "I don't know anything about that yet."
     terms = set(content_words(question))
     ranked = sorted(evidence, key=lambda e: (len(terms & set(content_words(e.text))), e.score), reverse=True)
-    return "From what I remember: " + " ".join(e.text.rstrip(".") + "." for e in ranked[:max_items])
+    sentences = list(dict.fromkeys(normalise(e.text) for e in ranked))
+    by_form = {normalise(e.text): e.text.rstrip(".") + "." for e in reversed(ranked)}  # first-ranked wording wins
+    return "From what I remember: " + " ".join(by_form[form] for form in sentences[:max_items])
 
 
 def llm_answer(llm: LLMProvider, question: str, evidence: list[Evidence]) -> str:
