@@ -121,6 +121,10 @@ def test_extraction_of_facts_keywords_topic() -> None:
         ("I watch films on Fridays", "User watches films on Fridays"),
         ("I definitely prefer matte finishes", "User definitely prefers matte finishes"),
         ("We've moved to Porto", "User's household has moved to Porto"),
+        ("I moved to Lisbon in May and I prefer tea", "User moved to Lisbon in May and prefers tea"),
+        ("I'm tired but I am happy", "User is tired but is happy"),
+        ("I work late so I often skip breakfast", "User works late so often skips breakfast"),
+        ("I like cats and I don't like dogs", "User likes cats and does not like dogs"),
     ],
 )
 def test_third_person_rewrites(sentence: str, expected: str) -> None:

@@ -74,6 +74,10 @@ _FIRST_PERSON = [
 _SUBJECT_VERB = re.compile(
     r"^(?:and |but |so )?(i|we) ((?:\w+ly |just |now |still |also |never |always |often )*)(\w+)", re.I
 )
+_CLAUSE_I = re.compile(
+    r"\b(and|but|so|because) i ((?:\w+ly |just |now |still |also |never |always |often )*)(\w+)\b(?!')", re.I
+)
+_IRREGULAR = {"am": "is", "have": "has", "do": "does", "go": "goes"}
 _NO_S = frozenset(
     "can could will would shall should may might must did had went got bought began became came made met "
     "ran saw sold spent took told thought wrote left lost found kept felt paid said sent put".split()
@@ -111,6 +115,13 @@ def _conjugate(match: re.Match[str]) -> str:
     return f"{subject} {match.group(2)}{_third_person_verb(verb)}"
 
 
+def _conjugate_clause(match: re.Match[str]) -> str:
+    """'… and I prefer tea' -> '… and prefers tea' (the subject is the user already)."""
+    verb = match.group(3)
+    conjugated = _IRREGULAR.get(verb.lower()) or _third_person_verb(verb)
+    return f"{match.group(1)} {match.group(2)}{conjugated}"
+
+
 def third_person(sentence: str) -> str:
     """'I prefer metric units.' -> 'User prefers metric units'."""
     text = sentence.strip().rstrip(".!")
@@ -121,6 +132,8 @@ def third_person(sentence: str) -> str:
             break
     else:
         text = _SUBJECT_VERB.sub(_conjugate, text, count=1)
+    text = re.sub(r"\b(and|but|so|because) i (?:do not|don't) (\w+)", r"\1 does not \2", text, flags=re.I)
+    text = _CLAUSE_I.sub(_conjugate_clause, text)
     text = re.sub(r"\bmy\b", "the user's", text, flags=re.I)
     text = re.sub(r"\bme\b", "the user", text, flags=re.I)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
