@@ -88,6 +88,7 @@ from benchmarks.corpus import GENERATOR_VERSION, USER_ID, Query, make_episode, m
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("paraphrase", "literal", "exact")
 TARGETS = {"p50_ms": 15.0, "p99_ms": 50.0, "ingest_eps": 200.0, "recall10": 0.95}
+EF_SWEEP = (32, 64, 128, 256)  # HNSW expansion_search values swept against exact search
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -689,6 +690,7 @@ class Bench:
         shard = vectors._shards.get(USER_ID)
         t_np, t_hnsw, t_search, t_exact = [], [], [], []
         recall10 = recall40 = agree = 0.0
+        exact_sets: list[set[str]] = []
         for v in qvecs:
             t = time.perf_counter()
             sims = matrix @ v
@@ -706,6 +708,7 @@ class Bench:
             exact = vectors.exact_search(USER_ID, v, 10, min_similarity=-1.0)
             t_exact.append(time.perf_counter() - t)
             exact_ids = {d for d, _ in exact}
+            exact_sets.append(exact_ids)
             recall10 += len({d for d, _ in approx} & exact_ids) / 10
             agree += len({ids[i] for i in top} & exact_ids) / 10
             approx40 = vectors.search(USER_ID, v, 40, min_similarity=-1.0)
@@ -724,6 +727,7 @@ class Bench:
             "recall10": recall10 / nq,
             "recall40": recall40 / nq,
             "numpy_vs_index_exact": agree / nq,
+            "ef_sweep": ef_sweep(shard, qvecs, exact_sets),
         }
         log(f"  recall@10 {recall10 / nq:.4f}  recall@40 {recall40 / nq:.4f}")
 
@@ -740,6 +744,27 @@ class Bench:
 
 
 # -- report ---------------------------------------------------------------------------------------
+def ef_sweep(shard: Any, qvecs: np.ndarray, exact_sets: list[set[str]]) -> list[dict[str, float]]:
+    """Graph search latency and recall@10 for several ``expansion_search`` values (the default restored)."""
+    if shard.hnsw is None:
+        return []
+    rows, default = [], shard.hnsw.expansion_search
+    try:
+        for ef in EF_SWEEP:
+            shard.hnsw.expansion_search = ef
+            times, hits = [], 0.0
+            for v, exact_ids in zip(qvecs, exact_sets, strict=True):
+                with shard.lock:
+                    t = time.perf_counter()
+                    found = shard.search(v, 10)
+                    times.append(time.perf_counter() - t)
+                hits += len({d for d, _ in found} & exact_ids) / 10
+            rows.append({"ef": ef, "p50": pct(times, 50), "p99": pct(times, 99), "recall10": hits / len(qvecs)})
+    finally:
+        shard.hnsw.expansion_search = default
+    return rows
+
+
 def summary(res: SizeResult) -> dict[str, Any]:
     """The figures the suite's one table shows (``recall-<size>.json``)."""
     f = res.figures
@@ -762,6 +787,18 @@ def summary(res: SizeResult) -> dict[str, Any]:
 def ok(value: float, target: float, higher_is_better: bool) -> str:
     good = value >= target if higher_is_better else value <= target
     return "yes" if good else "**no**"
+
+
+def render_ef_sweep(rows: list[dict[str, float]]) -> list[str]:
+    """Markdown lines of the expansion_search sweep (none without a graph)."""
+    if not rows:
+        return []
+    lines = [
+        "| HNSW expansion_search | graph search p50 (ms) | p99 (ms) | recall@10 vs exact |",
+        "|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {r['ef']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['recall10']:.4f} |" for r in rows]
+    return [*lines, ""]
 
 
 def render(res: SizeResult, command: str, env: dict[str, str]) -> str:
@@ -846,6 +883,7 @@ def render(res: SizeResult, command: str, env: dict[str, str]) -> str:
         f"{p['expansionAdd']}/{p['expansionSearch']}, dtype {p['dtype']}, build threads {p['buildThreads']}; "
         f"shard load from Redis {f['shard_load_s']:.1f} s, HNSW build {f['hnsw_build_s']:.1f} s (background)",
         "",
+        *render_ef_sweep(v.get("ef_sweep") or []),
         "### Ingestion",
         "",
         "| path | episodes | seconds | episodes/s |",
