@@ -112,6 +112,7 @@ class Settings:
     search_mode: str = "hybrid"
     similarity_threshold: float = 0.15
     hnsw_build_threads: int = 1  # threads of a background HNSW (re)build; 0: all cores
+    hnsw_ef_search: int = 256  # HNSW expansion_search: higher = better recall, slower search
     query_expansion: bool = False
     background_work_policy: str = "auto"
     query_ingest_threshold: int = 6
@@ -128,6 +129,8 @@ class Settings:
         check_quantize(self.embedding.quantize)
         if self.hnsw_build_threads < 0:
             raise ValueError("hnsw_build_threads must be >= 0 (0: all cores)")
+        if not 10 <= self.hnsw_ef_search <= 4096:
+            raise ValueError("AGTOS_HNSW_EF_SEARCH must be between 10 and 4096")
         if not 0.0 <= self.similarity_threshold <= 1.0:
             raise ValueError("AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1")
 
@@ -176,6 +179,7 @@ class Settings:
             search_mode=(os.environ.get("AGTOS_MEMORY_SEARCH_MODE") or "hybrid").strip().lower(),
             similarity_threshold=_env_float("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.15),
             hnsw_build_threads=_env_int("AGTOS_HNSW_BUILD_THREADS", 1),
+            hnsw_ef_search=_env_int("AGTOS_HNSW_EF_SEARCH", 256),
             query_expansion=_env_bool("AGTOS_MEMORY_QUERY_EXPANSION", False),
             background_work_policy=os.environ.get("AGTOS_BACKGROUND_WORK_POLICY", "auto"),
             query_ingest_threshold=_env_int("AGTOS_QUERY_INGEST_THRESHOLD", 6),

@@ -155,3 +155,19 @@ def test_recency_breaks_near_ties_by_absolute_age() -> None:
     assert [h.episode.id for h in rerank_by_recency(month_apart)] == ["update", "superseded"]
     strong_old = [hit("strong", 0.80, now - 365 * day), hit("weak-new", 0.50, now)]
     assert [h.episode.id for h in rerank_by_recency(strong_old)] == ["strong", "weak-new"]
+
+
+def test_hnsw_ef_search_comes_from_env(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:
+    monkeypatch.setenv("AGTOS_HNSW_EF_SEARCH", "64")
+    assert Settings.from_env().hnsw_ef_search == 64
+    coordinator = MemoryCoordinator(settings.with_overrides(hnsw_ef_search=64))
+    try:
+        vectors = coordinator.semantic.store("episode").vectors
+        assert vectors.stats()["params"]["expansionSearch"] == 64
+        assert vectors.params.new_index(vectors.dim).expansion_search == 64
+    finally:
+        coordinator.close()
+    for bad in ("5", "100000"):
+        monkeypatch.setenv("AGTOS_HNSW_EF_SEARCH", bad)
+        with pytest.raises(ValueError, match="AGTOS_HNSW_EF_SEARCH"):
+            Settings.from_env()

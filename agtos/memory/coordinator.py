@@ -149,6 +149,7 @@ class MemoryCoordinator:
             default_mode=settings.search_mode,
             similarity_threshold=settings.similarity_threshold,
             hnsw_build_threads=settings.hnsw_build_threads,
+            hnsw_ef_search=settings.hnsw_ef_search,
             expander=self._build_expander(),
         )
         self.recognizer: Any = build_recognizer(eager=False)  # NER of the ingestion flow (loads lazily)

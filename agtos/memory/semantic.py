@@ -53,6 +53,7 @@ class SemanticMemory:
         default_mode: str = "hybrid",
         similarity_threshold: float = 0.15,
         hnsw_build_threads: int = 1,
+        hnsw_ef_search: int = 256,
         expander: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.connector = connector
@@ -61,6 +62,7 @@ class SemanticMemory:
         self.default_mode = default_mode
         self.similarity_threshold = similarity_threshold
         self.hnsw_build_threads = hnsw_build_threads
+        self.hnsw_ef_search = hnsw_ef_search
         self.expander = expander
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
@@ -115,7 +117,14 @@ class SemanticMemory:
                         self.connector,
                         self.keys,
                         namespace,
-                        VectorIndex(self.connector, self.keys, namespace, dim, build_threads=self.hnsw_build_threads),
+                        VectorIndex(
+                            self.connector,
+                            self.keys,
+                            namespace,
+                            dim,
+                            expansion_search=self.hnsw_ef_search,
+                            build_threads=self.hnsw_build_threads,
+                        ),
                         BM25Index(self.connector, self.keys, namespace),
                     )
         return self._stores[namespace]
