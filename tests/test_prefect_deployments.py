@@ -19,6 +19,8 @@ from tests.test_lint import U, crafted
 
 pytestmark = pytest.mark.slow
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def _wait(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
@@ -75,7 +77,7 @@ def test_served_lint_deployment_completes(
     runner = subprocess.Popen(
         [sys.executable, "-c", "from agtos.flows.deployments import serve_deployments; serve_deployments()"],
         env=env,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -108,3 +110,100 @@ def test_served_lint_deployment_completes(
         runner.terminate()
         runner.wait(timeout=30)
         coordinator.close()
+
+
+def _prefect(env: dict[str, str], *args: str) -> None:
+    """One ``prefect`` CLI call from the repository root (where prefect.yaml lives); fails loudly."""
+    done = subprocess.run(
+        [sys.executable, "-m", "prefect", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, f"prefect {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+
+
+def _wait_for_runs(client: httpx.Client, run_ids: list[str], timeout_s: float) -> dict[str, str]:
+    """Final state type of each flow run (or its last state when time runs out)."""
+    states: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = {rid: client.get(f"/flow_runs/{rid}").json()["state"]["type"] for rid in run_ids}
+        if all(s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for s in states.values()):
+            break
+        time.sleep(1)
+    return states
+
+
+def _claimed_runs(worker: str, log: str, run_ids: list[str]) -> set[str]:
+    """Runs this worker submitted and was not refused (both workers may try one run; the server
+    lets one of them move it to PENDING and aborts the other's submission)."""
+    tried = {rid for rid in run_ids if f"Worker '{worker}' submitting flow run '{rid}'" in log}
+    return {rid for rid in tried if f"Aborted submission of flow run '{rid}'" not in log}
+
+
+def test_process_work_pool_with_two_workers_runs_ingestion(
+    prefect_server: str, settings: Settings, redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    """prefect.yaml deployed to a process work pool; two workers (one run at a time each) share
+    the queued ingestion runs, and every episode lands in Redis exactly once."""
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": prefect_server,
+        "PREFECT_HOME": str(tmp_path / "runner"),
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_LOGGING_LEVEL": "INFO",  # the workers' "submitting flow run" lines (agtos.flows sets WARNING)
+        "COLUMNS": "500",  # no wrapping of those lines
+        "PWD": str(REPO),  # prefect.yaml's pull step: {{ $PWD }}
+        "REDIS_URL": redis_url,
+        "AGTOS_KEY_PREFIX": key_prefix,
+        "AGTOS_DATA_DIR": str(tmp_path / "data"),
+        "AGTOS_CONFIG_DIR": str(tmp_path / "cfg"),
+        "AGTOS_MAINTENANCE_TIMEZONE": "UTC",
+    }
+    _prefect(env, "work-pool", "create", "agtos", "--type", "process")
+    _prefect(env, "--no-prompt", "deploy", "--all")
+    client = httpx.Client(base_url=prefect_server, timeout=10)
+    found = client.post("/deployments/filter", json={"deployments": {"name": {"any_": ["ingestion"]}}}).json()
+    assert len(found) == 1, found
+    runs = 4
+    batches = [
+        [
+            {"user_id": "pool-user", "episode": {"id": f"pool-{b}-{i}", "user_id": "pool-user", "summary": text}}
+            for i, text in enumerate([f"Batch {b} planned a trip to Lisbon", f"Batch {b} repaired the bike brakes"])
+        ]
+        for b in range(runs)
+    ]
+    run_ids = []
+    for items in batches:
+        run = client.post(f"/deployments/{found[0]['id']}/create_flow_run", json={"parameters": {"items": items}})
+        assert run.status_code in (200, 201), run.text
+        run_ids.append(run.json()["id"])
+
+    logs = {name: tmp_path / f"{name}.log" for name in ("worker-a", "worker-b")}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "prefect", "worker", "start", "--pool", "agtos", "--name", name, "--limit", "1"],
+            env=env,
+            cwd=REPO,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        for name, log in logs.items()
+    ]
+    try:
+        states = _wait_for_runs(client, run_ids, 300)
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=60)
+    assert set(states.values()) == {"COMPLETED"}, states
+    claimed = {name: _claimed_runs(name, log.read_text(), run_ids) for name, log in logs.items()}
+    assert all(claimed.values()), f"one worker took every run: {claimed}"
+    assert sorted(rid for runs_of in claimed.values() for rid in runs_of) == sorted(run_ids)  # each run once
+
+    coordinator = MemoryCoordinator(settings)
+    try:
+        episodes = coordinator.list_episodes("pool-user", 100)
+    finally:
+        coordinator.close()
+    ids = [e.id for e in episodes]
+    assert sorted(ids) == sorted(item["episode"]["id"] for items in batches for item in items)
