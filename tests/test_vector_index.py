@@ -101,6 +101,19 @@ def test_survives_restart_and_sees_other_process_writes(make_index: MakeIndex) -
     assert second.search("alice", target, limit=1)[0] == ("d0", pytest.approx(1.0))
 
 
+def test_prepared_shard_carries_other_process_writes(make_index: MakeIndex) -> None:
+    """prepare() does the version check ahead of the search (as while a query is embedded)."""
+    writer, reader = make_index(), make_index()
+    writer.add_many("alice", ["a", "b"], np.stack([basis(1), basis(2)]))
+    assert reader.search("alice", basis(1), limit=1)[0][0] == "a"
+    writer.add("alice", "c", basis(3))  # unseen by reader's mirror until it syncs
+    writer.remove("alice", "a")
+    shard = reader.prepare("alice")
+    assert shard is not None and set(shard.rows) == {"b", "c"}
+    assert reader.search("alice", basis(3), limit=1, prepared=shard)[0] == ("c", pytest.approx(1.0))
+    assert "a" not in {d for d, _ in reader.search("alice", basis(1), limit=3, prepared=shard)}
+
+
 def test_trimmed_change_log_and_wiped_index_force_reload(
     make_index: MakeIndex, raw_redis: redis.Redis, key_prefix: str
 ) -> None:

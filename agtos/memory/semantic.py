@@ -29,7 +29,7 @@ from agtos.tasks.text import episode_text
 log = logging.getLogger(__name__)
 
 NAMESPACES = ("episode", "memory", "conclusion")
-_KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="keyword-search")
+_OVERLAP_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-overlap")
 EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before trying again
 
 
@@ -208,8 +208,10 @@ class SemanticMemory:
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
         queries = [query, *(self.expander(query) if self.expander else [])]
         store = self.store(namespace)
-        # hybrid: BM25 runs on a worker thread while the query is embedded (ONNX releases the GIL)
-        keyword = _KEYWORD_POOL.submit(store.keyword_candidates, user_id, query, limit) if wanted == "hybrid" else None
+        # while the query is embedded (ONNX releases the GIL), worker threads run BM25 (hybrid) and
+        # the vector mirror's Redis version check (vector, hybrid)
+        keyword = _OVERLAP_POOL.submit(store.keyword_candidates, user_id, query, limit) if wanted == "hybrid" else None
+        shard = _OVERLAP_POOL.submit(store.vectors.prepare, user_id) if wanted != "bm25" else None
         vectors: list[np.ndarray | None] = [None] * len(queries)
         degraded = None
         if wanted != "bm25":
@@ -219,8 +221,9 @@ class SemanticMemory:
                 degraded = f"embedder unavailable, keyword search only: {exc}"
                 wanted = "bm25"
         first = keyword.result() if keyword is not None else None
+        prepared = shard.result() if shard is not None and wanted != "bm25" else None
         lists = [
-            store.search(user_id, q, v, wanted, limit, threshold, first if i == 0 else None)
+            store.search(user_id, q, v, wanted, limit, threshold, first if i == 0 else None, prepared)
             for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
         ]
         return SemanticSearch(_fuse(lists, limit), wanted, degraded, store.max_fused_score)

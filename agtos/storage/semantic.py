@@ -18,6 +18,7 @@ from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys, check_record_id
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
 from agtos.storage.vector_index import VectorIndex
+from agtos.storage.vector_shard import LocalShard
 from agtos.tasks.rrf import DEFAULT_K, reciprocal_rank_fusion
 
 log = logging.getLogger(__name__)
@@ -147,10 +148,11 @@ class SemanticStore:
         limit: int = 10,
         min_similarity: float = 0.0,
         keyword_hits: list[tuple[str, float]] | None = None,
+        vector_shard: LocalShard | None = None,
     ) -> list[SearchResult]:
         """Best first. ``min_similarity`` filters vector hits; hybrid without a query
         vector degrades to keyword-only results. ``keyword_hits``: :meth:`keyword_candidates`
-        already computed (e.g. concurrently with the query embedding)."""
+        and ``vector_shard``: ``vectors.prepare`` already done (e.g. while the query is embedded)."""
         if mode not in ("hybrid", "vector", "bm25"):
             raise ValueError(f"unknown search mode {mode!r}")
         if limit <= 0:
@@ -160,7 +162,7 @@ class SemanticStore:
         pool = limit * self.candidate_factor
         vector_hits: list[tuple[str, float]] = []
         if mode != "bm25" and query_vector is not None:
-            vector_hits = self.vectors.search(user_id, query_vector, pool, min_similarity)
+            vector_hits = self.vectors.search(user_id, query_vector, pool, min_similarity, vector_shard)
         if mode == "vector":
             keyword_hits = []
         elif keyword_hits is None:

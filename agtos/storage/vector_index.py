@@ -209,17 +209,28 @@ class VectorIndex:
             advance_after_own_write(shard, version, epoch)
 
     # -- reads ------------------------------------------------------------------------
+    def prepare(self, user_id: str) -> LocalShard | None:
+        """The user's mirror brought up to date now (None when RediSearch serves searches): pass
+        it to :meth:`search` to do the Redis version check off the query's critical path."""
+        return None if self._redisearch() else self._synced(user_id)
+
     def search(
-        self, user_id: str, query_vector: Any, limit: int, min_similarity: float = 0.0
+        self,
+        user_id: str,
+        query_vector: Any,
+        limit: int,
+        min_similarity: float = 0.0,
+        prepared: LocalShard | None = None,
     ) -> list[tuple[str, float]]:
-        """``(doc_id, cosine similarity)`` best first, similarity >= ``min_similarity``."""
+        """``(doc_id, cosine similarity)`` best first, similarity >= ``min_similarity``.
+        ``prepared``: this user's shard from :meth:`prepare` (synced at that moment)."""
         unit = self._unit(query_vector)
         if limit <= 0:
             return []
         if self._redisearch():
             hits = self._ft_search.knn(*self._ft(user_id), unit, limit)
         else:
-            shard = self._synced(user_id)
+            shard = prepared or self._synced(user_id)
             with shard.lock:
                 hits = shard.search(unit, limit)
         return [(doc_id, sim) for doc_id, sim in hits if sim >= min_similarity]
