@@ -34,6 +34,24 @@ def _wait(url: str, timeout_s: float) -> None:
     raise TimeoutError(f"{url} did not answer within {timeout_s} s")
 
 
+class RetryBusyTransport(httpx.HTTPTransport):
+    """Retries 503 answers as Prefect's own client does: the server sends 503 while its SQLite
+    database is momentarily locked (e.g. by its background services on a busy machine)."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for _ in range(40):
+            response = super().handle_request(request)
+            if response.status_code != 503:
+                return response
+            response.close()
+            time.sleep(0.5)
+        return response
+
+
+def api_client(api: str) -> httpx.Client:
+    return httpx.Client(base_url=api, timeout=10, transport=RetryBusyTransport())
+
+
 @pytest.fixture
 def prefect_server(tmp_path: Path) -> Iterator[str]:
     port = free_port()
@@ -82,7 +100,7 @@ def test_served_lint_deployment_completes(
         stderr=subprocess.DEVNULL,
     )
     try:
-        client = httpx.Client(base_url=prefect_server, timeout=10)
+        client = api_client(prefect_server)
         deployment = None
         deadline = time.monotonic() + 120
         while deployment is None and time.monotonic() < deadline:
@@ -160,7 +178,7 @@ def test_process_work_pool_with_two_workers_runs_ingestion(
     }
     _prefect(env, "work-pool", "create", "agtos", "--type", "process")
     _prefect(env, "--no-prompt", "deploy", "--all")
-    client = httpx.Client(base_url=prefect_server, timeout=10)
+    client = api_client(prefect_server)
     found = client.post("/deployments/filter", json={"deployments": {"name": {"any_": ["ingestion"]}}}).json()
     assert len(found) == 1, found
     runs = 4
