@@ -114,14 +114,7 @@ def test_served_lint_deployment_completes(
         run = client.post(f"/deployments/{deployment['id']}/create_flow_run", json={"parameters": {"user_id": U}})
         assert run.status_code in (200, 201), run.text
         run_id = run.json()["id"]
-        state = None
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            state = client.get(f"/flow_runs/{run_id}").json()["state"]["type"]
-            if state in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
-                break
-            time.sleep(1)
-        assert state == "COMPLETED"
+        assert _wait_for_runs(client, [run_id], 240) == {run_id: "COMPLETED"}
         reports = coordinator.maintenance.history(U)
         assert len(reports) == 1 and reports[0].summary["status"] == "completed"
     finally:
