@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+import bm25s
 import pytest
 import redis
 
@@ -22,6 +23,54 @@ CORPUS = {
     "d4": "Dinner plans: pasta with Alice and Bob on Friday evening.",
     "d5": "Error 4521 appeared in the billing service logs twice.",
 }
+# The index terms of CORPUS written out by hand (stopwords dropped, plurals folded, numbers kept),
+# so the oracle below does not reuse agtos' tokenizer.
+CORPUS_TERMS = {
+    "d1": ["deployed", "billing", "service", "kubernete", "friday"],
+    "d2": ["billing", "service", "failed", "kubernete", "upgrade"],
+    "d3": ["alice", "prefer", "python", "use", "zyxtrel", "library", "billing", "report"],
+    "d4": ["dinner", "plan", "pasta", "alice", "bob", "friday", "evening"],
+    "d5": ["error", "4521", "appeared", "billing", "service", "log", "twice"],
+}
+# Repeated terms and unequal lengths, so tf saturation (k1) and length normalisation (b) matter.
+VARIED = {
+    "o1": "Billing, billing: the billing dashboard shows billing totals for every billing account.",
+    "o2": "The invoice for the hosting account was paid late.",
+    "o3": "Kubernetes upgrade broke the billing service on Friday.",
+    "o4": "Dinner on Friday with Alice, then a long walk along the river with Alice and Bob.",
+    "o5": "Error 4521 appeared twice in the billing logs after the invoice run.",
+    "o6": "Alice prefers Python.",
+}
+VARIED_TERMS = {
+    "o1": ["billing", "billing", "billing", "dashboard", "show", "billing", "total", "every", "billing", "account"],
+    "o2": ["invoice", "hosting", "account", "paid", "late"],
+    "o3": ["kubernete", "upgrade", "broke", "billing", "service", "friday"],
+    "o4": ["dinner", "friday", "alice", "long", "walk", "along", "river", "alice", "bob"],
+    "o5": ["error", "4521", "appeared", "twice", "billing", "log", "invoice", "run"],
+    "o6": ["alice", "prefer", "python"],
+}
+
+
+def oracle(terms: dict[str, list[str]], query: list[str], limit: int = 10) -> list[tuple[str, float]]:
+    """BM25 scores from ``bm25s``, an independent implementation, best first (ties by id).
+
+    agtos documents Okapi BM25 with k1 = 1.2, b = 0.75, the Lucene idf ``ln(1 + (N - df + 0.5) /
+    (df + 0.5))`` (never negative) and the classic ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``
+    term weight. In bm25s that is ``method="atire"`` (the (k1 + 1) numerator) with
+    ``idf_method="lucene"``, so scores must agree exactly, not only in ranking (rank_bm25's
+    BM25Okapi uses another idf, negative for common terms, so it is not used here).
+    """
+    ids = list(terms)
+    retriever = bm25s.BM25(k1=1.2, b=0.75, method="atire", idf_method="lucene", dtype="float64")
+    retriever.index([terms[i] for i in ids], show_progress=False)
+    scores = retriever.get_scores(query)
+    ranked = sorted(((i, float(s)) for i, s in zip(ids, scores, strict=True) if s > 0), key=lambda x: (-x[1], x[0]))
+    return ranked[:limit]
+
+
+def assert_scores(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
+    assert [d for d, _ in got] == [d for d, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
 
 
 @pytest.fixture(params=[True, False], ids=["mirror", "redis-postings"])
@@ -32,6 +81,16 @@ def index(settings: Settings, request: pytest.FixtureRequest) -> Iterator[BM25In
 
 
 # -- RRF ------------------------------------------------------------------------------
+def test_rrf_default_k_is_60() -> None:
+    """The README's k = 60: rank 1 scores 1/61, rank 2 1/62 (no k passed: the default)."""
+    fused = reciprocal_rank_fusion([["a", "b"], ["b", "c"]])
+    assert fused == [
+        ("b", pytest.approx(1 / 62 + 1 / 61)),
+        ("a", pytest.approx(1 / 61)),
+        ("c", pytest.approx(1 / 62)),
+    ]
+
+
 def test_rrf_exact_scores_and_order() -> None:
     fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "c", "d"]], k=60)
     assert [doc for doc, _ in fused] == ["b", "c", "a", "d"]
@@ -58,6 +117,8 @@ def test_rrf_counts_an_id_once_per_list_and_validates() -> None:
 # -- pure BM25 ------------------------------------------------------------------------
 def test_tokenize_and_idf() -> None:
     assert bm25.tokenize("The GPT-4 model and error 4521, I think") == ["gpt-4", "model", "error", "4521"]
+    assert {d: bm25.tokenize(t) for d, t in CORPUS.items()} == CORPUS_TERMS
+    assert {d: bm25.tokenize(t) for d, t in VARIED.items()} == VARIED_TERMS
     assert bm25.idf(10, 1) == pytest.approx(math.log(1 + 9.5 / 1.5))
     assert bm25.idf(10, 10) > 0
     assert bm25.term_score(0, 5, 5, 1.0) == 0.0
@@ -72,16 +133,27 @@ def test_rank_texts_rare_exact_token_first() -> None:
     assert bm25.rank_texts("the and of", CORPUS, limit=5) == []
 
 
+@pytest.mark.parametrize(
+    "query", ["billing", "alice friday", "invoice account", "error 4521 billing", "billing billing dashboard"]
+)
+def test_rank_texts_scores_equal_an_independent_bm25(query: str) -> None:
+    assert_scores(bm25.rank_texts(query, VARIED, limit=10), oracle(VARIED_TERMS, list(dict.fromkeys(query.split()))))
+
+
 # -- Redis BM25 index -----------------------------------------------------------------
-def test_index_ranks_rare_token_first_and_matches_pure_scores(index: BM25Index) -> None:
+def test_index_ranks_rare_token_first_and_matches_an_independent_bm25(index: BM25Index) -> None:
     for doc_id, text in CORPUS.items():
         index.add("alice", doc_id, text)
+    for doc_id, text in VARIED.items():
+        index.add("olga", doc_id, text)
     assert index.count("alice") == len(CORPUS)
-    for query in ("billing zyxtrel", "friday kubernetes", "error 4521", "alice"):
-        got = index.search("alice", query, limit=10)
-        want = bm25.rank_texts(query, CORPUS, limit=10)
-        assert [d for d, _ in got] == [d for d, _ in want]
-        assert [s for _, s in got] == pytest.approx([s for _, s in want])
+    queries = {"billing zyxtrel": ["billing", "zyxtrel"], "friday kubernetes": ["friday", "kubernete"]}
+    queries |= {"error 4521": ["error", "4521"], "alice": ["alice"]}
+    for query, terms in queries.items():
+        assert_scores(index.search("alice", query, limit=10), oracle(CORPUS_TERMS, terms))
+    for query in ("billing", "alice friday", "invoice account", "error 4521 billing"):
+        assert_scores(index.search("olga", query, limit=10), oracle(VARIED_TERMS, query.split()))
+    assert_scores(index.search("olga", "billing", limit=2), oracle(VARIED_TERMS, ["billing"], limit=2))
     assert index.search("alice", "zyxtrel", limit=3)[0][0] == "d3"
     assert index.search("alice", "nothing-matches-this", limit=3) == []
     assert index.search("alice", "billing", limit=0) == []
@@ -94,18 +166,18 @@ def test_readd_replaces_and_remove_clears(index: BM25Index, raw_redis: redis.Red
     assert index.count("alice") == len(CORPUS)
     assert index.search("alice", "zyxtrel", limit=5) == []
     assert index.search("alice", "rust", limit=5)[0][0] == "d3"
-    corpus = {**CORPUS, "d3": "Alice switched to Rust for her billing reports."}
-    got, want = index.search("alice", "billing", 10), bm25.rank_texts("billing", corpus, 10)
-    assert [d for d, _ in got] == [d for d, _ in want]
-    assert [s for _, s in got] == pytest.approx([s for _, s in want])
+    terms = {**CORPUS_TERMS, "d3": ["alice", "switched", "rust", "billing", "report"]}
+    assert_scores(index.search("alice", "billing", 10), oracle(terms, ["billing"]))
 
     assert index.remove("alice", "d3") is True
     assert index.remove("alice", "d3") is False
     assert index.search("alice", "rust", limit=5) == []
     assert index.count("alice") == len(CORPUS) - 1
     assert sorted(index.ids("alice")) == ["d1", "d2", "d4", "d5"]
+    left = {d: CORPUS_TERMS[d] for d in ("d1", "d2", "d4", "d5")}
+    assert_scores(index.search("alice", "billing friday", 10), oracle(left, ["billing", "friday"]))
     total = int(raw_redis.hget(index._key("alice", "stats"), "total") or 0)
-    assert total == sum(len(bm25.tokenize(CORPUS[d])) for d in ("d1", "d2", "d4", "d5"))
+    assert total == 5 + 5 + 7 + 7  # the terms of d1, d2, d4, d5
     # a document without any term is not indexed (and un-indexes an older version)
     index.add("alice", "d4", "the and of")
     assert index.count("alice") == len(CORPUS) - 2
