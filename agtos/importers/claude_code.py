@@ -76,7 +76,7 @@ def _block_turns(role: Role, content: Any, ts: int, tools: dict[str, str]) -> li
                 continue
             turns.append(make_turn(role, text, ts))
         elif kind == "tool_use":
-            name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+            name: str = block["name"] if isinstance(block.get("name"), str) else "tool"
             if isinstance(block.get("id"), str):
                 tools[block["id"]] = name
             call = json.dumps(block.get("input"), ensure_ascii=False, default=str)

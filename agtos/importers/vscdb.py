@@ -176,7 +176,7 @@ def _composer_bubbles(db: _Db, cid: str, data: dict[str, Any]) -> list[Any]:
     headers = data.get("fullConversationHeadersOnly")
     if not isinstance(headers, list):
         return []
-    cmap = data.get("conversationMap") if isinstance(data.get("conversationMap"), dict) else {}
+    cmap: dict[str, Any] = data["conversationMap"] if isinstance(data.get("conversationMap"), dict) else {}
     bubbles: list[Any] = []
     for header in headers:
         bid = header.get("bubbleId") if isinstance(header, dict) else None

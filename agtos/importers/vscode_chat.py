@@ -106,7 +106,7 @@ def _reference_name(item: dict[str, Any]) -> str:
     ref = item.get("inlineReference")
     name = item.get("name") or (ref.get("name") if isinstance(ref, dict) else None)
     if not name and isinstance(ref, dict):
-        uri = ref.get("uri") if isinstance(ref.get("uri"), dict) else ref
+        uri: dict[str, Any] = ref["uri"] if isinstance(ref.get("uri"), dict) else ref
         name = Path(str(uri.get("path") or uri.get("fsPath") or "")).name
     return f"`{name}`" if isinstance(name, str) and name else ""
 

@@ -73,7 +73,7 @@ class EntityViews:
     def get(self, user_id: str, entity_id: str) -> Entity:
         return self.memory.require(user_id, entity_id)[0]
 
-    def list(
+    def page(
         self, user_id: str, q: str | None = None, etype: str | None = None, limit: int = 20, offset: int = 0
     ) -> EntityPage:
         """Live entities: name matches (exact, prefix, substring) for ``q``, else most recent first."""

@@ -62,7 +62,7 @@ def _context() -> Any:
 
     context = gx.get_context(mode="ephemeral")
     try:
-        context.variables.progress_bars = {"globally": False, "metric_calculations": False}
+        context.variables.progress_bars = {"globally": False, "metric_calculations": False}  # type: ignore[assignment]
     except Exception:
         log.debug("could not switch off GX progress bars", exc_info=True)
     return context

@@ -52,4 +52,4 @@ def profile_update(current: UserProfile, conclusions: list[Conclusion], episodes
         merged = list(dict.fromkeys([*getattr(current, field), *new]))[:MAX_LIST_ITEMS]
         if merged != getattr(current, field):
             changes[field] = merged
-    return ProfileUpdate(**changes)
+    return ProfileUpdate.model_validate(changes)

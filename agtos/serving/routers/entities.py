@@ -74,7 +74,7 @@ def list_entities(
 ) -> dict[str, Any]:
     """Live entities: name matches (exact, prefix, substring) for ``q``, else most recently seen first."""
     try:
-        page = _views(coordinator).list(user_id, q, type, limit, offset)
+        page = _views(coordinator).page(user_id, q, type, limit, offset)
     except StorageUnavailable:
         return {"entities": [], "count": 0, "total": 0, "offset": offset, "nextOffset": None, "available": False}
     return page.public()

@@ -31,5 +31,5 @@ class ImportRequest(BaseModel):
 @router.post("/import")
 async def run_import(coordinator: Coordinator, user_id: UserId, body: ImportRequest | None = None) -> dict[str, Any]:
     """Import (all or the chosen sources) through the ingestion steps; re-import adds nothing."""
-    chosen = list(body.sources) if body and body.sources else None
+    chosen: list[str] | None = list(body.sources) if body and body.sources else None
     return await run_in_threadpool(coordinator.import_sources, user_id, chosen)
