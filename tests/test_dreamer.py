@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agtos.config import LLMSlot, Settings
-from agtos.memory.coordinator import SESSION_ENDED, MemoryCoordinator
+from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.tasks.dialectic import Evidence, extractive_answer
 from tests.helpers import user
@@ -104,11 +104,11 @@ def test_session_ended_event_alone_triggers_the_dreamer_once(coordinator: Memory
             type="preference",
         )
     )
-    coordinator.events.emit(SESSION_ENDED, {"user_id": "eve", "session_id": "x"})  # no API call involved
+    coordinator.events.emit("sessionEnded", {"user_id": "eve", "session_id": "x"})  # no API call involved
     first = coordinator.dreamer.last_report
     assert first is not None and [c.text for c in first.conclusions] == ["User likes green tea"]
     coordinator.dreamer.last_report = None
-    coordinator.events.emit(SESSION_ENDED, {"user_id": "eve", "session_id": "x"})
+    coordinator.events.emit("sessionEnded", {"user_id": "eve", "session_id": "x"})
     assert coordinator.dreamer.last_report is None  # the same session is consolidated once
 
 

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from agtos.importers import (
-    HOME_ENV,
-    SOURCE_NAMES,
     ImportedSession,
     ParseResult,
     collect,
@@ -22,7 +20,7 @@ from agtos.importers import (
 )
 from agtos.importers import base as importer_base
 from agtos.importers.aider import AiderParser
-from agtos.importers.base import MAX_TURN_CHARS, make_turn, memory_key, session_key
+from agtos.importers.base import make_turn, memory_key, session_key
 from agtos.importers.claude_code import ClaudeCodeParser
 from agtos.importers.copilot import CopilotParser
 from agtos.importers.cursor import CursorParser
@@ -257,7 +255,7 @@ def test_copilot_jsonl_mutation_log(home: Path, everything: ParseResult) -> None
 
 def test_every_source_reports_its_malformed_file(everything: ParseResult) -> None:
     warned = {w.split(":", 1)[0] for w in everything.warnings}
-    assert warned == set(SOURCE_NAMES)
+    assert warned == {"claude_code", "cursor", "windsurf", "aider", "copilot"}
     assert any("not a SQLite database" in w for w in everything.warnings)
     assert any("binary data" in w for w in everything.warnings)
     assert any("invalid JSON" in w for w in everything.warnings)
@@ -344,7 +342,7 @@ def test_source_filter_and_unknown_source(home: Path) -> None:
 
 
 def test_home_from_environment(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(HOME_ENV, str(home))
+    monkeypatch.setenv("AGTOS_IMPORT_HOME", str(home))
     assert {s.source for s in scan_sources(sources=["copilot"])} == {"copilot"}
     assert len(collect(sources=["copilot"]).sessions) == 2
 
@@ -382,8 +380,8 @@ def test_mutation_log_replay() -> None:
 
 
 def test_long_turns_are_truncated_and_blank_ones_dropped() -> None:
-    turn = make_turn(Role.assistant, "x" * (MAX_TURN_CHARS + 50), 1)
-    assert turn is not None and len(turn.content) == MAX_TURN_CHARS
+    turn = make_turn(Role.assistant, "x" * (100_000 + 50), 1)
+    assert turn is not None and len(turn.content) == 100_000  # Turn.content's limit
     assert make_turn(Role.user, "   \n", 1) is None
 
 

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agtos.config import MaintenanceConfig, Settings
-from agtos.flows.lint import CONTRADICTION_EVENT, LintState, MaintenanceDisabledError, persist, run_lint
+from agtos.flows.lint import LintState, MaintenanceDisabledError, persist, run_lint
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Conclusion, Episode
 from agtos.schemas.records import now_ms
@@ -67,7 +67,7 @@ def lint_coordinator(lint_settings: Settings):
 def test_each_step_on_a_crafted_set(lint_coordinator: MemoryCoordinator) -> None:
     crafted(lint_coordinator)
     events: list[dict] = []
-    lint_coordinator.events.subscribe(CONTRADICTION_EVENT, events.append)
+    lint_coordinator.events.subscribe("memory.contradiction.detected", events.append)
     report = lint_coordinator.maintain(U)
     steps = {s["step"]: s for s in report.steps}
     assert [s["step"] for s in report.steps] == ["stale", "decay", "merge", "orphans", "contradictions", "prune"]
@@ -88,7 +88,7 @@ def test_each_step_on_a_crafted_set(lint_coordinator: MemoryCoordinator) -> None
 def test_pipeline_counters_add_up_and_cache_hits_on_rerun(lint_coordinator: MemoryCoordinator) -> None:
     crafted(lint_coordinator)
     events: list[dict] = []
-    lint_coordinator.events.subscribe(CONTRADICTION_EVENT, events.append)
+    lint_coordinator.events.subscribe("memory.contradiction.detected", events.append)
     first = lint_coordinator.maintain(U).summary["contradictionPipeline"]
     c = first["counters"]
     assert set(c) == {"candidates", "nliChecked", "nliContradictions", "cacheHits", "judged", "confirmed"}

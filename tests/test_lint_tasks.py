@@ -6,13 +6,12 @@ import pytest
 
 from agtos.schemas.records import Conclusion, ConclusionType, Episode
 from agtos.tasks import lint_steps
-from agtos.tasks.lint_steps import DAY_MS
 
 NOW = 1_800_000_000_000
 
 
 def con(cid: str, *, confidence: float = 0.8, age_days: float = 0.0, sources: list[str] | None = None) -> Conclusion:
-    ts = int(NOW - age_days * DAY_MS)
+    ts = int(NOW - age_days * 86_400_000)
     return Conclusion(
         id=cid,
         user_id="alice",

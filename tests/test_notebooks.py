@@ -20,8 +20,9 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot, memory_keys
 from agtos.schemas import Conclusion, MaintenanceReport, Turn
+from agtos.schemas.arrow import ALL_SCHEMAS
 from agtos.schemas.records import now_ms
-from agtos.tasks.export import KINDS, MANIFEST, parquet_name, records_table
+from agtos.tasks.export import records_table
 from tests.helpers import delete_prefix
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -145,22 +146,35 @@ def store_counts(coordinator: MemoryCoordinator, user_id: str) -> dict[str, int]
     }
 
 
+# the export's record kinds (one Parquet file each) and the arrow schema of each
+EXPORT_KINDS = {
+    "episodes": "episode",
+    "memories": "memory",
+    "conclusions": "conclusion",
+    "entities": "entity",
+    "relationships": "relationship",
+    "profiles": "profile",
+    "maintenance_reports": "report",
+}
+
+
 def test_export_writes_the_contract_schemas_and_every_record(seeded: MemoryCoordinator, snapshot: Path) -> None:
-    expected = {kind: 0 for kind in KINDS}
+    expected = {kind: 0 for kind in EXPORT_KINDS}
     for user_id in (U, OTHER):
         for kind, n in store_counts(seeded, user_id).items():
             expected[kind] += n
     assert expected["entities"] >= 4 and expected["relationships"] >= 1 and expected["memories"] >= 1
     assert expected["maintenance_reports"] == 2 and expected["conclusions"] >= 3
-    manifest = json.loads((snapshot / MANIFEST).read_text())
+    manifest = json.loads((snapshot / "manifest.json").read_text())
     assert manifest["counts"] == expected and manifest["users"] == 2
     assert manifest["schemas"]["maintenance_reports"] == "MaintenanceReport"
-    for kind, schema in KINDS.items():
-        path = snapshot / parquet_name(kind)
+    for kind, schema in EXPORT_KINDS.items():
+        path = snapshot / f"{kind}.parquet"
         assert manifest["files"][kind] == path.name
-        assert pq.read_schema(path).equals(schema, check_metadata=True), kind
+        assert pq.read_schema(path).equals(ALL_SCHEMAS[schema], check_metadata=True), kind
         assert pq.read_metadata(path).num_rows == expected[kind], kind
-    assert sorted(p.name for p in snapshot.iterdir()) == sorted([MANIFEST, *(parquet_name(k) for k in KINDS)])
+    files = sorted(["manifest.json", *(f"{k}.parquet" for k in EXPORT_KINDS)])
+    assert sorted(p.name for p in snapshot.iterdir()) == files
     assert not [p for p in snapshot.parent.iterdir() if p.name.startswith(".")]  # no temp dirs left behind
 
     episodes = pq.read_table(snapshot / "episodes.parquet").to_pylist()
@@ -190,9 +204,9 @@ def test_export_of_chosen_users_replaces_a_snapshot_but_not_other_dirs(
 
 def test_report_with_nested_steps_round_trips() -> None:
     report = MaintenanceReport(user_id="x", summary={"a": 1}, steps=[{"step": "stale", "ids": ["c1"]}])
-    row = records_table([report], KINDS["maintenance_reports"]).to_pylist()[0]
+    row = records_table([report], ALL_SCHEMAS["report"]).to_pylist()[0]
     assert json.loads(row["summary"]) == {"a": 1} and json.loads(row["steps"][0]) == {"step": "stale", "ids": ["c1"]}
-    assert records_table([], KINDS["episodes"]).num_rows == 0
+    assert records_table([], ALL_SCHEMAS["episode"]).num_rows == 0
 
 
 def test_cli_export(seeded: MemoryCoordinator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,7 +216,7 @@ def test_cli_export(seeded: MemoryCoordinator, tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("AGTOS_CONFIG_DIR", str(tmp_path / "config"))
     result = CliRunner().invoke(app, ["memory", "export", "--out", str(tmp_path / "cli"), "--user", U])
     assert result.exit_code == 0, result.output
-    manifest = json.loads((tmp_path / "cli" / MANIFEST).read_text())
+    manifest = json.loads((tmp_path / "cli" / "manifest.json").read_text())
     assert manifest["users"] == 1 and manifest["counts"] == store_counts(seeded, U)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agtos.config import WorkingMemoryConfig
-from agtos.memory.working import SUMMARY_PREFIX, WorkingMemory
+from agtos.memory.working import WorkingMemory
 from agtos.schemas import Role, Turn
 from agtos.tasks.summarize import ExtractiveSummariser
 from agtos.tasks.tokens import count_tokens
@@ -33,7 +33,8 @@ def test_31st_message_triggers_summary_keeping_last_six() -> None:
     assert wm.add(turns[30]) is True
     assert len(wm.messages) == 7
     summary, recent = wm.messages[0], wm.messages[1:]
-    assert summary.is_summary and summary.role == "system" and summary.content.startswith(SUMMARY_PREFIX)
+    assert summary.is_summary and summary.role == "system"
+    assert summary.content.startswith("Summary of earlier conversation: ")
     assert [t.content for t in recent] == [t.content for t in turns[-6:]]
     assert wm.token_count == sum(count_tokens(t.content) for t in wm.messages)
 
