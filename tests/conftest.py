@@ -4,7 +4,6 @@ a unique key prefix per test, and cleanup of every key the test wrote."""
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,11 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from tests.helpers import delete_prefix
+from tests.session_guards import (  # the hooks are registered by being names of this conftest
+    pytest_make_collect_report,  # noqa: F401
+    pytest_runtest_makereport,  # noqa: F401
+)
 
-# Prefect's ephemeral server keeps its database under PREFECT_HOME: one throwaway home per run.
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="agtos-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 

@@ -54,13 +54,18 @@ def test_flow_ingests_a_batch_idempotently(registered: MemoryCoordinator) -> Non
 
 
 def test_flow_run_is_recorded_by_prefect(registered: MemoryCoordinator) -> None:
+    """This call's own flow run (by the id in its returned state) is recorded as completed."""
     from prefect.client.orchestration import get_client
 
-    ingestion_flow([session(1)])
+    state = ingestion_flow([session(1)], return_state=True)
+    run_id = state.state_details.flow_run_id
+    assert run_id is not None and state.result()["stored"] == 1
 
-    async def latest_states() -> list[str]:
+    async def recorded() -> tuple[str, str]:
         async with get_client() as client:
-            runs = await client.read_flow_runs(limit=5)
-            return [run.state.type.value for run in runs if run.state is not None]
+            run = await client.read_flow_run(run_id)
+            flow = await client.read_flow(run.flow_id)
+            assert run.state is not None
+            return flow.name, run.state.type.value
 
-    assert "COMPLETED" in asyncio.run(latest_states())
+    assert asyncio.run(recorded()) == ("ingestion", "COMPLETED")

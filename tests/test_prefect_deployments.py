@@ -133,19 +133,25 @@ def _prefect(env: dict[str, str], *args: str) -> None:
 
 def _wait_for_runs(client: httpx.Client, run_ids: list[str], timeout_s: float) -> dict[str, str]:
     """Final state type of each flow run (or its last state when time runs out)."""
-    states: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:  # read at least once (timeout 0: the states now)
         states = {rid: client.get(f"/flow_runs/{rid}").json()["state"]["type"] for rid in run_ids}
-        if all(s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for s in states.values()):
-            break
+        if time.monotonic() >= deadline or all(
+            s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for s in states.values()
+        ):
+            return states
         time.sleep(1)
-    return states
+
+
+def _worker(env: dict[str, str], name: str, log: Path, *options: str) -> subprocess.Popen[bytes]:
+    """A process worker of the ``agtos`` pool, its output in ``log``."""
+    cmd = [sys.executable, "-m", "prefect", "worker", "start", "--pool", "agtos", "--name", name, *options]
+    return subprocess.Popen(cmd, env=env, cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def _claimed_runs(worker: str, log: str, run_ids: list[str]) -> set[str]:
-    """Runs this worker submitted and was not refused (both workers may try one run; the server
-    lets one of them move it to PENDING and aborts the other's submission)."""
+    """Runs this worker submitted and was not refused (were two workers to try one run, the server
+    would let one of them move it to PENDING and abort the other's submission)."""
     tried = {rid for rid in run_ids if f"Worker '{worker}' submitting flow run '{rid}'" in log}
     return {rid for rid in tried if f"Aborted submission of flow run '{rid}'" not in log}
 
@@ -153,8 +159,8 @@ def _claimed_runs(worker: str, log: str, run_ids: list[str]) -> set[str]:
 def test_process_work_pool_with_two_workers_runs_ingestion(
     prefect_server: str, settings: Settings, redis_url: str, key_prefix: str, tmp_path: Path
 ) -> None:
-    """prefect.yaml deployed to a process work pool; two workers (one run at a time each) share
-    the queued ingestion runs, and every episode lands in Redis exactly once."""
+    """prefect.yaml deployed to a process work pool; two workers share the queued ingestion runs,
+    each run is executed exactly once, and every episode lands in Redis exactly once."""
     env = {
         **os.environ,
         "PREFECT_API_URL": prefect_server,
@@ -188,28 +194,28 @@ def test_process_work_pool_with_two_workers_runs_ingestion(
         assert run.status_code in (200, 201), run.text
         run_ids.append(run.json()["id"])
 
+    # No race decides who works: worker A polls once with room for one run and exits when that
+    # run is done; the three left must then go to worker B (room for three).
     logs = {name: tmp_path / f"{name}.log" for name in ("worker-a", "worker-b")}
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "prefect", "worker", "start", "--pool", "agtos", "--name", name, "--limit", "1"],
-            env=env,
-            cwd=REPO,
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        for name, log in logs.items()
-    ]
+    worker_a = _worker(env, "worker-a", logs["worker-a"], "--limit", "1", "--run-once")
+    try:
+        worker_a.wait(timeout=300)
+    finally:
+        worker_a.kill()  # a no-op once it has exited
+    after_a = _wait_for_runs(client, run_ids, 0)
+    assert sorted(after_a.values()) == ["COMPLETED", "SCHEDULED", "SCHEDULED", "SCHEDULED"], after_a
+    worker_b = _worker(env, "worker-b", logs["worker-b"], "--limit", "3")
     try:
         states = _wait_for_runs(client, run_ids, 300)
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.wait(timeout=60)
+        worker_b.terminate()
+        worker_b.wait(timeout=60)
     assert set(states.values()) == {"COMPLETED"}, states
     claimed = {name: _claimed_runs(name, log.read_text(), run_ids) for name, log in logs.items()}
-    assert all(claimed.values()), f"one worker took every run: {claimed}"
-    assert sorted(rid for runs_of in claimed.values() for rid in runs_of) == sorted(run_ids)  # each run once
+    assert claimed == {
+        "worker-a": {rid for rid, state in after_a.items() if state == "COMPLETED"},
+        "worker-b": {rid for rid, state in after_a.items() if state == "SCHEDULED"},
+    }, claimed  # each run submitted by exactly one worker, A's one and B's three
 
     coordinator = MemoryCoordinator(settings)
     try:
