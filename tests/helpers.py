@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import redis
 from fastapi.testclient import TestClient
+
+from agtos.config import MaintenanceConfig, Settings
 
 
 def user(user_id: str) -> dict[str, str]:
@@ -28,3 +31,28 @@ def delete_prefix(redis_url: str, prefix: str) -> None:
     keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
     if keys:
         client.delete(*keys)
+
+
+def isolation_settings(redis_url: str, prefix: str, tmp: Path) -> Settings:
+    """Settings of a module-scoped app: lint and LLM work run at once (no ResourceGuard waits)."""
+    return Settings(
+        redis_url=redis_url,
+        key_prefix=prefix,
+        data_dir=tmp / "data",
+        config_dir=tmp / "config",
+        background_work_policy="always",
+        maintenance=MaintenanceConfig(guard_retries=0, guard_delay_s=0.0),
+    )
+
+
+def key_owner(prefix: str, key: str) -> str | None:
+    """The user of a ``{prefix}:u:{<user>}:…`` key (the README's layout); None for a global key."""
+    rest = key[len(prefix) + 1 :]
+    if not rest.startswith("u:{") or "}:" not in rest:
+        return None
+    return rest[3:].split("}:", 1)[0]
+
+
+def user_key_names(raw: redis.Redis, prefix: str, user_id: str) -> set[str]:
+    """Every key of one user, by SCAN (``{`` and ``}`` are not glob characters)."""
+    return {k.decode() for k in raw.scan_iter(match=f"{prefix}:u:{{{user_id}}}:*", count=1_000)}

@@ -68,7 +68,7 @@ def detect_contradictions(
     flagged: list[Candidate] = candidates
     if nli is not None:
         keys = {(c.a, c.b): pair_cache_key(nli.name, text[c.a], text[c.b]) for c in candidates}
-        cached = rt.nli_cache.get_many(list(keys.values()))
+        cached = rt.nli_cache.get_many(conclusions[0].user_id, list(keys.values()))
         counters["cacheHits"] = sum(1 for k in keys.values() if k in cached)
         todo = [c for c in candidates if keys[(c.a, c.b)] not in cached]
         fresh = dict(
@@ -79,7 +79,7 @@ def detect_contradictions(
             )
         )
         counters["nliChecked"] = len(todo)
-        rt.nli_cache.put_many(fresh)
+        rt.nli_cache.put_many(conclusions[0].user_id, fresh)
         for c in candidates:
             key = keys[(c.a, c.b)]
             verdicts[(c.a, c.b)] = cached.get(key) or fresh[key]

@@ -18,7 +18,7 @@ from agtos.events import EventBus
 from agtos.flows.dreamer import DreamReport, run_dreamer
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.entities import EntityMemory
-from agtos.memory.episodic import build_episode, session_episode_id
+from agtos.memory.episodic import build_episode, segment_key, session_episode_id
 from agtos.memory.privacy import Privacy
 from agtos.memory.query_ingest import QueryIngestGate
 from agtos.memory.semantic import SemanticMemory
@@ -273,7 +273,7 @@ class MemoryCoordinator:
             self.activity.session_ended(user_id, session_id)
             return SessionEndResult(session_id, False, "session has no turns", None)
         self.activity.session_ended(user_id, session_id)
-        draft = build_episode(user_id, session_id, turns, self.summariser)
+        draft = build_episode(user_id, session_id, turns, self.summariser, segment_key(turns))  # reuse: new episode
         if not draft.decision.save:
             self._clear_session(user_id, session_id)
             return SessionEndResult(session_id, False, draft.decision.reason, None)

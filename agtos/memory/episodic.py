@@ -12,10 +12,21 @@ from agtos.tasks.importance import SaveDecision, decide_save
 from agtos.tasks.summarize import Summariser
 
 
-def session_episode_id(user_id: str, session_id: str) -> str:
-    """Deterministic id, so ending the same session twice stores one episode."""
-    digest = hashlib.sha256(f"{user_id}\x00{session_id}".encode()).hexdigest()[:16]
+def session_episode_id(user_id: str, session_id: str, segment: str = "") -> str:
+    """Deterministic id, so ending (or importing) the same session, or segment of it, twice stores
+    one episode. ``segment`` (see :func:`segment_key`) tells apart the stretches of a live session
+    id that is continued after it was ended; imports leave it empty (one episode per session)."""
+    key = f"{user_id}\x00{session_id}" + (f"\x00{segment}" if segment else "")  # imports: ids as before
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return f"ep-{digest}"
+
+
+def segment_key(turns: list[Turn]) -> str:
+    """Identity of one stretch of a session: a digest of its turns (role, time, content)."""
+    digest = hashlib.sha256()
+    for turn in turns:
+        digest.update(turn.model_dump_json(include={"role", "timestamp", "content", "name"}).encode() + b"\n")
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -24,14 +35,16 @@ class EpisodeDraft:
     decision: SaveDecision
 
 
-def build_episode(user_id: str, session_id: str, turns: list[Turn], summariser: Summariser) -> EpisodeDraft:
+def build_episode(
+    user_id: str, session_id: str, turns: list[Turn], summariser: Summariser, segment: str = ""
+) -> EpisodeDraft:
     """Everything the episodic tier needs from a session's turns (no I/O but the summariser)."""
     found = extract(turns)
     decision = decide_save(turns, found)
     summary = summariser.summarise(turns) if decision.save else "(not saved)"
     facts = list(dict.fromkeys(found.corrections + found.preferences + found.facts))
     episode = Episode(
-        id=session_episode_id(user_id, session_id),
+        id=session_episode_id(user_id, session_id, segment),
         user_id=user_id,
         session_id=session_id,
         summary=summary or "(empty session)",

@@ -72,10 +72,14 @@ class Privacy:
         check_record_id(item_id, f"{kind} id")
         if kind == "conclusion":
             found = self.c.conclusions.delete(user_id, item_id)
+            if found:  # cached verdicts are keyed by digests of its text paired with others
+                self.c.nli_cache.clear(user_id)
         elif kind == "entity":
             found = self.c.entities.forget(user_id, item_id)
         else:
             found = self.c.semantic.delete(kind, user_id, item_id)
+            if found and kind == "episode":
+                self.c.dreamer.forget(user_id, item_id)
         if not found:
             raise NotFoundError(f"no {kind} {item_id!r} for this user")
         self._clear_query_cache()

@@ -9,7 +9,7 @@ For every haystack (one user's history) it replays the sessions in date order th
 real path: ``MemoryCoordinator.add_turn`` for each turn (timestamps from the dataset's
 session date), then ``end_session`` (summarise → save heuristics → ingestion → Dreamer).
 Sessions the save heuristics skip are counted and reported. Dataset session ids map to
-episode ids with :func:`agtos.memory.episodic.session_episode_id`.
+the episode ids ``end_session`` returns.
 
 Then, for every question and mode, ``search_episodes(user, question, limit=max(k), mode)``
 is scored against the gold sessions (``answer_session_ids``):
@@ -68,7 +68,6 @@ import redis
 
 from agtos.config import SEARCH_MODES, Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.memory.episodic import session_episode_id
 from agtos.schemas import Turn
 from agtos.storage.keys import RECORD_ID_PATTERN, USER_ID_PATTERN
 from agtos.storage.redis_conn import StorageUnavailable
@@ -114,7 +113,7 @@ def agtos_session_id(session_id: str) -> str:
 class SessionIngest:
     session_id: str
     agtos_session_id: str
-    episode_id: str
+    episode_id: str  # "" until the session is saved
     timestamp_ms: int
     turns: int
     saved: bool
@@ -131,7 +130,7 @@ class HaystackIngest:
     episode_text: dict[str, str] = field(default_factory=dict)  # dataset session id -> stored episode text
 
     def session_of_episode(self) -> dict[str, str]:
-        return {s.episode_id: s.session_id for s in self.sessions.values()}
+        return {s.episode_id: s.session_id for s in self.sessions.values() if s.episode_id}
 
 
 def ingest_haystack(coordinator: MemoryCoordinator, haystack: Haystack) -> HaystackIngest:
@@ -144,7 +143,7 @@ def ingest_haystack(coordinator: MemoryCoordinator, haystack: Haystack) -> Hayst
         sid = haystack.haystack_session_ids[i]
         asid = agtos_session_id(sid)
         turns = [t for t in haystack.haystack_sessions[i] if t.content.strip()]
-        record = SessionIngest(sid, asid, session_episode_id(user_id, asid), stamps[i], len(turns), False, "")
+        record = SessionIngest(sid, asid, "", stamps[i], len(turns), False, "")
         out.sessions[sid] = record
         if not turns:
             record.reason = "session has no turns"
@@ -158,8 +157,7 @@ def ingest_haystack(coordinator: MemoryCoordinator, haystack: Haystack) -> Hayst
         result = coordinator.end_session(user_id, asid)
         record.saved, record.reason = result.saved, result.reason
         if result.episode is not None:
-            if result.episode.id != record.episode_id:
-                raise RuntimeError(f"episode id {result.episode.id} of session {sid} is not session_episode_id()")
+            record.episode_id = result.episode.id
             record.timestamp_ok = result.episode.timestamp == stamps[i] + (len(turns) - 1) * TURN_SPACING_MS
             stored = coordinator.episodes.get(user_id, record.episode_id)
             record.episode_text = out.episode_text[sid] = episode_text(stored or result.episode)
