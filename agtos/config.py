@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
 
@@ -21,21 +22,39 @@ DEFAULT_PORT = 4102
 DAY_SECONDS = 86_400
 
 
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
 def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+    raw = (os.environ.get(name) or "").strip().lower()
+    if not raw:
         return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if raw not in _TRUE | _FALSE:
+        raise ValueError(f"{name}={raw!r} is not a boolean (true/false, 1/0, yes/no, on/off)")
+    return raw in _TRUE
+
+
+def _env_number(name: str, default: float, kind: type) -> Any:
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
 
 
 def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw not in (None, "") else default
+    return int(_env_number(name, default, int))
 
 
 def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw not in (None, "") else default
+    return float(_env_number(name, default, float))
+
+
+def _env_hosts(name: str) -> frozenset[str]:
+    """A comma-separated host list, lower-cased."""
+    return frozenset(h.strip().lower() for h in os.environ.get(name, "").split(",") if h.strip())
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,12 @@ class WorkingMemoryConfig:
     maxHistoryTokens: int = 4000  # noqa: N815 - names mirror the public config contract
     maxMessages: int = 30  # noqa: N815
     preserveRecentCount: int = 6  # noqa: N815
+
+    def __post_init__(self) -> None:
+        if self.maxMessages < 1 or self.maxHistoryTokens < 1:
+            raise ValueError("AGTOS_WM_MAX_MESSAGES and AGTOS_WM_MAX_HISTORY_TOKENS must be >= 1")
+        if not 0 <= self.preserveRecentCount < self.maxMessages:
+            raise ValueError("AGTOS_WM_PRESERVE_RECENT must be >= 0 and below AGTOS_WM_MAX_MESSAGES")
 
 
 @dataclass(frozen=True)
@@ -115,6 +140,8 @@ class Settings:
     hnsw_ef_search: int = 256  # HNSW expansion_search: higher = better recall, slower search
     query_expansion: bool = False
     background_work_policy: str = "auto"
+    background_local_hosts: frozenset[str] = frozenset()  # hosts counted as this machine, besides localhost
+    background_recent_session_s: float = 30.0  # background LLM work waits this long after a session ends
     query_ingest_threshold: int = 6
     query_ingest_max_per_session: int = 5
     session_idle_minutes: float = 30.0  # sessions silent this long are ended for the agent (0: never)
@@ -128,11 +155,47 @@ class Settings:
             raise ValueError(f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}")
         check_quantize(self.embedding.quantize)
         if self.hnsw_build_threads < 0:
-            raise ValueError("hnsw_build_threads must be >= 0 (0: all cores)")
+            raise ValueError("AGTOS_HNSW_BUILD_THREADS must be >= 0 (0: all cores)")
         if not 10 <= self.hnsw_ef_search <= 4096:
             raise ValueError("AGTOS_HNSW_EF_SEARCH must be between 10 and 4096")
         if not 0.0 <= self.similarity_threshold <= 1.0:
             raise ValueError("AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1")
+        from agtos.tasks.resource_guard import parse_policy  # (that module imports this one)
+
+        parse_policy(self.background_work_policy)
+        self._check_limits()
+
+    def _check_limits(self) -> None:
+        """Counts, durations and thresholds in range (ValueError naming the variable otherwise)."""
+        m = self.maintenance
+        low_bound: dict[str, tuple[float, float]] = {  # name: (value, minimum); 0.0 minimum inclusive
+            "AGTOS_EPISODE_TTL_DAYS": (self.episode_ttl_days, 1e-9),
+            "AGTOS_SESSION_JOURNAL_TTL_HOURS": (self.session_journal_ttl_hours, 1e-9),
+            "AGTOS_MAX_BODY_BYTES": (self.max_body_bytes, 1),
+            "AGTOS_SESSION_IDLE_MINUTES": (self.session_idle_minutes, 0.0),
+            "AGTOS_BACKGROUND_RECENT_SESSION_S": (self.background_recent_session_s, 0.0),
+            "AGTOS_DREAMER_RETRIES": (self.dreamer_retries, 0.0),
+            "AGTOS_DREAMER_RETRY_DELAY_S": (self.dreamer_retry_delay_s, 0.0),
+            "AGTOS_QUERY_INGEST_THRESHOLD": (self.query_ingest_threshold, 0.0),
+            "AGTOS_QUERY_INGEST_MAX_PER_SESSION": (self.query_ingest_max_per_session, 0.0),
+            "AGTOS_MAINTENANCE_STALE_DAYS": (m.staleThresholdDays, 0.0),
+            "AGTOS_MAINTENANCE_ORPHAN_IMPORTANCE": (m.orphanImportanceThreshold, 0.0),
+            "AGTOS_MAINTENANCE_GUARD_RETRIES": (m.guard_retries, 0.0),
+            "AGTOS_MAINTENANCE_GUARD_DELAY_S": (m.guard_delay_s, 0.0),
+        }
+        for name, (value, minimum) in low_bound.items():
+            if not value >= minimum:
+                raise ValueError(f"{name} must be {'>= 0' if minimum == 0 else '> 0'}, not {value!r}")
+        for name, value in (
+            ("AGTOS_MAINTENANCE_JACCARD", m.jaccardThreshold),
+            ("AGTOS_MAINTENANCE_PRUNE_CONFIDENCE", m.pruneConfidenceThreshold),
+        ):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, not {value!r}")
+        try:
+            ZoneInfo(m.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"AGTOS_MAINTENANCE_TIMEZONE={m.timezone!r} is not a known timezone") from None
 
     @property
     def episode_ttl_seconds(self) -> int:
@@ -182,6 +245,8 @@ class Settings:
             hnsw_ef_search=_env_int("AGTOS_HNSW_EF_SEARCH", 256),
             query_expansion=_env_bool("AGTOS_MEMORY_QUERY_EXPANSION", False),
             background_work_policy=os.environ.get("AGTOS_BACKGROUND_WORK_POLICY", "auto"),
+            background_local_hosts=_env_hosts("AGTOS_BACKGROUND_LOCAL_HOSTS"),
+            background_recent_session_s=_env_float("AGTOS_BACKGROUND_RECENT_SESSION_S", 30.0),
             query_ingest_threshold=_env_int("AGTOS_QUERY_INGEST_THRESHOLD", 6),
             query_ingest_max_per_session=_env_int("AGTOS_QUERY_INGEST_MAX_PER_SESSION", 5),
             session_idle_minutes=_env_float("AGTOS_SESSION_IDLE_MINUTES", 30.0),

@@ -184,7 +184,7 @@ def test_ttl_floors() -> None:
     ("changes", "message"),
     [
         ({"search_mode": "fuzzy"}, "AGTOS_MEMORY_SEARCH_MODE must be one of"),
-        ({"hnsw_build_threads": -1}, r"hnsw_build_threads must be >= 0 \(0: all cores\)"),
+        ({"hnsw_build_threads": -1}, r"AGTOS_HNSW_BUILD_THREADS must be >= 0 \(0: all cores\)"),
         ({"hnsw_ef_search": 9}, "AGTOS_HNSW_EF_SEARCH must be between 10 and 4096"),
         ({"hnsw_ef_search": 4097}, "AGTOS_HNSW_EF_SEARCH must be between 10 and 4096"),
         ({"similarity_threshold": -0.01}, "AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1"),

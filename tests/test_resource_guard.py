@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
-from agtos.config import LLMSlot
+from agtos.config import LLMSlot, Settings
 from agtos.serving.routers import metrics as metrics_router
 from agtos.tasks.resource_guard import (
     ActivityTracker,
@@ -202,23 +202,26 @@ def test_parse_policy(raw: str | None, policy: Policy) -> None:
 
 
 @pytest.mark.parametrize("raw", ["sometimes", "idle_only", "never"])
-def test_invalid_policy_is_rejected(raw: str) -> None:
+def test_invalid_policy_is_rejected(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGTOS_BACKGROUND_WORK_POLICY", raw)
     with pytest.raises(ValueError, match="AGTOS_BACKGROUND_WORK_POLICY"):
-        GuardConfig.from_env({"AGTOS_BACKGROUND_WORK_POLICY": raw})
+        Settings.from_env()
 
 
-def test_config_from_env() -> None:
-    config = GuardConfig.from_env(
-        {
-            "AGTOS_BACKGROUND_WORK_POLICY": "idle-only",
-            "AGTOS_BACKGROUND_LOCAL_HOSTS": "gpu-box.lan, Host.Docker.Internal",
-            "AGTOS_BACKGROUND_RECENT_SESSION_S": "45",
-        }
-    )
+def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The production path: the environment, read by Settings.from_env, reaches the guard."""
+    monkeypatch.setenv("AGTOS_BACKGROUND_WORK_POLICY", "idle-only")
+    monkeypatch.setenv("AGTOS_BACKGROUND_LOCAL_HOSTS", "gpu-box.lan, Host.Docker.Internal")
+    monkeypatch.setenv("AGTOS_BACKGROUND_RECENT_SESSION_S", "45")
+    config = GuardConfig.from_settings(Settings.from_env())
     assert config.policy is Policy.idle_only
-    assert {"gpu-box.lan", "host.docker.internal", "localhost", "::1"} <= config.local_hosts
+    assert config.local_hosts == {"gpu-box.lan", "host.docker.internal", "localhost", "127.0.0.1", "::1", "0.0.0.0"}
     assert config.recent_session_s == 45.0
-    assert GuardConfig.from_env({}) == GuardConfig()
+    for name in ("AGTOS_BACKGROUND_WORK_POLICY", "AGTOS_BACKGROUND_LOCAL_HOSTS", "AGTOS_BACKGROUND_RECENT_SESSION_S"):
+        monkeypatch.delenv(name)
+    assert GuardConfig.from_settings(Settings.from_env()) == GuardConfig(
+        policy=Policy.auto, local_hosts=frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"}), recent_session_s=30.0
+    )
 
 
 def test_activity_tracker_counts_and_expires_idle_sessions() -> None:

@@ -52,7 +52,7 @@ from agtos.tasks.distil import memory_kind
 from agtos.tasks.expansion import expand_query
 from agtos.tasks.extract import extract
 from agtos.tasks.ner import build_recognizer
-from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard, parse_policy
+from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard
 from agtos.tasks.summarize import build_summariser, extractive_summary
 from agtos.tasks.text import content_words
 
@@ -157,7 +157,7 @@ class MemoryCoordinator:
         self.activity = ActivityTracker()
         self.guard = ResourceGuard(
             settings.llm_slot("consolidation"),
-            config=GuardConfig(policy=parse_policy(settings.background_work_policy)),
+            config=GuardConfig.from_settings(settings),
             activity=self.activity,
         )
         self.consolidation_llm = build_llm(settings.llm_slot("consolidation"))
@@ -222,8 +222,20 @@ class MemoryCoordinator:
         return wm
 
     def session(self, user_id: str, session_id: str) -> WorkingMemory | None:
+        """The live session, replayed from its Redis journal when this process does not hold it
+        (after a restart, or on another API worker); None when there is neither."""
         check_record_id(session_id, "session id")
-        return self.working.get(check_user_id(user_id), session_id)
+        wm = self.working.get(check_user_id(user_id), session_id)
+        if wm is not None or self.privacy.is_opted_out(user_id):
+            return wm
+        turns = self._journal_turns(user_id, session_id)
+        if not turns:
+            return None
+        wm = self.working.get_or_create(user_id, session_id)
+        if not wm.messages:  # (a concurrent add_turn may have replayed it meanwhile)
+            for turn in turns:
+                wm.add(turn)
+        return wm
 
     def _journal(self, user_id: str, session_id: str, turn: Turn) -> None:
         key = self.keys.user(user_id).session_turns(session_id)

@@ -24,7 +24,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -33,14 +33,12 @@ from urllib.parse import urlsplit
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-from agtos.config import LLMSlot
+from agtos.config import LLMSlot, Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 POLICY_ENV = "AGTOS_BACKGROUND_WORK_POLICY"
-LOCAL_HOSTS_ENV = "AGTOS_BACKGROUND_LOCAL_HOSTS"
-RECENT_SESSION_ENV = "AGTOS_BACKGROUND_RECENT_SESSION_S"
 DEFAULT_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 DEFAULT_OLLAMA_BASE_URL = "http://127.0.0.1:11434"
 NO_LLM_PROVIDERS = frozenset({"", "none", "builtin"})
@@ -87,7 +85,7 @@ def parse_policy(raw: str | None) -> Policy:
 
 @dataclass(frozen=True)
 class GuardConfig:
-    """Tunables of the guard (all have defaults; ``from_env`` reads the ``AGTOS_BACKGROUND_*`` vars)."""
+    """Tunables of the guard (all have defaults; ``from_settings`` takes the ``AGTOS_BACKGROUND_*`` ones)."""
 
     policy: Policy = Policy.auto
     local_hosts: frozenset[str] = DEFAULT_LOCAL_HOSTS
@@ -98,14 +96,12 @@ class GuardConfig:
     ollama_timeout_s: float = 2.0
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> GuardConfig:
-        env = os.environ if environ is None else environ
-        extras = {h.strip().lower() for h in env.get(LOCAL_HOSTS_ENV, "").split(",") if h.strip()}
-        recent = env.get(RECENT_SESSION_ENV, "").strip()
+    def from_settings(cls, settings: Settings) -> GuardConfig:
+        """The ``AGTOS_BACKGROUND_*`` settings (read by ``Settings.from_env``) as a guard config."""
         return cls(
-            policy=parse_policy(env.get(POLICY_ENV)),
-            local_hosts=DEFAULT_LOCAL_HOSTS | frozenset(extras),
-            recent_session_s=float(recent) if recent else 30.0,
+            policy=parse_policy(settings.background_work_policy),
+            local_hosts=DEFAULT_LOCAL_HOSTS | settings.background_local_hosts,
+            recent_session_s=settings.background_recent_session_s,
         )
 
     def cpu_limit(self, cpus: int) -> float:
