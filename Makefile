@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint install clean
+.PHONY: run test fuzz lint install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the property tests (state machines, API fuzzing) under the long, random Hypothesis profile
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q tests/test_isolation_properties.py tests/test_api_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check agtos tests benchmarks

@@ -16,6 +16,7 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from tests.helpers import delete_prefix
+from tests.hypothesis_profiles import selected as hypothesis_profile  # noqa: F401 - loads it
 from tests.session_guards import (  # the hooks are registered by being names of this conftest
     pytest_make_collect_report,  # noqa: F401
     pytest_runtest_makereport,  # noqa: F401

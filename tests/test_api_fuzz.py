@@ -40,8 +40,10 @@ from agtos.serving.app import create_app
 from agtos.serving.errors import install_error_handlers
 from agtos.serving.limits import BodySizeLimitMiddleware
 from tests.helpers import delete_prefix, talk, user
+from tests.hypothesis_profiles import selected as hypothesis_profile
 
-MAX_EXAMPLES = 30
+# per operation (x every operation of the schema): 30 in the dev and ci profiles, 300 under `make fuzz`
+MAX_EXAMPLES = 300 if hypothesis_profile() == "fuzz" else 30
 FUZZ_USER = "fuzz.user@example-1"
 OTHER_USER = "fuzz-other"
 WIPES_USER = {"POST /api/memory/forget", "PUT /api/memory/privacy"}
@@ -188,10 +190,7 @@ def _fuzz(
 
     @given(case=st.one_of(strategies))
     @settings(
-        max_examples=MAX_EXAMPLES,
-        derandomize=True,
-        deadline=None,
-        database=None,
+        max_examples=MAX_EXAMPLES,  # derandomize, deadline, database: from the profile
         report_multiple_bugs=False,
         phases=[phase for phase in Phase if shrink or phase is not Phase.shrink],
         suppress_health_check=list(HealthCheck),

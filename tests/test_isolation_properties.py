@@ -1,11 +1,20 @@
-"""Isolation and key safety, as properties.
+"""Isolation, forgetting and key safety, as properties.
 
-A hypothesis state machine lets two users A and B make random sequences of API calls
-(turns carrying marker tokens, session ends, every search mode, episodes, ask, context,
-profile, conclusions, entities, and attempts on the other user's record ids). After every
-call the invariant is checked: no response to one user contains a marker token or a record
-id that belongs to anyone else. User ids are drawn so that one is a prefix of the other
-(``iso3x`` and ``iso3x.b``), the closest two valid ids can be in a key.
+A hypothesis state machine lets three users whose ids are prefixes of each other (``iso3x``,
+``iso3x.b``, ``iso3x.b-b``: the closest valid ids can be in a key) make random sequences of API
+calls: turns carrying marker tokens, session ends (session ids reused after their end), every
+search mode, episodes, context, ask, profile, conclusions, entities, attempts on another user's
+record ids, forgetting one episode or everything, opting out (with or without forgetting) and
+back in, and episodes expiring (their real key given a 1 ms TTL). After every call:
+
+* no response to one user holds another user's marker token or record id;
+* every marker of an ended, saved, not forgotten, not expired segment is found by keyword and
+  hybrid search and listed among the episodes; a forgotten or expired one never is again, and
+  after forget-all nothing of the user's shows anywhere;
+* an opted-out user who forgot everything has no Redis key; one who kept their data gains none;
+* forgetting one user changes no key of the others.
+
+The number of runs comes from the Hypothesis profile (tests/hypothesis_profiles.py).
 
 Then key injection: ids with glob, separator, whitespace, dot-only, over-long or non-ASCII
 characters are refused with 400 and a message, and a SCAN over the test prefix shows every
@@ -18,30 +27,31 @@ import itertools
 import json
 import re
 import string
+import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from agtos.config import MaintenanceConfig, Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.storage.keys import InvalidIdentifier, check_user_id
-from tests.helpers import delete_prefix, user
+from tests.helpers import delete_prefix, isolation_settings, user, user_key_names
 
 MARKER = re.compile(r"zq([a-z]+)k\d+")  # zq<owner code>k<n>: whose marker a token is
 RECORD_ID = re.compile(r"\b(?:ep|con|ent|mem|rel)-[0-9a-f]{8,}\b")
 ECHOED = ("query", "question")  # request text the API repeats back (it may name the other user's markers)
-SESSIONS = ("s1", "shared")  # the same session ids for both users on purpose
+SESSIONS = ("s1", "shared")  # the same session ids for every user on purpose, reused after their end
 MODES = ("hybrid", "vector", "bm25")
 SUFFIXES = (".b", "-b", "@b", "_b", "0", "b")
+WHO = st.integers(0, 2)
+STEPS = 12
 
 _run_numbers = itertools.count()
 
@@ -68,21 +78,11 @@ def _scan_text(response: Any) -> str:
     return json.dumps(body).lower()
 
 
-def _isolation_settings(redis_url: str, prefix: str, tmp: Path) -> Settings:
-    return Settings(
-        redis_url=redis_url,
-        key_prefix=prefix,
-        data_dir=tmp / "data",
-        config_dir=tmp / "config",
-        maintenance=MaintenanceConfig(guard_retries=0, guard_delay_s=0.0, nli_enabled=False),
-    )
-
-
 @pytest.fixture(scope="module")
 def iso_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, str]]:
-    """One app and key prefix for every state-machine run (each run has its own two users)."""
+    """One app and key prefix for every state-machine run (each run has its own users)."""
     prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(_isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("iso")))
+    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("iso")))
     try:
         with TestClient(create_app(coordinator=coordinator)) as client:
             yield client, prefix
@@ -91,138 +91,175 @@ def iso_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         delete_prefix(redis_url, prefix)
 
 
-class TwoUsers(RuleBasedStateMachine):
+class Users(RuleBasedStateMachine):
     client: TestClient
     prefix: str
+    raw: redis.Redis
     valid_users: set[str]
 
     def __init__(self) -> None:
         super().__init__()
         n = next(_run_numbers)
-        self.codes = {"a": _code(2 * n), "b": _code(2 * n + 1)}
-        # one of the two gets a suffix in setup; the "x" keeps "iso1x" + "0" apart from run 10's "iso10x"
-        self.ids = {"a": f"iso{n}x", "b": f"iso{n}x"}
-        self.markers: dict[str, list[str]] = {"a": [], "b": []}
-        self.seen_ids: dict[str, set[str]] = {"a": set(), "b": set()}
+        self.codes = [_code(3 * n + i) for i in range(3)]
+        self.ids = [f"iso{n}x"] * 3  # suffixed in setup; the "x" keeps "iso1x" + "0" apart from "iso10x"
+        self.markers: list[list[str]] = [[], [], []]
+        self.seen_ids: list[set[str]] = [set(), set(), set()]
+        self.live: dict[tuple[int, str], list[str]] = {}  # journalled markers of the open segment
+        self.episodes: list[dict[str, set[str]]] = [{}, {}, {}]  # saved, not forgotten or expired
+        self.gone: list[set[str]] = [set(), set(), set()]  # forgotten or expired: never found again
+        self.wiped: list[set[str]] = [set(), set(), set()]  # forget-all: never shown anywhere again
+        self.opted_out: list[set[str] | None] = [None, None, None]  # the keys an opted-out user may keep
 
-    @initialize(suffix=st.sampled_from(SUFFIXES), b_first=st.booleans())
-    def setup(self, suffix: str, b_first: bool) -> None:
-        # one id is a prefix of the other; which one is drawn
-        if b_first:
-            self.ids["a"] += suffix
-        else:
-            self.ids["b"] += suffix
-        for who in self.ids:
-            check_user_id(self.ids[who])
-            TwoUsers.valid_users.add(self.ids[who])
-        for who in self.ids:  # both start with an episode, its conclusions and entities: something to leak
-            self.append_turns(who, "shared", 1, end=True)
+    @initialize(first=st.sampled_from(SUFFIXES), second=st.sampled_from(SUFFIXES))
+    def setup(self, first: str, second: str) -> None:
+        self.ids = [self.ids[0], self.ids[0] + first, self.ids[0] + first + second]
+        for uid in self.ids:
+            check_user_id(uid)
+            Users.valid_users.add(uid)
+
+    def teardown(self) -> None:
+        for who in range(3):  # keeps the keyspace (and every SCAN) small over hundreds of runs
+            self.client.post("/api/memory/forget", json={"kind": "all"}, headers=user(self.ids[who]))
+            self.client.put("/api/memory/privacy", json={"opt_out": False}, headers=user(self.ids[who]))
 
     # -- helpers ------------------------------------------------------------------------
-    def marker(self, who: str) -> str:
+    def marker(self, who: int) -> str:
         token = f"zq{self.codes[who]}k{len(self.markers[who])}"
         self.markers[who].append(token)
         return token
 
-    def other(self, who: str) -> str:
-        return "b" if who == "a" else "a"
-
-    def some_marker(self, who: str, pick: int) -> str:
+    def some_marker(self, who: int, pick: int) -> str:
         """One of ``who``'s markers so far (or a fresh-looking one when there is none yet)."""
         found = self.markers[who]
         return found[pick % len(found)] if found else f"zq{self.codes[who]}k0"
 
-    def call(self, who: str, method: str, url: str, echo: str = "", **kwargs: Any) -> Any:
-        """Send as ``who`` and check the invariant on the answer (``echo``: an id sent, repeated in errors)."""
+    def stored(self, who: int) -> set[str]:
+        return set().union(*self.episodes[who].values()) if self.episodes[who] else set()
+
+    def call(self, who: int, method: str, url: str, echo: str = "", **kwargs: Any) -> Any:
+        """Send as ``who`` and check isolation on the answer (``echo``: an id sent, repeated in errors)."""
         response = self.client.request(method, url, headers=user(self.ids[who]), **kwargs)
         assert response.status_code < 500, (method, url, response.text)
         if response.status_code >= 400:
             assert response.json()["message"], response.text
         text = _scan_text(response).replace(echo, "") if echo else _scan_text(response)
         owners = {m.group(1) for m in MARKER.finditer(text)}
-        assert owners <= {self.codes[who]}, f"{who} ({self.ids[who]}) saw markers of {owners}: {method} {url}"
+        assert owners <= {self.codes[who]}, f"{self.ids[who]} saw markers of {owners}: {method} {url}"
         found = set(RECORD_ID.findall(text))
-        leaked = found & self.seen_ids[self.other(who)]
-        assert not leaked, f"{who} ({self.ids[who]}) saw the other user's ids {leaked}: {method} {url}"
+        leaked = found & set().union(*(self.seen_ids[o] for o in range(3) if o != who))
+        assert not leaked, f"{self.ids[who]} saw another user's ids {leaked}: {method} {url}"
+        shown = {m.group(0) for m in MARKER.finditer(text)}
+        assert not (shown & self.wiped[who]), f"{self.ids[who]} still sees forgotten {shown & self.wiped[who]}"
         self.seen_ids[who] |= found
         return response
 
+    def others_keys(self, who: int) -> dict[str, set[str]]:
+        return {self.ids[o]: user_key_names(self.raw, self.prefix, self.ids[o]) for o in range(3) if o != who}
+
+    def wipe_model(self, who: int) -> None:
+        self.wiped[who] |= set(self.markers[who])
+        self.episodes[who] = {}
+        for key in [k for k in self.live if k[0] == who]:
+            del self.live[key]
+
     # -- rules ----------------------------------------------------------------------------
-    @rule(who=st.sampled_from("ab"), session=st.sampled_from(SESSIONS), n=st.integers(1, 3), end=st.booleans())
-    def append_turns(self, who: str, session: str, n: int, end: bool) -> None:
+    @rule(who=WHO, session=st.sampled_from(SESSIONS), n=st.integers(1, 2), end=st.booleans())
+    def append_turns(self, who: int, session: str, n: int, end: bool) -> None:
         turns = []
         for _ in range(n):
             m = self.marker(who)
             turns.append(
-                {
-                    "role": "user",
-                    "content": f"Remember that I prefer {m} tea. My friend Quentin {m.capitalize()} "
-                    f"works at Globex {m.capitalize()} in Lisbon.",
-                }
+                {"role": "user", "content": f"Remember that I prefer {m} tea. Quentin {m.capitalize()} is my friend."}
             )
-            turns.append({"role": "assistant", "content": f"Noted: {m} tea and Quentin {m.capitalize()}."})
+            if self.opted_out[who] is None:
+                self.live.setdefault((who, session), []).append(m)
         response = self.call(who, "POST", f"/api/memory/sessions/{session}/turns", json={"turns": turns})
-        assert response.status_code == 200
+        assert response.status_code == 200  # working memory works, opted out or not
         if end:
             self.end_session(who, session)
 
-    @rule(who=st.sampled_from("ab"), session=st.sampled_from(SESSIONS))
-    def get_session(self, who: str, session: str) -> None:
+    @rule(who=WHO, session=st.sampled_from(SESSIONS))
+    def get_session(self, who: int, session: str) -> None:
         assert self.call(who, "GET", f"/api/memory/sessions/{session}").status_code in (200, 404)
 
-    @rule(who=st.sampled_from("ab"), session=st.sampled_from(SESSIONS))
-    def end_session(self, who: str, session: str) -> None:
-        assert self.call(who, "POST", f"/api/memory/sessions/{session}/end").status_code == 200
+    @rule(who=WHO, session=st.sampled_from(SESSIONS))
+    def end_session(self, who: int, session: str) -> None:
+        response = self.call(who, "POST", f"/api/memory/sessions/{session}/end")
+        assert response.status_code == 200
+        expected = self.live.pop((who, session), [])
+        body = response.json()
+        if self.opted_out[who] is not None:
+            assert body["saved"] is False, body
+            return
+        if not body["saved"]:
+            assert not expected, body  # every segment states a preference: always saved
+            return
+        episode = body["episode"]
+        held = {m.group(0) for m in MARKER.finditer(json.dumps(episode).lower())}
+        assert set(expected) <= held, f"acknowledged turns lost: {set(expected) - held}"
+        assert episode["id"] not in self.episodes[who], "a continued session overwrote its earlier episode"
+        self.episodes[who][episode["id"]] = held
 
-    @rule(who=st.sampled_from("ab"), mode=st.sampled_from(MODES), pick=st.integers(0, 50), own=st.booleans())
-    def search(self, who: str, mode: str, pick: int, own: bool) -> None:
-        target = who if own else self.other(who)  # searching for the other user's markers is the attack
-        q = f"{self.some_marker(target, pick)} tea Quentin Globex"
-        assert self.call(who, "GET", "/api/memory/search", params={"q": q, "mode": mode}).status_code == 200
+    @rule(who=WHO, session=st.sampled_from(SESSIONS))
+    def reuse_session(self, who: int, session: str) -> None:
+        """Two segments under one session id, then a second end of the last: two episodes, no third."""
+        self.append_turns(who, session, 1, end=True)
+        self.append_turns(who, session, 1, end=True)
+        before = dict(self.episodes[who])
+        self.end_session(who, session)
+        assert self.episodes[who] == before
 
-    @rule(who=st.sampled_from("ab"))
-    def list_episodes(self, who: str) -> None:
-        assert self.call(who, "GET", "/api/memory/episodes", params={"limit": 100}).status_code == 200
+    @rule(who=WHO, mode=st.sampled_from(MODES), pick=st.integers(0, 50), whose=WHO)
+    def search(self, who: int, mode: str, pick: int, whose: int) -> None:
+        m = self.some_marker(whose, pick)  # searching for another user's markers is the attack
+        response = self.call(who, "GET", "/api/memory/search", params={"q": f"{m} tea", "mode": mode, "limit": 50})
+        assert response.status_code == 200
+        text = _scan_text(response)
+        if whose == who and m in self.stored(who) and mode != "vector":
+            assert m in text, f"{self.ids[who]}: {m} (saved, not forgotten) not found by {mode}"
+        if m in self.gone[who]:
+            assert m not in text, f"{self.ids[who]}: forgotten or expired {m} found by {mode}"
 
-    @rule(who=st.sampled_from("ab"), pick=st.integers(0, 50))
-    def ask(self, who: str, pick: int) -> None:
-        question = f"What tea does {self.some_marker(self.other(who), pick)} like? What do I prefer?"
+    @rule(who=WHO)
+    def list_episodes(self, who: int) -> None:
+        response = self.call(who, "GET", "/api/memory/episodes", params={"limit": 100})
+        shown = {m.group(0) for m in MARKER.finditer(_scan_text(response))}
+        assert self.stored(who) <= shown, f"missing from the episodes: {self.stored(who) - shown}"
+        assert not (shown & self.gone[who]), f"forgotten or expired episodes listed: {shown & self.gone[who]}"
+
+    @rule(who=WHO, pick=st.integers(0, 50), whose=WHO)
+    def ask(self, who: int, pick: int, whose: int) -> None:
+        question = f"What tea does {self.some_marker(whose, pick)} like? What do I prefer?"
         assert self.call(who, "POST", "/api/memory/ask", json={"question": question}).status_code == 200
 
-    @rule(who=st.sampled_from("ab"), pick=st.integers(0, 50), session=st.sampled_from(SESSIONS))
-    def context(self, who: str, pick: int, session: str) -> None:
-        body = {"query": f"{self.some_marker(self.other(who), pick)} tea", "session_id": session}
+    @rule(who=WHO, pick=st.integers(0, 50), session=st.sampled_from(SESSIONS), whose=WHO)
+    def context(self, who: int, pick: int, session: str, whose: int) -> None:
+        body = {"query": f"{self.some_marker(whose, pick)} tea", "session_id": session}
         assert self.call(who, "POST", "/api/memory/context", json=body).status_code == 200
 
-    @rule(who=st.sampled_from("ab"))
-    def put_profile(self, who: str) -> None:
+    @rule(who=WHO)
+    def put_profile(self, who: int) -> None:
         m = self.marker(who)
         body = {"name": f"Name {m}", "preferences": [f"likes {m}"], "facts": [f"fact {m}"]}
-        assert self.call(who, "PUT", "/api/memory/profile", json=body).status_code == 200
+        expected = 403 if self.opted_out[who] is not None else 200
+        assert self.call(who, "PUT", "/api/memory/profile", json=body).status_code == expected
 
-    @rule(who=st.sampled_from("ab"))
-    def get_profile(self, who: str) -> None:
+    @rule(who=WHO)
+    def dream_and_read(self, who: int) -> None:
+        assert self.call(who, "POST", "/api/memory/dream").status_code in (200, 403)
         assert self.call(who, "GET", "/api/memory/profile").status_code == 200
-
-    @rule(who=st.sampled_from("ab"))
-    def dream(self, who: str) -> None:
-        assert self.call(who, "POST", "/api/memory/dream").status_code == 200
-
-    @rule(who=st.sampled_from("ab"))
-    def conclusions(self, who: str) -> None:
         assert self.call(who, "GET", "/api/memory/conclusions", params={"limit": 200}).status_code == 200
 
-    @rule(who=st.sampled_from("ab"), pick=st.integers(0, 50), own=st.booleans())
-    def entities(self, who: str, pick: int, own: bool) -> None:
-        params = {"q": self.some_marker(who if own else self.other(who), pick), "limit": 100}
+    @rule(who=WHO, pick=st.integers(0, 50), whose=WHO)
+    def entities(self, who: int, pick: int, whose: int) -> None:
+        params = {"q": self.some_marker(whose, pick), "limit": 100}
         assert self.call(who, "GET", "/api/entities", params=params).status_code == 200
         assert self.call(who, "GET", "/api/entities", params={"limit": 100}).status_code == 200
-        assert self.call(who, "GET", "/api/entities/stats").status_code == 200
 
-    @rule(who=st.sampled_from("ab"), kind=st.sampled_from(["ent", "con", "ep"]), pick=st.integers(0, 1_000))
-    def touch_foreign_record(self, who: str, kind: str, pick: int) -> None:
-        """Read, edit, merge or delete one of the other user's record ids: always 404, nothing changes."""
-        foreign = sorted(i for i in self.seen_ids[self.other(who)] if i.startswith(f"{kind}-"))
+    @rule(who=WHO, kind=st.sampled_from(["ent", "con", "ep"]), pick=st.integers(0, 1_000))
+    def touch_foreign_record(self, who: int, kind: str, pick: int) -> None:
+        """Read, edit, merge or delete another user's record id: always 404, nothing changes."""
+        foreign = sorted(i for o in range(3) if o != who for i in self.seen_ids[o] if i.startswith(f"{kind}-"))
         if not foreign:
             return
         record = foreign[pick % len(foreign)]
@@ -238,9 +275,8 @@ class TwoUsers(RuleBasedStateMachine):
                 ("DELETE", f"/api/entities/{record}", {}),
                 ("POST", "/api/memory/forget", {"json": {"kind": "entity", "id": record}}),
             ]
-            if own_entities:  # folding the other user's entity into one's own would steal it
-                merge = {"json": {"duplicate_id": record}}
-                attempts.append(("POST", f"/api/entities/{own_entities[0]}/merge", merge))
+            if own_entities:  # folding another user's entity into one's own would steal it
+                attempts.append(("POST", f"/api/entities/{own_entities[0]}/merge", {"json": {"duplicate_id": record}}))
         elif kind == "con":
             attempts = [
                 ("DELETE", f"/api/memory/conclusions/{record}", {}),
@@ -250,33 +286,80 @@ class TwoUsers(RuleBasedStateMachine):
             attempts = [("POST", "/api/memory/forget", {"json": {"kind": "episode", "id": record}})]
         for method, url, kwargs in attempts:
             response = self.call(who, method, url, echo=record, **kwargs)
-            assert response.status_code == 404, (method, url, response.status_code, response.text)
-        if kind == "ent":  # still there for its owner, unchanged
-            owner_view = self.call(self.other(who), "GET", f"/api/entities/{record}")
-            assert owner_view.status_code == 200 and owner_view.json()["entity"]["name"] != "hijacked"
+            assert response.status_code in (403, 404), (method, url, response.status_code, response.text)
+
+    @rule(who=WHO, pick=st.integers(0, 50))
+    def forget_episode(self, who: int, pick: int) -> None:
+        if not self.episodes[who]:
+            return
+        episode = sorted(self.episodes[who])[pick % len(self.episodes[who])]
+        body = {"kind": "episode", "id": episode}
+        assert self.call(who, "POST", "/api/memory/forget", json=body).status_code == 200
+        self.gone[who] |= self.episodes[who].pop(episode)
+
+    @rule(who=WHO, pick=st.integers(0, 50))
+    def expire_episode(self, who: int, pick: int) -> None:
+        """The episode's real key gets a 1 ms TTL (what AGTOS_EPISODE_TTL_DAYS sets, run short)."""
+        if not self.episodes[who]:
+            return
+        episode = sorted(self.episodes[who])[pick % len(self.episodes[who])]
+        key = f"{self.prefix}:u:{{{self.ids[who]}}}:episode:{episode}"
+        assert self.raw.pexpire(key, 1), f"no key {key}"
+        deadline = time.monotonic() + 2
+        while self.raw.exists(key) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        self.gone[who] |= self.episodes[who].pop(episode)
+
+    @rule(who=WHO)
+    def forget_all(self, who: int) -> None:
+        before = self.others_keys(who)
+        assert self.call(who, "POST", "/api/memory/forget", json={"kind": "all"}).status_code == 200
+        assert self.others_keys(who) == before, "forgetting one user changed another user's keys"
+        assert not user_key_names(self.raw, self.prefix, self.ids[who])
+        self.wipe_model(who)
+
+    @rule(who=WHO, forget=st.booleans())
+    def opt_out(self, who: int, forget: bool) -> None:
+        before = self.others_keys(who)
+        body = {"opt_out": True, "forget_existing": forget}
+        assert self.call(who, "PUT", "/api/memory/privacy", json=body).status_code == 200
+        assert self.others_keys(who) == before, "opting one user out changed another user's keys"
+        if forget:
+            self.wipe_model(who)
+        self.opted_out[who] = user_key_names(self.raw, self.prefix, self.ids[who])
+        assert not (forget and self.opted_out[who])
+
+    @rule(who=WHO)
+    def opt_in(self, who: int) -> None:
+        body = {"opt_out": False}
+        assert self.call(who, "PUT", "/api/memory/privacy", json=body).status_code == 200
+        self.opted_out[who] = None
+
+    @invariant()
+    def opted_out_users_gain_no_keys(self) -> None:
+        for who, kept in enumerate(self.opted_out):
+            if kept is not None:
+                now = user_key_names(self.raw, self.prefix, self.ids[who])
+                assert now <= kept, f"opted-out {self.ids[who]} got keys {sorted(now - kept)[:5]}"
 
     @invariant()
     def ids_never_shared(self) -> None:
-        assert not (self.seen_ids["a"] & self.seen_ids["b"])
+        for a, b in itertools.combinations(range(3), 2):
+            assert not (self.seen_ids[a] & self.seen_ids[b])
 
 
-def test_no_call_sequence_shows_one_user_the_others_data(iso_env: tuple[TestClient, str], redis_url: str) -> None:
-    TwoUsers.client, TwoUsers.prefix = iso_env
-    TwoUsers.valid_users = set()
+def test_no_call_sequence_leaks_loses_or_keeps_what_it_should_not(
+    iso_env: tuple[TestClient, str], redis_url: str
+) -> None:
+    Users.client, Users.prefix = iso_env
+    Users.raw = redis.Redis.from_url(redis_url)
+    Users.valid_users = set()
     run_state_machine_as_test(
-        TwoUsers,
-        settings=settings(
-            max_examples=25,
-            stateful_step_count=15,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            # no shrinking: a failing run prints its (at most 15) steps as found, within the test timeout
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        ),
+        Users,
+        # runs from the profile; no shrinking: a failing run prints its steps as found
+        settings=settings(stateful_step_count=STEPS, phases=[Phase.explicit, Phase.reuse, Phase.generate]),
     )
-    _assert_every_key_is_owned(redis.Redis.from_url(redis_url), TwoUsers.prefix, TwoUsers.valid_users)
+    _assert_every_key_is_owned(Users.raw, Users.prefix, Users.valid_users)
 
 
 # -- key injection ------------------------------------------------------------------------

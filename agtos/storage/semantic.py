@@ -121,6 +121,9 @@ class SemanticStore:
     def delete(self, user_id: str, doc_id: str) -> bool:
         """Remove the record and its index entries; True if any of them existed."""
         existed = bool(self.connector.run(lambda r: r.delete(self._record_key(user_id, doc_id))))
+        metas = (self.vectors._key(user_id, "meta"), self.bm25._key(user_id, "meta"))
+        if not existed and not self.connector.run(lambda r: r.exists(*metas)):
+            return False  # no index to clean: writing a change log would create keys (an opted-out user)
         in_vectors = self.vectors.remove(user_id, doc_id)
         in_bm25 = self.bm25.remove(user_id, doc_id)
         return existed or in_vectors or in_bm25
