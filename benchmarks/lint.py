@@ -25,8 +25,9 @@ from agtos.flows.lint import run_lint
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Conclusion
 from agtos.schemas.records import now_ms
-from agtos.tasks.pair_selection import naive_pairs, redundant_pairs
+from agtos.tasks.pair_selection import naive_pairs, pairs_as_tuples, redundant_pairs
 from agtos.tasks.text import words
+from benchmarks.stamp import Stamp
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -107,6 +108,17 @@ def hashed_vectors(texts: list[str]) -> np.ndarray:
     return out
 
 
+def check_same_pairs(naive: list[tuple[str, str, float]], fast: list[tuple[str, str, float]]) -> None:
+    """The two selections must hold the same (a, b) pairs with the same Jaccard (not only as many)."""
+    want, got = {(a, b): j for a, b, j in naive}, {(a, b): j for a, b, j in fast}
+    if want.keys() != got.keys():
+        missing, extra = sorted(want.keys() - got.keys())[:5], sorted(got.keys() - want.keys())[:5]
+        raise SystemExit(f"pair sets differ: missing {missing}, extra {extra} (first 5 each)")
+    off = [(p, want[p], got[p]) for p in want if abs(want[p] - got[p]) > 1e-9]
+    if off:
+        raise SystemExit(f"Jaccard differs on {len(off)} pairs, e.g. {off[:3]}")
+
+
 def timed(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
     started = time.perf_counter()
     result = fn(*args, **kwargs)
@@ -175,15 +187,16 @@ def main() -> None:
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where lint.json goes")
     args = parser.parse_args()
 
+    stamp = Stamp()
     n0 = args.naive_size
     texts, ids = corpus(n0), [f"c{i}" for i in range(n0)]
     naive, naive_s = timed(naive_pairs, ids, texts, 0.85)
     fast, fast_s = timed(redundant_pairs, ids, texts, 0.85)
-    assert fast.height == len(naive), "DuckDB/Polars and naive pair sets differ"
+    check_same_pairs(naive, pairs_as_tuples(fast))
     per_pair = naive_s / (n0 * (n0 - 1) / 2)
     print(
         f"baseline at {n0}: naive {naive_s:.2f} s, DuckDB/Polars {fast_s:.3f} s "
-        f"(×{naive_s / fast_s:.0f} faster, {fast.height} identical pairs)"
+        f"(×{naive_s / fast_s:.0f} faster; the same {fast.height} pairs, ids and Jaccard)"
     )
 
     rows = [bench_size(int(n), args.redis_url, per_pair) for n in args.sizes.split(",")]
@@ -201,7 +214,15 @@ def main() -> None:
             f"({lat['stage1Ms']:.0f}/{lat['stage2Ms']:.0f}/{lat['stage3Ms']:.0f}) |"
         )
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    summary = {"naive_size": n0, "naive_s": naive_s, "fast_s": fast_s, "sizes": rows}
+    summary = {
+        "naive_size": n0,
+        "naive_s": naive_s,
+        "fast_s": fast_s,
+        "naive_pairs": len(naive),
+        "pair_sets_equal": True,  # check_same_pairs exits otherwise
+        "sizes": rows,
+        "stamp": stamp.done(),
+    }
     (args.results_dir / "lint.json").write_text(json.dumps(summary, indent=1, default=str))
     print(
         "\nTarget: pair selection < 10 s at 100k. Naive times beyond the measured baseline size are "

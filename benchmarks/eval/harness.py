@@ -37,13 +37,16 @@ settings from the environment (LLM slots, embedder) instead of the offline defau
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 if "PREFECT_HOME" not in os.environ:
     os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="agtos-eval-prefect-")
+    atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], True)  # no temp dir left behind
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script or with -m
 
@@ -54,7 +57,6 @@ import agtos.providers.embeddings  # noqa: F401, I001
 import argparse
 import hashlib
 import json
-import shutil
 import signal
 import statistics
 import time
@@ -73,6 +75,7 @@ from agtos.storage.keys import RECORD_ID_PATTERN, USER_ID_PATTERN
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.text import content_words, episode_text
 from benchmarks.eval.dataset import Dataset, DatasetError, Haystack, Question, load_dataset
+from benchmarks.stamp import Stamp
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATASET = REPO / "benchmarks" / "eval" / "devset.json"
@@ -369,6 +372,7 @@ def evaluate(
             "embedder": coordinator.semantic.embedder.name if embedder_ok else None,
             "summariser": coordinator.summariser.name,
             "similarity_threshold": coordinator.settings.similarity_threshold,
+            "default_mode": coordinator.settings.search_mode,
             "query_expansion": coordinator.settings.query_expansion,
         },
         "ingestion": {
@@ -585,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--similarity-threshold",
         type=float,
-        help="override the minimum cosine similarity of vector hits (library default 0.25)",
+        help="override the minimum cosine similarity of vector hits (library default 0.15)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -600,6 +604,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    stamp = Stamp()
     try:
         results = run(
             dataset,
@@ -617,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot reach Redis at {args.redis_url}: {exc}", file=sys.stderr)
         return 3
     results["dataset"]["path"] = str(args.dataset)
+    results["stamp"] = stamp.done()
     out = args.out or RESULTS_DIR / f"eval-{args.dataset.stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
