@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test fuzz lint install clean
+.PHONY: run test fuzz lint install clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ fuzz: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check agtos tests benchmarks
 	$(BIN)/ruff format --check agtos tests benchmarks
+
+# Every benchmark, then the README's figures rewritten from benchmarks/results/ (stamped with date,
+# commit and load). The default size runs in about 10 minutes on 2 cores; BENCH_SIZES=10000,100000 for 100k.
+BENCH_SIZES ?= 10000
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.suite --sizes $(BENCH_SIZES) --update-readme
 
 clean:
 	rm -rf $(VENV)
