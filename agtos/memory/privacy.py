@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from agtos.storage.keys import check_record_id
+from agtos.storage.vector_redisearch import drop_indexes
 
 if TYPE_CHECKING:
     from agtos.memory.coordinator import MemoryCoordinator
@@ -103,6 +104,7 @@ class Privacy:
             return deleted
 
         deleted = self.c.connector.run(op)
+        drop_indexes(self.c.connector, self.c.keys.user(user_id).base + ":")  # RediSearch indexes name the user
         self.c.working.drop(user_id)
         self._clear_query_cache()
         return {"forgotten": "all", "userId": user_id, "keysDeleted": deleted}

@@ -36,7 +36,7 @@ from agtos.storage.mirror_sync import (
     plan_sync,
 )
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.vector_redisearch import RediSearchVectors, has_redisearch
+from agtos.storage.vector_redisearch import RediSearchVectors, has_redisearch, missing_index
 from agtos.storage.vector_shard import HnswParams, LocalShard
 
 log = logging.getLogger(__name__)
@@ -228,7 +228,7 @@ class VectorIndex:
         if limit <= 0:
             return []
         if self._redisearch():
-            hits = self._ft_search.knn(*self._ft(user_id), unit, limit)
+            hits = self._ft_knn(user_id, unit, limit)
         else:
             shard = prepared or self._synced(user_id)
             with shard.lock:
@@ -348,6 +348,22 @@ class VectorIndex:
         if self._use_redisearch is None:
             self._use_redisearch = has_redisearch(self.connector)
         return self._use_redisearch
+
+    def _ft_knn(self, user_id: str, unit: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        """KNN through the user's FT index. A read never creates the index of a user with no vectors
+        (a forgotten user stays without one); an index dropped since this process made it (a
+        forget-all, here or elsewhere) is created again when the user has vectors."""
+        name = self._key(user_id, "ft")
+        for attempt in (0, 1):
+            if not self._ft_search.is_ready(name) and self.count(user_id) == 0:
+                return []
+            try:
+                return self._ft_search.knn(*self._ft(user_id), unit, limit)
+            except redis.ResponseError as exc:
+                if attempt or not missing_index(exc):
+                    raise
+                self._ft_search.forget(name)
+        return []
 
     def _ft(self, user_id: str) -> tuple[str, str]:
         """The user's FT index name and document key prefix (the index created if needed)."""

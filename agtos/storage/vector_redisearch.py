@@ -7,6 +7,7 @@ one ``FT.CREATE … VECTOR HNSW`` index per user and namespace covers that prefi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import redis
@@ -34,6 +35,37 @@ def has_redisearch(connector: RedisConnector) -> bool:
             return False
 
     return bool(connector.run(probe))
+
+
+def missing_index(exc: redis.ResponseError) -> bool:
+    """The error RediSearch answers for an index that does not exist (e.g. dropped by a forget)."""
+    text = str(exc).lower()
+    return "no such index" in text or "unknown index name" in text
+
+
+def drop_indexes(connector: RedisConnector, name_prefix: str) -> list[str]:
+    """Drop every FT index whose name starts with ``name_prefix`` (e.g. a forgotten user's key base);
+    returns their names, none when the server has no RediSearch. Their documents are left alone."""
+
+    def op(r: redis.Redis) -> list[str]:
+        if isinstance(r, RedisCluster):
+            return []
+        try:
+            names = [_text(n) for n in r.execute_command("FT._LIST")]
+        except redis.ResponseError:
+            return []
+        dropped = []
+        for name in names:
+            if name.startswith(name_prefix):
+                try:
+                    r.execute_command("FT.DROPINDEX", name)
+                    dropped.append(name)
+                except redis.ResponseError as exc:  # dropped meanwhile by another process
+                    if not missing_index(exc):
+                        raise
+        return dropped
+
+    return list(connector.run(op))
 
 
 class RediSearchVectors:
@@ -76,6 +108,14 @@ class RediSearchVectors:
             self._copy(doc_prefix, batch)
         self._ready.add(name)
 
+    def is_ready(self, name: str) -> bool:
+        """Whether this process created (or found) index ``name``."""
+        return name in self._ready
+
+    def forget(self, name: str) -> None:
+        """Let the next ``ensure`` create ``name`` again (it was dropped, e.g. by a forget)."""
+        self._ready.discard(name)
+
     def _copy(self, doc_prefix: str, batch: list[tuple[str, bytes]]) -> None:
         def op(r: redis.Redis) -> None:
             pipe = r.pipeline(transaction=False)
@@ -94,11 +134,25 @@ class RediSearchVectors:
             "RETURN", "1", "dist", "LIMIT", "0", str(int(limit)), "DIALECT", "2",
         ]  # fmt: skip
         reply = self.connector.run(lambda r: r.execute_command(*query))
-        hits: list[tuple[str, float]] = []
-        for key, fields in zip(reply[1::2], reply[2::2], strict=False):  # RESP2: total, key, fields...
-            values = {_text(f): v for f, v in zip(fields[::2], fields[1::2], strict=False)}
-            hits.append((_text(key)[len(doc_prefix) :], 1.0 - float(values.get("dist", 1.0))))
-        return hits
+        return [(key[len(doc_prefix) :], 1.0 - dist) for key, dist in _search_rows(reply)]
+
+
+def _search_rows(reply: Any) -> list[tuple[str, float]]:
+    """``(key, dist)`` rows of an FT.SEARCH reply in either protocol: RESP2 ``[total, key, fields, …]``
+    or RESP3 ``{"results": [{"id": key, "extra_attributes": {"dist": …}}, …]}`` (redis-py ≥ 8's default)."""
+    if isinstance(reply, dict):
+        results = {_text(k): v for k, v in reply.items()}.get("results") or []
+        rows = []
+        for row in results:
+            fields = {_text(k): v for k, v in row.items()}
+            attrs = {_text(k): v for k, v in (fields.get("extra_attributes") or {}).items()}
+            rows.append((_text(fields["id"]), float(attrs.get("dist", 1.0))))
+        return rows
+    rows = []
+    for key, fields in zip(reply[1::2], reply[2::2], strict=False):
+        values = {_text(f): v for f, v in zip(fields[::2], fields[1::2], strict=False)}
+        rows.append((_text(key), float(values.get("dist", 1.0))))
+    return rows
 
 
 def _text(value: bytes | str) -> str:
