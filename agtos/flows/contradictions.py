@@ -45,6 +45,8 @@ def detect_contradictions(
         "nli": nli.name if nli else "disabled",
         "judge": judge_llm.name if judge_llm else None,
     }
+    if getattr(nli, "load_error", None):  # AGTOS_NLI_MODEL_DIR is set but its model was refused
+        pipeline["nliError"] = nli.load_error  # type: ignore[union-attr]
     if len(conclusions) < 2:
         return [], pipeline
     text = {c.id: c.text for c in conclusions}

@@ -16,7 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -122,6 +122,9 @@ class LexicalNegationNLI:
 
     name = "lexical-negation-fallback"
 
+    def __init__(self, load_error: str | None = None) -> None:
+        self.load_error = load_error  # why a configured ONNX model is not used, shown in lint reports
+
     def predict(self, pairs: list[tuple[str, str]]) -> list[NLIVerdict]:
         out = []
         for a, b in pairs:
@@ -143,7 +146,9 @@ class OnnxNLIModel:
     def __init__(self, model_dir: Path) -> None:
         self.model_dir = model_dir
         self.name = f"onnx-nli:{model_dir.name}"
-        self._session: object | None = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._labels: list[str] = []
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -155,33 +160,49 @@ class OnnxNLIModel:
             actual = hashlib.sha256((self.model_dir / filename).read_bytes()).hexdigest()
             if actual != digest:
                 raise ValueError(f"NLI model file {filename} does not match its pinned SHA-256")
-        session = ort.InferenceSession(str(self.model_dir / manifest["model"]), providers=["CPUExecutionProvider"])
-        tokenizer = Tokenizer.from_file(str(self.model_dir / manifest["tokenizer"]))
-        tokenizer.enable_truncation(max_length=256)
-        tokenizer.enable_padding()
         labels = [str(label).lower() for label in manifest["labels"]]
+        if "contradiction" not in labels or len(set(labels)) != len(labels):
+            raise ValueError(f"NLI manifest labels {labels} must be distinct and include 'contradiction'")
+        try:  # onnxruntime and tokenizers raise their own exception types for unreadable files
+            session = ort.InferenceSession(str(self.model_dir / manifest["model"]), providers=["CPUExecutionProvider"])
+            tokenizer = Tokenizer.from_file(str(self.model_dir / manifest["tokenizer"]))
+            tokenizer.enable_truncation(max_length=256)
+            tokenizer.enable_padding()
+            width = _logits(session, tokenizer, [("probe", "probe")]).shape
+        except (KeyError, OSError, ValueError):
+            raise
+        except Exception as exc:
+            raise ValueError(f"NLI model or tokenizer could not be read: {exc}") from exc
+        if width != (1, len(labels)):
+            raise ValueError(f"NLI model gives {width[-1]} logits for {len(labels)} manifest labels")
         with self._lock:  # swap only after everything above succeeded
             self._session, self._tokenizer, self._labels = session, tokenizer, labels
 
     def predict(self, pairs: list[tuple[str, str]]) -> list[NLIVerdict]:
         if self._session is None:
             self.load()
-        encoded = self._tokenizer.encode_batch(pairs)  # type: ignore[attr-defined]
-        feeds = {
-            "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
-        }
-        session = self._session
-        names = {i.name for i in session.get_inputs()}  # type: ignore[attr-defined]
-        logits = session.run(None, {k: v for k, v in feeds.items() if k in names})[0]  # type: ignore[attr-defined]
+        with self._lock:
+            session, tokenizer, labels = self._session, self._tokenizer, self._labels
+        logits = _logits(session, tokenizer, pairs)
         probs = np.exp(logits - logits.max(axis=1, keepdims=True))
         probs /= probs.sum(axis=1, keepdims=True)
         out = []
         for row in probs:
-            scores = {label: float(p) for label, p in zip(self._labels, row, strict=True)}
+            scores = {label: float(p) for label, p in zip(labels, row, strict=True)}
             out.append(NLIVerdict(max(scores, key=scores.__getitem__), scores))  # type: ignore[arg-type]
         return out
+
+
+def _logits(session: Any, tokenizer: Any, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """The cross-encoder's raw logits, one row per pair (only the inputs the graph declares are fed)."""
+    encoded = tokenizer.encode_batch(pairs)
+    feeds = {
+        "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+        "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+        "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
+    }
+    names = {i.name for i in session.get_inputs()}
+    return np.asarray(session.run(None, {k: v for k, v in feeds.items() if k in names})[0])
 
 
 def build_nli(enabled: bool, model_dir: str | None = None) -> NLIModel | None:
@@ -194,7 +215,9 @@ def build_nli(enabled: bool, model_dir: str | None = None) -> NLIModel | None:
             model.load()
             return model
         except (OSError, ValueError, KeyError) as exc:
-            log.warning("NLI model at %s could not be loaded (%s); using the lexical-negation fallback", model_dir, exc)
+            reason = f"NLI model at {model_dir} could not be loaded ({exc}); using the lexical-negation fallback"
+            log.warning(reason)
+            return LexicalNegationNLI(reason)
     return LexicalNegationNLI()
 
 
