@@ -9,7 +9,7 @@
 * pair selection vs the naive pairwise loop (same pair sets), full lint sweep → benchmarks/lint.py
 * retrieval quality: recall@k / MRR / update accuracy per mode → benchmarks/eval/harness.py
 
-``make bench`` runs it with ``--sizes $(BENCH_SIZES)`` (default 10000: about 10 minutes on 2 cores)
+``make bench`` runs it with ``--sizes $(BENCH_SIZES)`` (default 10000: about 15 minutes on 2 cores)
 and ``--update-readme``, which rewrites the README's figures between ``<!-- bench:start -->`` and
 ``<!-- bench:end -->`` from the JSON in benchmarks/results/, each table stamped with its run's
 date, commit and load. ``BENCH_SIZES=10000,100000`` adds the 100k corpus (about an hour, most
@@ -247,7 +247,7 @@ def main() -> None:
     if not args.summary_only:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         lint_sizes = ",".join(str(s) for s in sizes if s <= 100_000) or "10000"
-        sample = min(5000, max(1000, min(sizes) // 5))  # ready-episode corpus load with real embedding
+        sample = min(5000, max(500, min(sizes) // 20))  # ready-episode corpus load with real embedding
         redis_url = ["--redis-url", args.redis_url]
         codes = [
             run("ingestion, real path (benchmarks/ingest.py)", ["-m", "benchmarks.ingest", *redis_url]),
