@@ -499,17 +499,17 @@ def test_background_recent_session_s(serve: Serve) -> None:
 
 
 def test_dreamer_retries_and_delay(serve: Serve) -> None:
-    """LLM consolidation deferred by an active session gives up after retries × delay."""
+    """LLM consolidation deferred by an active session gives up after retries × delay (1 × 1 s)."""
     with StubModelServer() as stub:
         with serve(
             AGTOS_CONSOLIDATION_PROVIDER="ollama",
             AGTOS_CONSOLIDATION_BASE_URL=stub.url,
-            AGTOS_DREAMER_RETRIES="2",
-            AGTOS_DREAMER_RETRY_DELAY_S="0.1",
+            AGTOS_DREAMER_RETRIES="1",
+            AGTOS_DREAMER_RETRY_DELAY_S="1.0",
         ) as client:
             post_turns(client, "other", ["still here"], user_id="hiker")  # keeps the guard deferring
+            talk(client, "hiker", "hike", *HIKE)  # the Dreamer's first check defers at the session end
             started = time.monotonic()
-            talk(client, "hiker", "hike", *HIKE)
-            assert coordinator_of(client).dreamer.wait(timeout_s=10)
-            assert 0.2 <= time.monotonic() - started < 10
+            assert coordinator_of(client).dreamer.wait(timeout_s=4)  # the defaults (5 × 60 s) would not
+            assert 0.8 <= time.monotonic() - started < 3  # one wait of 1 s, not five
         assert stub.requests_to("/api/chat") == []  # it never ran
