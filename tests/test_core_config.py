@@ -193,7 +193,7 @@ def test_ttl_floors() -> None:
     ],
 )
 def test_invalid_settings_are_rejected(changes: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match="^" + message):
         Settings(**changes)
 
 
@@ -264,5 +264,5 @@ def test_env_default_slot_without_a_file(clean_env: Path, monkeypatch: pytest.Mo
 def test_invalid_slot_file_names_the_file(clean_env: Path) -> None:
     bad = clean_env / "config.json"
     bad.write_text("{not json")
-    with pytest.raises(ValueError, match=r"config file .*config\.json is not valid JSON"):
+    with pytest.raises(ValueError, match=r"^config file .*config\.json is not valid JSON"):
         load_llm_slots(bad)

@@ -7,6 +7,8 @@ Jaccard 0.8) or computed by ``bm25s`` (a maintained BM25 implementation), never 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Iterator
 
 import bm25s
 import pytest
@@ -29,9 +31,9 @@ def test_rrf_default_k_is_60_and_weights_default_to_one() -> None:
 
 def test_rrf_k_zero_is_allowed_and_negative_k_names_the_problem() -> None:
     assert reciprocal_rank_fusion([["a", "b"]], k=0) == [("a", 1.0), ("b", 0.5)]
-    with pytest.raises(ValueError, match="k must be >= 0"):
+    with pytest.raises(ValueError, match=r"^k must be >= 0$"):
         reciprocal_rank_fusion([["a"]], k=-1)
-    with pytest.raises(ValueError, match="got 1 weights for 2 lists"):
+    with pytest.raises(ValueError, match=r"^got 1 weights for 2 lists$"):
         reciprocal_rank_fusion([["a"], ["b"]], weights=[1.0])
 
 
@@ -113,18 +115,25 @@ def test_bm25_formula_literals() -> None:
     assert bm25.term_score(3, 10, 5, 1.0, k1=2.0, b=0.0) == pytest.approx(9 / 5)
     assert bm25.term_score(0, 5, 5, 9.0) == 0.0
     assert bm25.term_score(-1, 5, 5, 9.0) == 0.0
+    assert bm25.term_score(0, 5, 5, 9.0, k1=0.0) == 0.0  # no 0/0 without saturation
+    # an average below one token is still an average: doc twice as long, norm 1.75 as above
+    assert bm25.term_score(2, 1, 0.5, 1.0) == pytest.approx(4.4 / 4.1)
 
 
 def test_score_documents_sums_terms_and_skips_removed_or_empty_postings() -> None:
     postings = {
+        "c": (0, {"y": 5.0}),  # df 0: skipped, the next terms still count
         "a": (1, {"x": 1.0}),
-        "b": (2, {"x": 1.0, "gone": 3.0, "y": 2.0}),
-        "c": (0, {"y": 5.0}),  # df 0: skipped
+        "b": (2, {"x": 1.0, "gone": 3.0, "y": 2.0}),  # "gone" was removed: skipped, "y" still counts
     }
     lengths = {"x": 4.0, "y": 4.0}
     got = bm25.score_documents(postings, lengths, n_docs=3, avg_len=4.0)
     idf_a, idf_b = math.log(1 + 2.5 / 1.5), math.log(1 + 1.5 / 2.5)
     assert got == pytest.approx({"x": idf_a + idf_b, "y": idf_b * 2 * 2.2 / 3.2})
+    # k1 and b reach every term score: b = 0 ignores length, so y (length 8) scores like an average doc
+    lengths = {"x": 4.0, "y": 8.0}
+    got = bm25.score_documents(postings, lengths, n_docs=3, avg_len=4.0, k1=2.0, b=0.0)
+    assert got == pytest.approx({"x": idf_a + idf_b, "y": idf_b * 2 * 3.0 / 4.0})
 
 
 def test_top_orders_by_score_then_id_and_clamps_the_limit() -> None:
@@ -147,7 +156,7 @@ def item(tier: str, text: str, relevance: float = 1.0, age_days: float = 0.0, id
 
 def test_rank_halves_the_recency_bonus_every_30_days_down_to_half() -> None:
     assert item("semantic", "t", 0.8).rank(NOW_MS) == pytest.approx(0.8)
-    assert item("semantic", "t", 1.0, age_days=30).rank(NOW_MS) == pytest.approx(0.75)
+    assert item("semantic", "t", 1.0, age_days=30).rank(NOW_MS) == pytest.approx(0.75, abs=1e-12)  # a day: 86.4M ms
     assert item("semantic", "t", 1.0, age_days=60).rank(NOW_MS) == pytest.approx(0.625)
     assert item("semantic", "t", 1.0, age_days=3000).rank(NOW_MS) == pytest.approx(0.5)
     assert item("semantic", "t", 0.6, age_days=-5).rank(NOW_MS) == pytest.approx(0.6)  # future: no bonus above 1
@@ -176,6 +185,17 @@ def test_fit_budget_charges_three_tokens_per_bullet_and_is_greedy() -> None:
     assert fit_budget([a], 0) == ([], 0)
 
 
+@pytest.fixture
+def far_east_local_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A local zone 14 hours ahead of UTC, so a date printed in local time shows the next day."""
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("far_east_local_time")
 def test_format_section_groups_tiers_in_order_with_dated_episodes() -> None:
     items = [
         ContextItem("working", "w1", "we were talking about trains", 1.0, NOW_MS),

@@ -1,0 +1,102 @@
+"""EpisodeStore on a real Redis: key layout, the 30-day TTL as a literal, timeline paging and expiry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from agtos.config import Settings
+from agtos.schemas import Episode
+from agtos.storage.episodes import EpisodeStore
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+
+THIRTY_DAYS_S = 2_592_000
+
+
+@pytest.fixture
+def episodes(settings: Settings) -> Iterator[EpisodeStore]:
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    yield EpisodeStore(connector, GlobalKeys(settings.key_prefix), THIRTY_DAYS_S)
+    connector.close()
+
+
+def episode(i: int, user: str = "alice") -> Episode:
+    return Episode(id=f"ep-{i}", user_id=user, session_id=f"s{i}", summary=f"session {i}", timestamp=1_000 * i)
+
+
+def expire_now(raw: redis.Redis, key: str) -> None:
+    """A real expiry (1 ms TTL), not a delete."""
+    raw.pexpire(key, 1)
+    time.sleep(0.01)
+
+
+def test_save_writes_the_record_timeline_and_user_with_the_30_day_ttl(
+    episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    ep = episode(1)
+    assert episodes.save(ep) is ep
+    record = f"{key_prefix}:u:{{alice}}:episode:ep-1"
+    timeline = f"{key_prefix}:u:{{alice}}:episodes:by_time"
+    assert Episode.model_validate_json(raw_redis.get(record)) == ep
+    assert THIRTY_DAYS_S - 5 <= raw_redis.ttl(record) <= THIRTY_DAYS_S
+    assert THIRTY_DAYS_S - 5 <= raw_redis.ttl(timeline) <= THIRTY_DAYS_S
+    assert raw_redis.zrange(timeline, 0, -1, withscores=True) == [(b"ep-1", 1_000.0)]
+    assert raw_redis.smembers(f"{key_prefix}:users") == {b"alice"}
+    assert THIRTY_DAYS_S - 5 <= episodes.ttl("alice", "ep-1") <= THIRTY_DAYS_S
+    assert episodes.get("alice", "ep-1") == ep
+    assert episodes.get("bob", "ep-1") is None
+    assert episodes.get("alice", "ep-2") is None
+
+
+def test_a_shorter_ttl_applies_to_the_record_but_never_shortens_the_timeline(
+    episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    episodes.save(episode(1), ttl_seconds=600)
+    assert 595 <= episodes.ttl("alice", "ep-1") <= 600
+    assert raw_redis.ttl(f"{key_prefix}:u:{{alice}}:episodes:by_time") > THIRTY_DAYS_S - 5
+    episodes.save(episode(2), ttl_seconds=THIRTY_DAYS_S * 2)
+    assert raw_redis.ttl(f"{key_prefix}:u:{{alice}}:episodes:by_time") > THIRTY_DAYS_S * 2 - 5
+    assert episodes.ttl("alice", "ep-404") == -2
+
+
+def test_existing_ids_and_delete(episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str) -> None:
+    for i in (1, 2):
+        episodes.save(episode(i))
+    assert episodes.existing_ids("alice", []) == set()
+    assert episodes.existing_ids("alice", ["ep-1", "ep-2", "ep-3"]) == {"ep-1", "ep-2"}
+    assert episodes.existing_ids("bob", ["ep-1"]) == set()
+    assert episodes.delete("alice", "ep-1") is True
+    assert episodes.delete("alice", "ep-1") is False
+    assert raw_redis.zrange(f"{key_prefix}:u:{{alice}}:episodes:by_time", 0, -1) == [b"ep-2"]
+    assert episodes.existing_ids("alice", ["ep-1", "ep-2"]) == {"ep-2"}
+
+
+def test_recent_is_newest_first_and_limited(episodes: EpisodeStore) -> None:
+    for i in (3, 1, 4, 2, 5):
+        episodes.save(episode(i))
+    episodes.save(episode(9, user="bob"))
+    assert [e.id for e in episodes.recent("alice", 3)] == ["ep-5", "ep-4", "ep-3"]
+    assert [e.id for e in episodes.recent("alice", 10)] == ["ep-5", "ep-4", "ep-3", "ep-2", "ep-1"]
+    assert episodes.recent("alice", 0) == []
+    assert [e.id for e in episodes.recent("bob", 10)] == ["ep-9"]
+    assert episodes.recent("carol", 10) == []
+
+
+def test_paging_drops_expired_ids_from_the_timeline_without_skipping_live_ones(
+    episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    for i in range(1, 11):
+        episodes.save(episode(i))
+    for i in (10, 9, 6, 2):
+        expire_now(raw_redis, f"{key_prefix}:u:{{alice}}:episode:ep-{i}")
+    live = ["ep-8", "ep-7", "ep-5", "ep-4", "ep-3", "ep-1"]
+    assert [e.id for e in episodes.iter_all("alice", batch_size=3)] == live
+    timeline = f"{key_prefix}:u:{{alice}}:episodes:by_time"
+    assert sorted(m.decode() for m in raw_redis.zrange(timeline, 0, -1)) == sorted(live)
+    assert [e.id for e in episodes.iter_all("alice", batch_size=2)] == live
+    assert [e.id for e in episodes.iter_all("alice")] == live
+    assert [e.id for e in episodes.recent("alice", 2)] == live[:2]
