@@ -56,3 +56,22 @@ def key_owner(prefix: str, key: str) -> str | None:
 def user_key_names(raw: redis.Redis, prefix: str, user_id: str) -> set[str]:
     """Every key of one user, by SCAN (``{`` and ``}`` are not glob characters)."""
     return {k.decode() for k in raw.scan_iter(match=f"{prefix}:u:{{{user_id}}}:*", count=1_000)}
+
+
+def bm25_oracle(terms: dict[str, list[str]], query: list[str], limit: int = 10) -> list[tuple[str, float]]:
+    """BM25 scores from ``bm25s``, an independent implementation, best first (ties by id).
+
+    agtos documents Okapi BM25 with k1 = 1.2, b = 0.75, the Lucene idf ``ln(1 + (N - df + 0.5) /
+    (df + 0.5))`` (never negative) and the classic ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``
+    term weight. In bm25s that is ``method="atire"`` (the (k1 + 1) numerator) with
+    ``idf_method="lucene"``, so scores must agree exactly, not only in ranking (rank_bm25's
+    BM25Okapi uses another idf, negative for common terms, so it is not used).
+    """
+    import bm25s
+
+    ids = list(terms)
+    retriever = bm25s.BM25(k1=1.2, b=0.75, method="atire", idf_method="lucene", dtype="float64")
+    retriever.index([terms[i] for i in ids], show_progress=False)
+    scores = retriever.get_scores(list(dict.fromkeys(query)))
+    ranked = sorted(((i, float(s)) for i, s in zip(ids, scores, strict=True) if s > 0), key=lambda x: (-x[1], x[0]))
+    return ranked[:limit]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-import bm25s
 import pytest
 import redis
 
@@ -15,6 +14,7 @@ from agtos.storage.keys import GlobalKeys, InvalidIdentifier
 from agtos.storage.redis_conn import RedisConnector
 from agtos.tasks import bm25
 from agtos.tasks.rrf import reciprocal_rank_fusion
+from tests.helpers import bm25_oracle
 
 CORPUS = {
     "d1": "We deployed the billing service with Kubernetes on Friday.",
@@ -24,7 +24,7 @@ CORPUS = {
     "d5": "Error 4521 appeared in the billing service logs twice.",
 }
 # The index terms of CORPUS written out by hand (stopwords dropped, plurals folded, numbers kept),
-# so the oracle below does not reuse agtos' tokenizer.
+# so the bm25s oracle (tests.helpers.bm25_oracle) does not reuse agtos' tokenizer.
 CORPUS_TERMS = {
     "d1": ["deployed", "billing", "service", "kubernete", "friday"],
     "d2": ["billing", "service", "failed", "kubernete", "upgrade"],
@@ -49,23 +49,6 @@ VARIED_TERMS = {
     "o5": ["error", "4521", "appeared", "twice", "billing", "log", "invoice", "run"],
     "o6": ["alice", "prefer", "python"],
 }
-
-
-def oracle(terms: dict[str, list[str]], query: list[str], limit: int = 10) -> list[tuple[str, float]]:
-    """BM25 scores from ``bm25s``, an independent implementation, best first (ties by id).
-
-    agtos documents Okapi BM25 with k1 = 1.2, b = 0.75, the Lucene idf ``ln(1 + (N - df + 0.5) /
-    (df + 0.5))`` (never negative) and the classic ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``
-    term weight. In bm25s that is ``method="atire"`` (the (k1 + 1) numerator) with
-    ``idf_method="lucene"``, so scores must agree exactly, not only in ranking (rank_bm25's
-    BM25Okapi uses another idf, negative for common terms, so it is not used here).
-    """
-    ids = list(terms)
-    retriever = bm25s.BM25(k1=1.2, b=0.75, method="atire", idf_method="lucene", dtype="float64")
-    retriever.index([terms[i] for i in ids], show_progress=False)
-    scores = retriever.get_scores(query)
-    ranked = sorted(((i, float(s)) for i, s in zip(ids, scores, strict=True) if s > 0), key=lambda x: (-x[1], x[0]))
-    return ranked[:limit]
 
 
 def assert_scores(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
@@ -137,7 +120,7 @@ def test_rank_texts_rare_exact_token_first() -> None:
     "query", ["billing", "alice friday", "invoice account", "error 4521 billing", "billing billing dashboard"]
 )
 def test_rank_texts_scores_equal_an_independent_bm25(query: str) -> None:
-    assert_scores(bm25.rank_texts(query, VARIED, limit=10), oracle(VARIED_TERMS, list(dict.fromkeys(query.split()))))
+    assert_scores(bm25.rank_texts(query, VARIED, limit=10), bm25_oracle(VARIED_TERMS, query.split()))
 
 
 # -- Redis BM25 index -----------------------------------------------------------------
@@ -150,10 +133,10 @@ def test_index_ranks_rare_token_first_and_matches_an_independent_bm25(index: BM2
     queries = {"billing zyxtrel": ["billing", "zyxtrel"], "friday kubernetes": ["friday", "kubernete"]}
     queries |= {"error 4521": ["error", "4521"], "alice": ["alice"]}
     for query, terms in queries.items():
-        assert_scores(index.search("alice", query, limit=10), oracle(CORPUS_TERMS, terms))
+        assert_scores(index.search("alice", query, limit=10), bm25_oracle(CORPUS_TERMS, terms))
     for query in ("billing", "alice friday", "invoice account", "error 4521 billing"):
-        assert_scores(index.search("olga", query, limit=10), oracle(VARIED_TERMS, query.split()))
-    assert_scores(index.search("olga", "billing", limit=2), oracle(VARIED_TERMS, ["billing"], limit=2))
+        assert_scores(index.search("olga", query, limit=10), bm25_oracle(VARIED_TERMS, query.split()))
+    assert_scores(index.search("olga", "billing", limit=2), bm25_oracle(VARIED_TERMS, ["billing"], limit=2))
     assert index.search("alice", "zyxtrel", limit=3)[0][0] == "d3"
     assert index.search("alice", "nothing-matches-this", limit=3) == []
     assert index.search("alice", "billing", limit=0) == []
@@ -167,7 +150,7 @@ def test_readd_replaces_and_remove_clears(index: BM25Index, raw_redis: redis.Red
     assert index.search("alice", "zyxtrel", limit=5) == []
     assert index.search("alice", "rust", limit=5)[0][0] == "d3"
     terms = {**CORPUS_TERMS, "d3": ["alice", "switched", "rust", "billing", "report"]}
-    assert_scores(index.search("alice", "billing", 10), oracle(terms, ["billing"]))
+    assert_scores(index.search("alice", "billing", 10), bm25_oracle(terms, ["billing"]))
 
     assert index.remove("alice", "d3") is True
     assert index.remove("alice", "d3") is False
@@ -175,7 +158,7 @@ def test_readd_replaces_and_remove_clears(index: BM25Index, raw_redis: redis.Red
     assert index.count("alice") == len(CORPUS) - 1
     assert sorted(index.ids("alice")) == ["d1", "d2", "d4", "d5"]
     left = {d: CORPUS_TERMS[d] for d in ("d1", "d2", "d4", "d5")}
-    assert_scores(index.search("alice", "billing friday", 10), oracle(left, ["billing", "friday"]))
+    assert_scores(index.search("alice", "billing friday", 10), bm25_oracle(left, ["billing", "friday"]))
     total = int(raw_redis.hget(index._key("alice", "stats"), "total") or 0)
     assert total == 5 + 5 + 7 + 7  # the terms of d1, d2, d4, d5
     # a document without any term is not indexed (and un-indexes an older version)
