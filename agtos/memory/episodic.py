@@ -22,10 +22,13 @@ def session_episode_id(user_id: str, session_id: str, segment: str = "") -> str:
 
 
 def segment_key(turns: list[Turn]) -> str:
-    """Identity of one stretch of a session: a digest of its turns (role, time, content)."""
+    """Identity of one stretch of a session: a digest of what was said (role, speaker, content).
+
+    Timestamps are left out on purpose: a client that re-sends the same turns (a retry, with
+    server-assigned times) ends the same segment again, so the episode is stored once."""
     digest = hashlib.sha256()
     for turn in turns:
-        digest.update(turn.model_dump_json(include={"role", "timestamp", "content", "name"}).encode() + b"\n")
+        digest.update(turn.model_dump_json(include={"role", "content", "name"}).encode() + b"\n")
     return digest.hexdigest()[:16]
 
 
