@@ -75,8 +75,8 @@ def recall_tables(rows: list[dict[str, Any]]) -> list[str]:
     lines += ["", *(f"- {r['size']:,}: {stamp_line(r)}" for r in rows), ""]
     if not any(r["size"] >= 100_000 for r in rows):
         lines += [
-            "The 100k targets are checked by `make bench BENCH_SIZES=10000,100000`; below 10k–50k episodes "
-            "the HNSW graph brings little over exact search, so the 10k row says nothing about them.",
+            "The targets are for 100k episodes: `make bench BENCH_SIZES=10000,100000` measures that row; the "
+            "10k row does not test them.",
             "",
         ]
     big = rows[-1]
@@ -86,7 +86,8 @@ def recall_tables(rows: list[dict[str, Any]]) -> list[str]:
             f"Where a direct search's time goes at {big['size']:,} episodes (mean ms per query). The search "
             "normally overlaps BM25 and the Redis version checks with the query embedding on worker threads; "
             "here they run one after another, each stage the exclusive time of the library's own methods, so "
-            "the stages + other = the sequential total. The pipelined total is the same searches as served.",
+            "the stages + other = the sequential total. The pipelined total is the same searches as served, "
+            "timed in an earlier pass: on a loaded host the two passes can differ by more than the overlap saves.",
             "",
             "| mode | " + " | ".join(stages) + " |",
             "|---|" + "---:|" * len(stages),
@@ -174,15 +175,21 @@ def default_mode_note(modes: dict[str, Any], default: str) -> list[str]:
         if t in modes[top].get("by_type", {})
     )[::-1][:3]
     where = ", ".join(f"{t} (R@1 {gap:+.2f})" for gap, t in gaps if gap > 0)
+    ahead = [
+        f"{m.replace('recall_any', 'R')} {d[m]:.3f} vs {modes[top]['overall'][m]:.3f}"
+        for m in best
+        if best[m] == default
+    ]
     return [
         f"**The default is not the best mode on this set**: {'; '.join(parts)}"
         + (f"; {top} gains most on {where}" if where else "")
-        + ". Hybrid fuses the BM25 ranking with the vector ranking (RRF, k = 60): where a question shares "
-        "few words with its answer, BM25 ranks sessions with incidental word overlap high and the fused list "
-        "moves the right session off rank 1, while vector mode keeps it there. Hybrid stays the default because "
-        "it is what finds exact tokens the "
-        "embedding misses (rare codes, ids, names: the recall benchmark's exact-token queries); an agent that "
-        "mostly asks paraphrased questions and reads only the top hit can set `AGTOS_MEMORY_SEARCH_MODE=vector`."
+        + (f"; {default} leads on {', '.join(ahead)}" if ahead else "")
+        + ". Hybrid fuses the BM25 ranking with the vector ranking (RRF, k = 60, equal weights): sessions "
+        "that share words with the question without answering it (the same persona's other sessions) rank high "
+        "in BM25, and the fused list moves the answering session off rank 1 while keeping it in the top 10. "
+        "Hybrid stays the default because it is what finds exact tokens the embedding misses (rare codes, ids, "
+        "names: the recall benchmark's exact-token queries) and it recalls more within the top 10; an agent "
+        "that reads only the top hit of mostly paraphrased questions can set `AGTOS_MEMORY_SEARCH_MODE=vector`."
     ]
 
 
