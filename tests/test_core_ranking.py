@@ -56,6 +56,8 @@ def test_light_stem_folds_plurals_only() -> None:
         "dogs": "dog",
         "cities": "city",
         "ties": "tie",  # 4 letters: "-ies" folding needs more than 4
+        "spies": "spy",  # 5 letters: folded
+        "batteries": "battery",
         "class": "class",
         "status": "status",
         "analysis": "analysis",

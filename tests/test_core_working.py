@@ -113,6 +113,11 @@ def test_store_creates_once_per_user_and_session_with_its_config() -> None:
     assert s.get("alice", "s1") is wm
     assert s.get_or_create("alice", "s2") is not wm
     assert s.get_or_create("bob", "s1") is not wm
+    folding = WorkingMemoryStore(WorkingMemoryConfig(maxMessages=2, preserveRecentCount=1), RecordingSummariser())
+    session = folding.get_or_create("alice", "s1")
+    for t in turns(3):
+        session.add(t)
+    assert session.messages[0].content == "Summary of earlier conversation: they talked"  # the store's summariser
 
 
 def test_store_evicts_the_least_recently_used_session_past_capacity() -> None:
