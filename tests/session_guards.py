@@ -6,6 +6,7 @@
 * Prefect's ephemeral server keeps its database under PREFECT_HOME: one throwaway home per run,
   removed at exit. The exit handler is registered before Prefect registers its own (the
   ephemeral server's stop), so it runs after them: the server is gone before its directory.
+  Homes whose run died without exit handlers are removed by the next run.
 """
 
 from __future__ import annotations
@@ -15,14 +16,38 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 OPTIONAL_SKIP_PREFIX = "optional backend:"
 
+PREFECT_HOME_PREFIX = "agtos-prefect-"
+
+
+def _remove_orphaned_homes() -> None:
+    """Homes of runs that could not clean up (killed, or left by ``os._exit`` as forking runners
+    such as mutmut do): the creator's pid is in the name, and a dead pid's home goes."""
+    for path in Path(tempfile.gettempdir()).glob(f"{PREFECT_HOME_PREFIX}*-*"):
+        pid = path.name.removeprefix(PREFECT_HOME_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    return True
+
+
 if "PREFECT_HOME" not in os.environ:
-    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="agtos-prefect-")
+    _remove_orphaned_homes()
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"{PREFECT_HOME_PREFIX}{os.getpid()}-")
     atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
 
 

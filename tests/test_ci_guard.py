@@ -37,7 +37,7 @@ def _run(tmp_path: Path, ci: str | None, *files: str) -> tuple[int, str, list[Pa
     """pytest on the given case files with the session guards loaded as a plugin, in a private
     TMPDIR; returns the exit code, the report and what is left in that TMPDIR."""
     temp = tmp_path / f"tmp-{ci}"
-    temp.mkdir()
+    temp.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "CI")}
     env.update({"TMPDIR": str(temp), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"} | ({"CI": ci} if ci is not None else {}))
     done = subprocess.run(
@@ -76,3 +76,20 @@ def test_ci_fails_a_module_level_skip(tmp_path: Path) -> None:
     module.write_text(MODULE_SKIP)
     code, report, _ = _run(tmp_path, "true", str(module))
     assert code != 0 and "module skipped under CI=true" in report and "agtos_no_such_module" in report, report
+
+
+def test_a_dead_runs_prefect_home_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """Homes left by a run that died without exit handlers (killed, os._exit) go; live ones stay."""
+    temp = tmp_path / "tmp-None"
+    temp.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = temp / f"agtos-prefect-{int(dead.stdout)}-abc123"
+    live = temp / f"agtos-prefect-{os.getpid()}-def456"
+    unrelated = temp / "agtos-prefect-abc_123"  # no pid in the name: not ours to judge
+    for path in (orphan, live, unrelated):
+        (path / "sub").mkdir(parents=True)
+    cases = tmp_path / "test_cases.py"
+    cases.write_text("def test_ok():\n    pass\n")
+    code, report, left = _run(tmp_path, None, str(cases))
+    assert code == 0, report
+    assert left == sorted([live, unrelated])
