@@ -1,0 +1,170 @@
+"""The session journal through the API: turns journalled in Redis for 48 h (172,800 s), a session
+replayed after a restart, ended once, and nothing journalled for an opted-out user."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+from fastapi.testclient import TestClient
+
+from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.app import create_app
+from tests.helpers import user
+
+JOURNAL_TTL_S = 48 * 3600  # README: "Turns are also journalled in Redis (48 h)"
+
+
+@contextmanager
+def restarted(settings: Settings) -> Iterator[TestClient]:
+    """A second API process on the same Redis (what a restart or another worker sees)."""
+    coordinator = MemoryCoordinator(settings)
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            yield client
+    finally:
+        coordinator.close()
+
+
+def journal_key(prefix: str, user_id: str, session_id: str) -> str:
+    return f"{prefix}:u:{{{user_id}}}:session:{session_id}:turns"
+
+
+def post(client: TestClient, user_id: str, session_id: str, *contents: str) -> dict:
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": c} for i, c in enumerate(contents)]
+    response = client.post(f"/api/memory/sessions/{session_id}/turns", json={"turns": turns}, headers=user(user_id))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def get_session(client: TestClient, user_id: str, session_id: str) -> tuple[int, dict]:
+    response = client.get(f"/api/memory/sessions/{session_id}", headers=user(user_id))
+    return response.status_code, response.json()
+
+
+def end(client: TestClient, user_id: str, session_id: str) -> dict:
+    response = client.post(f"/api/memory/sessions/{session_id}/end", headers=user(user_id))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def journal(raw: redis.Redis, key: str) -> list[tuple[str, str]]:
+    return [(t["role"], t["content"]) for t in map(json.loads, raw.lrange(key, 0, -1))]
+
+
+def test_turns_are_journalled_in_order_for_48_hours(
+    client: TestClient, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    post(client, "alice", "s1", "first question", "first answer")
+    post(client, "alice", "s1", "second question")
+    key = journal_key(key_prefix, "alice", "s1")
+    assert journal(raw_redis, key) == [
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question"),
+    ]
+    assert JOURNAL_TTL_S - 5 <= raw_redis.ttl(key) <= JOURNAL_TTL_S == 172_800
+    assert raw_redis.exists(journal_key(key_prefix, "bob", "s1")) == 0
+
+
+def test_journal_keeps_the_newest_5000_turns(client: TestClient, key_prefix: str, raw_redis: redis.Redis) -> None:
+    post(client, "alice", "s1", "turn 0")
+    key = journal_key(key_prefix, "alice", "s1")
+    raw_redis.rpush(
+        key, *[json.dumps({"role": "user", "content": f"turn {i}", "timestamp": i}) for i in range(1, 5000)]
+    )
+    post(client, "alice", "s1", "turn 5000")
+    kept = journal(raw_redis, key)
+    assert len(kept) == 5000
+    assert kept[0] == ("user", "turn 1") and kept[-1] == ("user", "turn 5000")
+
+
+def test_a_session_continues_after_a_restart(
+    client: TestClient, settings: Settings, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    post(client, "alice", "s1", "Please convert the invoice totals to euros", "Done, totals are in euros now")
+    with restarted(settings) as other:
+        status, body = get_session(other, "alice", "s1")
+        assert status == 200 and body["messageCount"] == 2
+        assert [m["content"] for m in body["messages"]] == [
+            "Please convert the invoice totals to euros",
+            "Done, totals are in euros now",
+        ]
+        assert get_session(other, "bob", "s1")[0] == 404
+        assert get_session(other, "alice", "s2")[0] == 404
+    with restarted(settings) as other:  # the first call after a restart is a new turn: replayed first
+        body = post(other, "alice", "s1", "Also round them to cents")
+        assert [m["content"] for m in body["messages"]] == [
+            "Please convert the invoice totals to euros",
+            "Done, totals are in euros now",
+            "Also round them to cents",
+        ]
+        assert len(journal(raw_redis, journal_key(key_prefix, "alice", "s1"))) == 3
+
+
+def test_a_long_journal_folds_when_replayed(client: TestClient, settings: Settings) -> None:
+    post(client, "alice", "s1", *[f"message number {i}" for i in range(40)])
+    with restarted(settings) as other:
+        status, body = get_session(other, "alice", "s1")
+    # 30 messages / keep 6: the 31st folds turns 0-24 into one summary; 9 more follow
+    assert status == 200 and body["messageCount"] == 1 + 6 + 9 and body["compactions"] == 1
+    assert body["messages"][0]["role"] == "system" and body["messages"][0]["is_summary"] is True
+    assert [m["content"] for m in body["messages"][1:]] == [f"message number {i}" for i in range(25, 40)]
+
+
+def test_ending_a_session_stores_it_once_and_clears_the_journal(
+    client: TestClient, settings: Settings, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    post(client, "alice", "s1", "I prefer answers in metric units, please remember that", "Noted, metric units.")
+    with restarted(settings) as other:  # any API process can end it: the turns come from the journal
+        assert get_session(other, "alice", "s1")[0] == 200  # replayed into this process's working memory
+        ended = end(other, "alice", "s1")
+        assert ended["sessionId"] == "s1" and ended["saved"] is True and ended["reason"] == "stated preference"
+        listed = other.get("/api/memory/episodes", headers=user("alice")).json()["episodes"]
+        assert [e["id"] for e in listed] == [ended["episode"]["id"]] and ended["episode"]["type"] == "preference"
+        assert raw_redis.exists(journal_key(key_prefix, "alice", "s1")) == 0
+        assert get_session(other, "alice", "s1")[0] == 404
+        again = end(other, "alice", "s1")
+        assert again == {"sessionId": "s1", "saved": False, "reason": "session has no turns", "episode": None}
+        assert other.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
+
+
+def test_a_session_not_worth_saving_is_cleared_too(client: TestClient, key_prefix: str, raw_redis: redis.Redis) -> None:
+    post(client, "alice", "s1", "hi", "hello!")
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 1
+    ended = end(client, "alice", "s1")
+    assert ended == {"sessionId": "s1", "saved": False, "reason": "greeting or small talk only", "episode": None}
+    assert raw_redis.exists(journal_key(key_prefix, "alice", "s1")) == 0
+    assert get_session(client, "alice", "s1")[0] == 404
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
+
+
+def test_an_expired_journal_falls_back_to_working_memory(
+    client: TestClient, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    post(client, "alice", "s1", "I prefer answers in metric units, please remember that", "Noted, metric units.")
+    raw_redis.delete(journal_key(key_prefix, "alice", "s1"))  # what the 48 h expiry leaves
+    ended = end(client, "alice", "s1")
+    assert ended["saved"] is True and ended["reason"] == "stated preference"
+
+
+def test_an_opted_out_user_keeps_working_memory_only(
+    client: TestClient, settings: Settings, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    assert client.put("/api/memory/privacy", json={"opt_out": True}, headers=user("olga")).status_code == 200
+    assert end(client, "olga", "s1")["reason"] == "session has no turns"
+    post(client, "olga", "s1", "I prefer answers in metric units, please remember that")
+    post(client, "olga", "s1", "and in short sentences")
+    assert raw_redis.exists(journal_key(key_prefix, "olga", "s1")) == 0
+    status, body = get_session(client, "olga", "s1")
+    assert status == 200 and body["messageCount"] == 2
+    with restarted(settings) as other:
+        assert get_session(other, "olga", "s1")[0] == 404  # nothing persisted to replay
+    ended = end(client, "olga", "s1")
+    assert ended == {"sessionId": "s1", "saved": False, "reason": "user opted out of persistence", "episode": None}
+    assert get_session(client, "olga", "s1")[0] == 404
+    assert client.get("/api/memory/episodes", headers=user("olga")).json()["count"] == 0
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
