@@ -266,3 +266,12 @@ def test_invalid_slot_file_names_the_file(clean_env: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(ValueError, match=r"^config file .*config\.json is not valid JSON"):
         load_llm_slots(bad)
+
+
+def test_bad_boolean_and_host_list(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGTOS_MAINTENANCE_ENABLED", "banana")
+    with pytest.raises(ValueError, match=r"^AGTOS_MAINTENANCE_ENABLED='banana' is not a boolean"):
+        Settings.from_env()
+    monkeypatch.delenv("AGTOS_MAINTENANCE_ENABLED")
+    monkeypatch.setenv("AGTOS_BACKGROUND_LOCAL_HOSTS", "Box1, GPU-Host ,,")
+    assert Settings.from_env().background_local_hosts == frozenset({"box1", "gpu-host"})
