@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator, SearchHit, display_score, rerank_by_recency
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embeddings import EmbeddingError
-from agtos.schemas import Episode, IngestItem, Memory
+from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate
 from agtos.serving.app import create_app
 from tests.helpers import bm25_oracle, user
 
@@ -277,15 +278,18 @@ def test_storing_a_known_memory_merges_sources_and_keeps_first_seen(coordinator:
 
 
 def test_forgetting_an_episode_removes_its_record_and_index_entries(
-    client: TestClient, coordinator: MemoryCoordinator
+    client: TestClient, coordinator: MemoryCoordinator, raw_redis: redis.Redis, key_prefix: str
 ) -> None:
     seed(coordinator, {"ep-1": ("zebra quartz", NOW_MS), "ep-2": ("zebra violin", NOW_MS)})
+    timeline = f"{key_prefix}:u:{{alice}}:episodes:by_time"
+    assert raw_redis.zscore(timeline, "ep-1") is not None
     coordinator.semantic.store_batch([], [Memory(id="ep-2", user_id="alice", text="zebra stripes")], None)
     forget = {"kind": "episode", "id": "ep-1"}
     assert client.post("/api/memory/forget", json=forget, headers=user("alice")).status_code == 200
     assert client.post("/api/memory/forget", json=forget, headers=user("alice")).status_code == 404
     listed = client.get("/api/memory/episodes", headers=user("alice")).json()["episodes"]
     assert [e["id"] for e in listed] == ["ep-2"]
+    assert raw_redis.zscore(timeline, "ep-1") is None  # no trace left in the timeline either
     assert [r["id"] for r in search(client, "zebra", "bm25")] == ["ep-2"]
     # a memory that shares an episode's id: forgetting it leaves the episode alone
     assert (
@@ -362,6 +366,20 @@ def test_context_takes_the_session_summary_memories_and_episodes(
     assert context(client, query, user_id="bob", session_id="s1")["items"] == []
     small = context(client, query, session_id="s1", token_budget=50)
     assert 0 < small["tokens"] <= 50 and len(small["items"]) < 3
+
+
+def test_context_defaults_to_800_tokens_and_10_hits_per_tier(coordinator: MemoryCoordinator) -> None:
+    # two profile lines of 397 and 398 tokens: 400 + 401 with their bullets, 801 together
+    update = ProfileUpdate(preferences=["alpha " * 397, "bravo " * 398])
+    coordinator.update_profile("alice", update)
+    body = coordinator.build_context("alice", "alpha")
+    assert body["tokens"] == 400 and [i["id"] for i in body["items"]] == ["profile-0"]
+    assert coordinator.build_context("alice", "alpha", budget_tokens=801)["tokens"] == 801
+    words = "quartz violin ocean harbour meadow lantern copper pebble willow cedar maple".split()
+    memories = [Memory(id=f"mem-{w}", user_id="bob", text=f"zebra {w}") for w in words]
+    coordinator.semantic.store_batch([], memories, None)
+    assert len(coordinator.build_context("bob", "zebra")["items"]) == 10
+    assert len(coordinator.build_context("bob", "zebra", limit=11)["items"]) == 11
 
 
 def test_context_scales_keyword_only_memory_scores(settings: Settings) -> None:

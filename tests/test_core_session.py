@@ -4,15 +4,20 @@ replayed after a restart, ended once, and nothing journalled for an opted-out us
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas import Role, Turn
 from agtos.serving.app import create_app
+from agtos.storage.keys import InvalidIdentifier
 from tests.helpers import user
 
 JOURNAL_TTL_S = 48 * 3600  # README: "Turns are also journalled in Redis (48 h)"
@@ -168,3 +173,48 @@ def test_an_opted_out_user_keeps_working_memory_only(
     assert get_session(client, "olga", "s1")[0] == 404
     assert client.get("/api/memory/episodes", headers=user("olga")).json()["count"] == 0
     assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
+
+
+def test_the_coordinator_rejects_bad_ids_before_touching_anything(coordinator: MemoryCoordinator) -> None:
+    """Python callers (CLI, flows) do not go through the API's path validation."""
+    turn = Turn(role=Role.user, content="hello there")
+    calls = [
+        lambda: coordinator.add_turn("a:b", "s1", turn),
+        lambda: coordinator.add_turn("alice", "s:1", turn),
+        lambda: coordinator.session("a:b", "s1"),
+        lambda: coordinator.session("alice", "s:1"),
+        lambda: coordinator.end_session("a:b", "s1"),
+        lambda: coordinator.end_session("alice", "s:1"),
+        lambda: coordinator.search_episodes("a:b", "hello"),
+        lambda: coordinator.build_context("a:b", "hello"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidIdentifier):
+            call()
+    assert coordinator.working.active_sessions() == []
+
+
+def test_without_redis_working_memory_keeps_working(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(
+        redis_url="redis://127.0.0.1:1/0",  # nothing listens there
+        key_prefix="offline",
+        data_dir=tmp_path / "data",
+        config_dir=tmp_path / "config",
+        redis_timeout_s=0.3,
+    )
+    coordinator = MemoryCoordinator(settings)
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            with caplog.at_level(logging.WARNING, logger="agtos.memory.coordinator"):
+                assert post(client, "alice", "s1", "first question", "first answer")["messageCount"] == 2
+            status, body = get_session(client, "alice", "s1")
+            assert status == 200 and [m["content"] for m in body["messages"]] == ["first question", "first answer"]
+            assert get_session(client, "alice", "s2")[0] == 404
+            ctx = client.post(
+                "/api/memory/context", json={"query": "question", "session_id": "s1"}, headers=user("alice")
+            )
+            assert ctx.status_code == 200 and ctx.json()["available"] is False
+    finally:
+        coordinator.close()
+    warning = "session journal not written (Redis unavailable); turn kept in working memory"
+    assert [r.getMessage() for r in caplog.records if r.name == "agtos.memory.coordinator"] == [warning, warning]
