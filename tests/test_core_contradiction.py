@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 
 from agtos.providers.llm import OllamaProvider
-from agtos.tasks.contradiction import Candidate, LexicalNegationNLI, LLMJudge, _polar_pairs, candidate_pairs
+from agtos.tasks.contradiction import (
+    Candidate,
+    LexicalNegationNLI,
+    LLMJudge,
+    _polar_pairs,
+    candidate_pairs,
+    polarity_clash,
+)
 from tests.stub_servers import StubModelServer
 
 
@@ -95,6 +102,19 @@ def test_polarity_pairs_are_found_however_far_apart_and_ranked_first() -> None:
     assert [c.similarity for c in polar[:2]] == [pytest.approx(0.25, abs=1e-6), 0.0]
     assert not {("c7", "c8"), ("c8", "c9")} & {(c.a, c.b) for c in found}
     assert {("c0", "c6"), ("c1", "c7"), ("c2", "c9")} <= {(c.a, c.b) for c in found if c.reason == "cosine"}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "clash"),
+    [
+        ("User is vegetarian", "User is not vegetarian", True),  # "X" vs "not X", X a lexicon term
+        ("User is a morning person", "User is no longer a morning person", True),
+        ("User is not vegan", "User is vegetarian", False),
+        ("User likes tea", "User never likes coffee", False),  # "likes" alone is no shared topic
+    ],
+)
+def test_negating_a_lexicon_term_is_a_clash(a: str, b: str, clash: bool) -> None:
+    assert polarity_clash(a, b) is clash and polarity_clash(b, a) is clash
 
 
 def test_a_lexicon_term_pairs_at_most_200_of_its_conclusions() -> None:

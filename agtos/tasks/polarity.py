@@ -123,7 +123,9 @@ def conflict_reason(a_text: str, b_text: str) -> str | None:
     a, b = polarity(a_text), polarity(b_text)
     hit = antonym_hit(a, b)
     if a.negated != b.negated:
-        return "negation" if (a.topics & b.topics) and hit is None else None
+        # the shared topic may be a self-contained lexicon term itself ("vegetarian" / "not vegetarian")
+        shared = a.topics & b.topics or (a.terms & b.terms) - TOPIC_BOUND_TERMS
+        return "negation" if shared and hit is None else None
     if not a.negated and hit is not None:
         return "antonym"
     return None
