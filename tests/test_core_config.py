@@ -96,6 +96,7 @@ ENV_CASES: list[tuple[str, str, str, Any]] = [
     ("AGTOS_HNSW_EF_SEARCH", "64", "hnsw_ef_search", 64),
     ("AGTOS_MEMORY_QUERY_EXPANSION", "true", "query_expansion", True),
     ("AGTOS_BACKGROUND_WORK_POLICY", "idle-only", "background_work_policy", "idle-only"),
+    ("AGTOS_BACKGROUND_RECENT_SESSION_S", "5", "background_recent_session_s", 5.0),
     ("AGTOS_QUERY_INGEST_THRESHOLD", "9", "query_ingest_threshold", 9),
     ("AGTOS_QUERY_INGEST_MAX_PER_SESSION", "2", "query_ingest_max_per_session", 2),
     ("AGTOS_SESSION_IDLE_MINUTES", "0", "session_idle_minutes", 0.0),
@@ -275,3 +276,18 @@ def test_bad_boolean_and_host_list(clean_env: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("AGTOS_MAINTENANCE_ENABLED")
     monkeypatch.setenv("AGTOS_BACKGROUND_LOCAL_HOSTS", "Box1, GPU-Host ,,")
     assert Settings.from_env().background_local_hosts == frozenset({"box1", "gpu-host"})
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("AGTOS_WM_MAX_MESSAGES", "12.5", r"^AGTOS_WM_MAX_MESSAGES='12\.5' is not an integer$"),
+        ("AGTOS_EPISODE_TTL_DAYS", "soon", r"^AGTOS_EPISODE_TTL_DAYS='soon' is not a number$"),
+    ],
+)
+def test_bad_numbers_name_the_variable(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, name: str, raw: str, message: str
+) -> None:
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(ValueError, match=message):
+        Settings.from_env()
