@@ -432,6 +432,9 @@ def test_a_failed_embedder_load_is_retried_after_30_seconds(
         return flaky
 
     semantic = SemanticMemory(coordinator.connector, coordinator.keys, coordinator.episodes, factory)  # type: ignore[arg-type]
+    # README defaults: hybrid search, threshold 0.15, HNSW expansion_search 256 with 1 build thread
+    assert semantic.default_mode == "hybrid" and semantic.similarity_threshold == 0.15
+    assert semantic.expander is None and semantic.embedder_error is None and flaky.built == 0
     clock = [1_000.0]
     monkeypatch.setattr("agtos.memory.semantic.time.monotonic", lambda: clock[0])
     with pytest.raises(EmbeddingError, match=r"^embedder unavailable: model file missing$"):
@@ -447,7 +450,8 @@ def test_a_failed_embedder_load_is_retried_after_30_seconds(
     assert semantic.embed_or_none([]) is None
     vectors = semantic.embed_or_none(["a", "b"])
     assert vectors is not None and vectors.shape == (2, 8)
-    assert semantic.store("episode").vectors.dim == 8
+    store = semantic.store("episode")
+    assert store.vectors.dim == 8 and store.vectors.params.expansion_search == 256 and store.vectors.params.threads == 1
     assert semantic.store("episode") is semantic.store("episode")
 
 

@@ -90,24 +90,25 @@ def test_journal_keeps_the_newest_5000_turns(client: TestClient, key_prefix: str
 def test_a_session_continues_after_a_restart(
     client: TestClient, settings: Settings, key_prefix: str, raw_redis: redis.Redis
 ) -> None:
-    post(client, "alice", "s1", "Please convert the invoice totals to euros", "Done, totals are in euros now")
+    first = ["Please convert the invoice totals to euros", "Done, totals are in euros now"]
+    post(client, "alice", "s1", *first)
     with restarted(settings) as other:
         status, body = get_session(other, "alice", "s1")
         assert status == 200 and body["messageCount"] == 2
-        assert [m["content"] for m in body["messages"]] == [
-            "Please convert the invoice totals to euros",
-            "Done, totals are in euros now",
-        ]
+        assert [m["content"] for m in body["messages"]] == first
         assert get_session(other, "bob", "s1")[0] == 404
         assert get_session(other, "alice", "s2")[0] == 404
-    with restarted(settings) as other:  # the first call after a restart is a new turn: replayed first
         body = post(other, "alice", "s1", "Also round them to cents")
+        assert [m["content"] for m in body["messages"]] == [*first, "Also round them to cents"]
+        assert other.get("/health").json()["tiers"]["working"]["sessions"] == 1  # the replayed session itself
+    with restarted(settings) as other:  # the first call after a restart is a new turn: replayed first
+        body = post(other, "alice", "s1", "And show the currency sign")
         assert [m["content"] for m in body["messages"]] == [
-            "Please convert the invoice totals to euros",
-            "Done, totals are in euros now",
+            *first,
             "Also round them to cents",
+            "And show the currency sign",
         ]
-        assert len(journal(raw_redis, journal_key(key_prefix, "alice", "s1"))) == 3
+        assert len(journal(raw_redis, journal_key(key_prefix, "alice", "s1"))) == 4
 
 
 def test_a_long_journal_folds_when_replayed(client: TestClient, settings: Settings) -> None:
@@ -132,9 +133,22 @@ def test_ending_a_session_stores_it_once_and_clears_the_journal(
         assert [e["id"] for e in listed] == [ended["episode"]["id"]] and ended["episode"]["type"] == "preference"
         assert raw_redis.exists(journal_key(key_prefix, "alice", "s1")) == 0
         assert get_session(other, "alice", "s1")[0] == 404
+        user_base = f"{key_prefix}:u:{{alice}}"
+        assert raw_redis.exists(f"{user_base}:dreamed:{ended['episode']['id']}") == 1  # the Dreamer ran for it
+        assert raw_redis.hget(f"{user_base}:qai:s1", "last_saved_at") is not None
         again = end(other, "alice", "s1")
         assert again == {"sessionId": "s1", "saved": False, "reason": "session has no turns", "episode": None}
         assert other.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
+
+
+def test_a_session_id_continued_after_its_end_gives_a_new_episode(client: TestClient) -> None:
+    post(client, "alice", "s1", "I prefer answers in metric units, please remember that", "Noted.")
+    first = end(client, "alice", "s1")["episode"]["id"]
+    post(client, "alice", "s1", "Actually I prefer imperial units for cooking, please remember", "Noted.")
+    second = end(client, "alice", "s1")["episode"]["id"]
+    assert first != second
+    listed = client.get("/api/memory/episodes", headers=user("alice")).json()["episodes"]
+    assert sorted(e["id"] for e in listed) == sorted([first, second])
 
 
 def test_a_session_not_worth_saving_is_cleared_too(client: TestClient, key_prefix: str, raw_redis: redis.Redis) -> None:
@@ -148,12 +162,19 @@ def test_a_session_not_worth_saving_is_cleared_too(client: TestClient, key_prefi
 
 
 def test_an_expired_journal_falls_back_to_working_memory(
-    client: TestClient, key_prefix: str, raw_redis: redis.Redis
+    client: TestClient, coordinator: MemoryCoordinator, key_prefix: str, raw_redis: redis.Redis
 ) -> None:
     post(client, "alice", "s1", "I prefer answers in metric units, please remember that", "Noted, metric units.")
     raw_redis.delete(journal_key(key_prefix, "alice", "s1"))  # what the 48 h expiry leaves
     ended = end(client, "alice", "s1")
     assert ended["saved"] is True and ended["reason"] == "stated preference"
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
+    # evicted from working memory (LRU) with its journal expired: nothing to store, the activity ends
+    post(client, "alice", "s2", "a turn that will be lost")
+    raw_redis.delete(journal_key(key_prefix, "alice", "s2"))
+    coordinator.working.drop("alice", "s2")
+    assert end(client, "alice", "s2")["reason"] == "session has no turns"
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
 
 
 def test_an_opted_out_user_keeps_working_memory_only(
@@ -163,6 +184,7 @@ def test_an_opted_out_user_keeps_working_memory_only(
     assert end(client, "olga", "s1")["reason"] == "session has no turns"
     post(client, "olga", "s1", "I prefer answers in metric units, please remember that")
     post(client, "olga", "s1", "and in short sentences")
+    post(client, "olga", "s2", "another live session")
     assert raw_redis.exists(journal_key(key_prefix, "olga", "s1")) == 0
     status, body = get_session(client, "olga", "s1")
     assert status == 200 and body["messageCount"] == 2
@@ -171,26 +193,30 @@ def test_an_opted_out_user_keeps_working_memory_only(
     ended = end(client, "olga", "s1")
     assert ended == {"sessionId": "s1", "saved": False, "reason": "user opted out of persistence", "episode": None}
     assert get_session(client, "olga", "s1")[0] == 404
+    assert get_session(client, "olga", "s2")[0] == 200  # ending one session leaves the others
     assert client.get("/api/memory/episodes", headers=user("olga")).json()["count"] == 0
-    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 1
 
 
 def test_the_coordinator_rejects_bad_ids_before_touching_anything(coordinator: MemoryCoordinator) -> None:
     """Python callers (CLI, flows) do not go through the API's path validation."""
     turn = Turn(role=Role.user, content="hello there")
-    calls = [
+    bad_user = [
         lambda: coordinator.add_turn("a:b", "s1", turn),
-        lambda: coordinator.add_turn("alice", "s:1", turn),
         lambda: coordinator.session("a:b", "s1"),
-        lambda: coordinator.session("alice", "s:1"),
         lambda: coordinator.end_session("a:b", "s1"),
-        lambda: coordinator.end_session("alice", "s:1"),
         lambda: coordinator.search_episodes("a:b", "hello"),
         lambda: coordinator.build_context("a:b", "hello"),
     ]
-    for call in calls:
-        with pytest.raises(InvalidIdentifier):
-            call()
+    bad_session = [
+        lambda: coordinator.add_turn("alice", "s:1", turn),
+        lambda: coordinator.session("alice", "s:1"),
+        lambda: coordinator.end_session("alice", "s:1"),
+    ]
+    for calls, message in ((bad_user, "^user id must be "), (bad_session, "^session id must be ")):
+        for call in calls:
+            with pytest.raises(InvalidIdentifier, match=message):
+                call()
     assert coordinator.working.active_sessions() == []
 
 
