@@ -100,3 +100,37 @@ def test_paging_drops_expired_ids_from_the_timeline_without_skipping_live_ones(
     assert [e.id for e in episodes.iter_all("alice", batch_size=2)] == live
     assert [e.id for e in episodes.iter_all("alice")] == live
     assert [e.id for e in episodes.recent("alice", 2)] == live[:2]
+
+
+def test_deleting_an_expired_episode_reports_it_gone_and_cleans_the_timeline(
+    episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    episodes.save(episode(1))
+    expire_now(raw_redis, f"{key_prefix}:u:{{alice}}:episode:ep-1")
+    assert episodes.delete("alice", "ep-1") is False  # nothing left to delete: the episode had expired
+    assert raw_redis.exists(f"{key_prefix}:u:{{alice}}:episodes:by_time") == 0
+
+
+def ghost_ids(raw: redis.Redis, prefix: str, n: int) -> None:
+    """``n`` timeline ids older than any episode, whose records have expired."""
+    raw.zadd(f"{prefix}:u:{{alice}}:episodes:by_time", {f"gone-{i}": i for i in range(n)})
+
+
+def test_recent_reads_one_page_of_50_and_no_more(
+    episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """recent(1) reads the newest 50 timeline ids: the 49 expired among them leave the timeline, the 50th stays."""
+    episodes.save(episode(100))
+    ghost_ids(raw_redis, key_prefix, 50)
+    assert [e.id for e in episodes.recent("alice", 1)] == ["ep-100"]
+    assert raw_redis.zrange(f"{key_prefix}:u:{{alice}}:episodes:by_time", 0, -1) == [b"gone-0", b"ep-100"]
+
+
+def test_iter_all_reads_pages_of_500(episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str) -> None:
+    """A consumer that stops after the first episode has read (and cleaned) one page of 500 ids."""
+    episodes.save(episode(1_000))
+    ghost_ids(raw_redis, key_prefix, 501)
+    all_episodes = episodes.iter_all("alice")
+    assert next(all_episodes).id == "ep-1000"
+    all_episodes.close()
+    assert raw_redis.zrange(f"{key_prefix}:u:{{alice}}:episodes:by_time", 0, -1) == [b"gone-0", b"gone-1", b"ep-1000"]

@@ -1,0 +1,363 @@
+"""SemanticStore on a real Redis with spec literals: record keys, TTLs, delete, the search contract
+(README: `hybrid` default, `limit` 10, RRF k = 60 over candidate pools of 4 x limit), expired hits
+and a Redis that dies mid-search."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from agtos.config import Settings
+from agtos.storage.bm25_index import BM25Index
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.semantic import SearchResult, SemanticStore
+from agtos.storage.vector_index import VectorIndex
+from tests.helpers import bm25_oracle, user_key_names
+from tests.redis_process import RedisClusterProcesses, RedisProcess
+
+DIM = 4
+RANKED = [f"d{i}" for i in range(1, 13)]  # d1 is the closest to QUERY, d12 the farthest
+QUERY = np.array([1.0, 0.0, 0.0, 0.0], np.float32)
+
+
+def ranked_vector(rank: int) -> np.ndarray:
+    """Cosine with QUERY strictly decreasing in ``rank`` (1 / sqrt(1 + (rank / 10)²))."""
+    return np.array([1.0, rank / 10, 0.0, 0.0], np.float32)
+
+
+def cosine(rank: int) -> float:
+    return 1.0 / math.sqrt(1.0 + (rank / 10) ** 2)
+
+
+def make_store(connector: RedisConnector, prefix: str, **kw: object) -> SemanticStore:
+    keys = GlobalKeys(prefix)
+    vectors = VectorIndex(connector, keys, "memory", DIM)
+    return SemanticStore(connector, keys, "memory", vectors, BM25Index(connector, keys, "memory"), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def connector(settings: Settings) -> Iterator[RedisConnector]:
+    conn = RedisConnector(settings.redis_url, settings.data_dir)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def store(connector: RedisConnector, key_prefix: str) -> SemanticStore:
+    return make_store(connector, key_prefix)
+
+
+def record_key(prefix: str, doc_id: str, user: str = "alice") -> str:
+    return f"{prefix}:u:{{{user}}}:memory:{doc_id}"
+
+
+def put(
+    store: SemanticStore, doc_id: str, text: str, vector: np.ndarray | None, user: str = "alice", **kw: Any
+) -> None:
+    store.upsert(user, doc_id, text, vector, json.dumps({"id": doc_id}), **kw)
+
+
+def put_ranked(store: SemanticStore, n: int, keyword_ids: tuple[str, ...] = ()) -> None:
+    """``d1..dn`` at vector ranks 1..n; only ``keyword_ids`` contain the word "zyxtrel"."""
+    for rank in range(1, n + 1):
+        doc_id = f"d{rank}"
+        put(store, doc_id, "zyxtrel note" if doc_id in keyword_ids else f"plain note {rank}", ranked_vector(rank))
+
+
+def hits(results: list[SearchResult]) -> list[tuple[str, float, str]]:
+    return [(r.id, r.score, r.match_type) for r in results]
+
+
+# -- writes -------------------------------------------------------------------------------
+
+
+def test_upsert_key_layout_ttl_and_users_set(store: SemanticStore, raw_redis: redis.Redis, key_prefix: str) -> None:
+    put(store, "m1", "zyxtrel forever", ranked_vector(1))
+    put(store, "m2", "zyxtrel for a second", ranked_vector(2), ttl_seconds=1)
+    assert json.loads(raw_redis.get(record_key(key_prefix, "m1"))) == {"id": "m1"}
+    assert raw_redis.ttl(record_key(key_prefix, "m1")) == -1  # memories are kept until deleted
+    assert 0 < raw_redis.pttl(record_key(key_prefix, "m2")) <= 1_000  # 1 s is a valid TTL
+    assert raw_redis.smembers(f"{key_prefix}:users") == {b"alice"}
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match=r"^ttl_seconds must be positive$"):
+            put(store, "m3", "never stored", ranked_vector(3), ttl_seconds=bad)
+    assert raw_redis.exists(record_key(key_prefix, "m3")) == 0
+    assert store.vectors.count("alice") == 2 and store.bm25.count("alice") == 2
+
+
+def test_upsert_many_stores_records_with_ttl_and_indexes_both(
+    store: SemanticStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    store.upsert_many("alice", [], None)
+    assert not list(raw_redis.scan_iter(match=f"{key_prefix}:*"))  # nothing written, not even the users set
+    docs = [(f"d{r}", f"zyxtrel note {r}", json.dumps({"id": f"d{r}"})) for r in (1, 2, 3)]
+    store.upsert_many("alice", docs, np.stack([ranked_vector(r) for r in (1, 2, 3)]), ttl_seconds=600)
+    for r in (1, 2, 3):
+        assert 595 <= raw_redis.ttl(record_key(key_prefix, f"d{r}")) <= 600
+    assert raw_redis.smembers(f"{key_prefix}:users") == {b"alice"}
+    assert store.vectors.count("alice") == 3 and store.bm25.count("alice") == 3
+    assert [r.id for r in store.search("alice", "", QUERY, mode="vector")] == ["d1", "d2", "d3"]
+    assert [r.id for r in store.search("alice", "zyxtrel", None, mode="bm25")] == ["d1", "d2", "d3"]  # the texts
+
+    store.upsert_many("bob", docs[:2], None)  # no embedder: text only, kept until deleted
+    assert raw_redis.ttl(record_key(key_prefix, "d1", "bob")) == -1
+    assert store.vectors.count("bob") == 0 and store.bm25.count("bob") == 2
+    assert raw_redis.smembers(f"{key_prefix}:users") == {b"alice", b"bob"}
+
+
+def test_index_many_without_vectors_indexes_text_only(store: SemanticStore) -> None:
+    store.index_many("alice", ["e1", "e2"], ["zyxtrel one", "zyxtrel two"], None)
+    assert store.vectors.count("alice") == 0 and store.bm25.count("alice") == 2
+    store.index_many("alice", ["e1"], ["zyxtrel one"], np.stack([ranked_vector(1)]))
+    assert store.vectors.count("alice") == 1 and store.bm25.count("alice") == 2
+
+
+# -- delete -------------------------------------------------------------------------------
+
+
+def test_delete_removes_the_record_and_both_index_entries(
+    store: SemanticStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    put(store, "m1", "zyxtrel", ranked_vector(1))
+    assert store.delete("alice", "m1") is True
+    assert raw_redis.exists(record_key(key_prefix, "m1")) == 0
+    assert store.vectors.count("alice") == 0 and store.bm25.count("alice") == 0
+    assert store.delete("alice", "m1") is False
+
+
+def test_delete_of_a_record_never_indexed_still_reports_it(
+    store: SemanticStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """A record written but not indexed (a crash between the two writes) is deleted and reported."""
+    put(store, "other", "zyxtrel", ranked_vector(1))  # the user has indexes, just not for m1
+    raw_redis.set(record_key(key_prefix, "m1"), json.dumps({"id": "m1"}))
+    assert store.delete("alice", "m1") is True
+    assert raw_redis.exists(record_key(key_prefix, "m1")) == 0
+
+
+@pytest.mark.parametrize("index", ["vectors", "bm25"])
+def test_delete_cleans_an_index_entry_whose_record_is_gone(store: SemanticStore, index: str) -> None:
+    """The record expired and only one index holds the id: delete still removes it (and says so)."""
+    if index == "vectors":
+        store.vectors.add("alice", "m1", ranked_vector(1))
+    else:
+        store.bm25.add("alice", "m1", "zyxtrel")
+    assert store.delete("alice", "m1") is True
+    assert store.vectors.count("alice") == 0 and store.bm25.count("alice") == 0
+    assert store.delete("alice", "m1") is False
+
+
+def test_delete_for_a_user_with_nothing_writes_nothing(
+    store: SemanticStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """An opted-out (or unknown) user: no record, no index, and no key created by the delete."""
+    assert store.delete("carol", "m1") is False
+    assert user_key_names(raw_redis, key_prefix, "carol") == set()
+
+
+# -- search -------------------------------------------------------------------------------
+
+
+def test_search_defaults_hybrid_limit_10_all_positive_similarities(store: SemanticStore) -> None:
+    put_ranked(store, 12, keyword_ids=("d1",))
+    put(store, "opposite", "plain opposite", -ranked_vector(1))  # cosine < 0
+    default = store.search("alice", "zyxtrel", QUERY)
+    assert len(default) == 10  # README: limit 10 by default
+    assert (default[0].id, default[0].match_type) == ("d1", "hybrid")  # hybrid is the default mode
+    vector = store.search("alice", "", QUERY, mode="vector", limit=20)
+    assert [r.id for r in vector] == RANKED  # min_similarity 0 by default: every positive cosine
+    assert vector[-1].similarity == pytest.approx(cosine(12), abs=1e-6)
+
+
+def test_hybrid_scores_are_rrf_k60_over_pools_of_4_x_limit(store: SemanticStore) -> None:
+    """limit 2: both pools hold 8 candidates; d8 (vector rank 8) fuses, d9 (rank 9) does not."""
+    put_ranked(store, 10, keyword_ids=("d8", "d9"))
+    assert hits(store.search("alice", "zyxtrel", QUERY, limit=2)) == [
+        ("d8", pytest.approx(1 / 68 + 1 / 61), "hybrid"),
+        ("d1", pytest.approx(1 / 61), "semantic"),
+    ]
+    result = {r.id: r for r in store.search("alice", "zyxtrel", QUERY, limit=3)}  # pools of 12: d9 fuses too
+    assert result["d9"].match_type == "hybrid" and result["d9"].score == pytest.approx(1 / 69 + 1 / 62)
+    assert result["d9"].similarity == pytest.approx(cosine(9), abs=1e-6)
+
+
+def test_rrf_k_and_weights_given_to_the_store_are_used(connector: RedisConnector, key_prefix: str) -> None:
+    store = make_store(connector, key_prefix, rrf_k=10, rrf_weights=(1.0, 0.5))
+    put_ranked(store, 3, keyword_ids=("d1", "d3"))
+    assert hits(store.search("alice", "zyxtrel", QUERY, limit=3)) == [
+        ("d1", pytest.approx(1 / 11 + 0.5 / 11), "hybrid"),
+        ("d3", pytest.approx(1 / 13 + 0.5 / 12), "hybrid"),
+        ("d2", pytest.approx(1 / 12), "semantic"),
+    ]
+
+
+def test_bm25_mode_scores_are_okapi_bm25_and_ignore_the_vector(store: SemanticStore) -> None:
+    texts = {"k1": "zyxtrel invoices", "k2": "zyxtrel zyxtrel dashboards for hiking", "k3": "grocery list"}
+    for doc_id, text in texts.items():
+        put(store, doc_id, text, ranked_vector(1))
+    oracle = bm25_oracle(
+        {"k1": ["zyxtrel", "invoice"], "k2": ["zyxtrel", "zyxtrel", "dashboard", "hiking"], "k3": ["grocery", "list"]},
+        ["zyxtrel"],
+    )
+    expected = [(doc_id, pytest.approx(score), "keyword") for doc_id, score in oracle]
+    assert hits(store.search("alice", "zyxtrel", None, mode="bm25", limit=5)) == expected
+    # a query vector the index cannot use (zero) does not matter to a keyword search
+    assert hits(store.search("alice", "zyxtrel", np.zeros(DIM, np.float32), mode="bm25", limit=5)) == expected
+    assert hits(store.search("alice", "zyxtrel", None, mode="bm25", limit=1)) == expected[:1]
+
+
+def test_search_argument_errors_and_limit_0(store: SemanticStore) -> None:
+    put_ranked(store, 2, keyword_ids=("d1",))
+    with pytest.raises(ValueError, match=r"^unknown search mode 'fuzzy'$"):
+        store.search("alice", "zyxtrel", QUERY, mode="fuzzy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^vector search needs a query vector$"):
+        store.search("alice", "zyxtrel", None, mode="vector")
+    for mode in ("hybrid", "vector", "bm25"):
+        assert store.search("alice", "zyxtrel", QUERY, mode=mode, limit=0) == []
+    assert store.search("alice", "zyxtrel", None, mode="vector", limit=0) == []  # nothing asked, nothing checked
+
+
+def test_a_prepared_vector_shard_is_searched_as_prepared(
+    store: SemanticStore, connector: RedisConnector, settings: Settings, key_prefix: str
+) -> None:
+    """``vector_shard`` from ``vectors.prepare``: the version check already done is not redone."""
+    put_ranked(store, 2)
+    shard = store.vectors.prepare("alice")
+    other = RedisConnector(settings.redis_url, settings.data_dir)  # another API process writes meanwhile
+    put(make_store(other, key_prefix), "d0", "plain", QUERY)
+    other.close()
+    prepared = store.search("alice", "", QUERY, mode="vector", vector_shard=shard)
+    assert [r.id for r in prepared] == ["d1", "d2"]
+    assert [r.id for r in store.search("alice", "", QUERY, mode="vector")] == ["d0", "d1", "d2"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    nodes = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
+    yield nodes
+    nodes.stop()
+
+
+def test_upsert_many_works_on_a_redis_cluster(cluster: RedisClusterProcesses, tmp_path: Path) -> None:
+    """The records (one user's slot) and the global users set (another slot) are never one transaction."""
+    conn = RedisConnector(cluster.url, tmp_path)
+    store = make_store(conn, "h7")
+    users = [f"user{i}" for i in range(4)]  # slots spread: some differ from the users set's slot
+    for user in users:
+        docs = [(f"d{r}", f"zyxtrel note {r}", json.dumps({"id": f"d{r}"})) for r in (1, 2)]
+        store.upsert_many(user, docs, np.stack([ranked_vector(1), ranked_vector(2)]))
+        assert [r.id for r in store.search(user, "zyxtrel", QUERY, limit=5)] == ["d1", "d2"]
+    assert conn.client.smembers("h7:users") == {u.encode() for u in users}
+    conn.close()
+
+
+# -- hits whose record is gone ------------------------------------------------------------
+
+
+def drop_records(raw: redis.Redis, prefix: str, *ranks: int) -> None:
+    raw.delete(*(record_key(prefix, f"d{r}") for r in ranks))
+
+
+def vector_ids(store: SemanticStore, limit: int) -> list[str]:
+    return [r.id for r in store.search("alice", "", QUERY, mode="vector", limit=limit)]
+
+
+def test_a_search_reads_only_limit_records_when_none_expired(
+    store: SemanticStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """Gone records past the first ``limit`` hits are not read, so they stay indexed until prune."""
+    put_ranked(store, 6)
+    drop_records(raw_redis, key_prefix, 3, 4)
+    assert vector_ids(store, 2) == ["d1", "d2"]
+    assert store.vectors.count("alice") == 6
+    assert store.prune("alice") == 2
+    assert store.vectors.count("alice") == 4
+
+
+def test_refill_pages_read_twice_the_missing_hits(
+    store: SemanticStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """limit 3, d1 gone: the second page is d4-d5 (2 x 1 missing), so d6 (gone too) is not seen yet."""
+    put_ranked(store, 9)
+    drop_records(raw_redis, key_prefix, 1, 6)
+    assert vector_ids(store, 3) == ["d2", "d3", "d4"]
+    assert store.vectors.count("alice") == 8 and store.bm25.count("alice") == 8
+
+
+def test_pages_continue_past_runs_of_gone_hits(store: SemanticStore, raw_redis: redis.Redis, key_prefix: str) -> None:
+    put_ranked(store, 9)
+    drop_records(raw_redis, key_prefix, 1, 4, 5)
+    assert vector_ids(store, 3) == ["d2", "d3", "d6"]
+    assert store.vectors.count("alice") == 6 and store.bm25.count("alice") == 6
+
+
+def test_prune_counts_across_batches(store: SemanticStore, raw_redis: redis.Redis, key_prefix: str) -> None:
+    put_ranked(store, 5)
+    drop_records(raw_redis, key_prefix, 1, 3, 5)
+    assert store.prune("alice", batch_size=2) == 3
+    assert sorted(store.vectors.ids("alice")) == ["d2", "d4"] and sorted(store.bm25.ids("alice")) == ["d2", "d4"]
+    assert store.prune("alice", batch_size=2) == 0
+
+
+def test_prune_of_a_single_gone_record(store: SemanticStore, raw_redis: redis.Redis, key_prefix: str) -> None:
+    put_ranked(store, 1)
+    drop_records(raw_redis, key_prefix, 1)
+    assert store.prune("alice") == 1
+    assert store.vectors.count("alice") == 0 and store.bm25.count("alice") == 0
+
+
+# -- Redis dies between the reads and the index clean-up ------------------------------------
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path / "redis").start()
+    yield server
+    server.kill()
+
+
+def die_after_vector_removal(store: SemanticStore, server: RedisProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next clean-up removes the vectors, then Redis dies before the BM25 entries go."""
+    remove_vectors = store.vectors.remove_many
+
+    def remove_then_die(user_id: str, ids: list[str]) -> int:
+        removed = remove_vectors(user_id, ids)
+        server.kill()
+        return removed
+
+    monkeypatch.setattr(store.vectors, "remove_many", remove_then_die)
+
+
+def test_redis_dying_during_the_clean_up_keeps_the_live_hits_and_logs(
+    private_redis: RedisProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    conn = RedisConnector(private_redis.url, tmp_path, timeout_s=0.2)
+    store = make_store(conn, "h7")
+    put_ranked(store, 4)
+    redis.Redis.from_url(private_redis.url).delete(record_key("h7", "d1"), record_key("h7", "d3"))
+    die_after_vector_removal(store, private_redis, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="agtos.storage.semantic"):
+        assert vector_ids(store, 2) == ["d2", "d4"]
+    assert [r.getMessage() for r in caplog.records] == ["could not drop 2 expired memory ids from the indexes"]
+    conn.close()
+
+
+def test_redis_dying_during_prune_reports_nothing_removed(
+    private_redis: RedisProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = RedisConnector(private_redis.url, tmp_path, timeout_s=0.2)
+    store = make_store(conn, "h7")
+    put_ranked(store, 3)
+    redis.Redis.from_url(private_redis.url).delete(record_key("h7", "d2"))
+    die_after_vector_removal(store, private_redis, monkeypatch)
+    assert store.prune("alice") == 0
+    conn.close()
