@@ -287,9 +287,9 @@ def test_forgetting_an_episode_removes_its_record_and_index_entries(
     forget = {"kind": "episode", "id": "ep-1"}
     assert client.post("/api/memory/forget", json=forget, headers=user("alice")).status_code == 200
     assert client.post("/api/memory/forget", json=forget, headers=user("alice")).status_code == 404
+    assert raw_redis.zscore(timeline, "ep-1") is None  # no trace left in the timeline (before a listing prunes it)
     listed = client.get("/api/memory/episodes", headers=user("alice")).json()["episodes"]
     assert [e["id"] for e in listed] == ["ep-2"]
-    assert raw_redis.zscore(timeline, "ep-1") is None  # no trace left in the timeline either
     assert [r["id"] for r in search(client, "zebra", "bm25")] == ["ep-2"]
     # a memory that shares an episode's id: forgetting it leaves the episode alone
     assert (
@@ -379,6 +379,8 @@ def test_context_defaults_to_800_tokens_and_10_hits_per_tier(coordinator: Memory
     memories = [Memory(id=f"mem-{w}", user_id="bob", text=f"zebra {w}") for w in words]
     coordinator.semantic.store_batch([], memories, None)
     assert len(coordinator.build_context("bob", "zebra")["items"]) == 10
+    seed(coordinator, {f"ep-{w}": (f"zebra {w}", NOW_MS) for w in words}, user_id="carol")
+    assert len(coordinator.search_episodes("carol", "zebra")) == 10  # search's default limit
     assert len(coordinator.build_context("bob", "zebra", limit=11)["items"]) == 11
 
 

@@ -127,7 +127,10 @@ def test_ending_a_session_stores_it_once_and_clears_the_journal(
     post(client, "alice", "s1", "I prefer answers in metric units, please remember that", "Noted, metric units.")
     with restarted(settings) as other:  # any API process can end it: the turns come from the journal
         assert get_session(other, "alice", "s1")[0] == 200  # replayed into this process's working memory
+        events: list[dict] = []
+        other.app.state.coordinator.events.subscribe("sessionEnded", events.append)
         ended = end(other, "alice", "s1")
+        assert events == [{"user_id": "alice", "session_id": "s1", "episode_id": ended["episode"]["id"]}]
         assert ended["sessionId"] == "s1" and ended["saved"] is True and ended["reason"] == "stated preference"
         listed = other.get("/api/memory/episodes", headers=user("alice")).json()["episodes"]
         assert [e["id"] for e in listed] == [ended["episode"]["id"]] and ended["episode"]["type"] == "preference"
