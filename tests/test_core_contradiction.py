@@ -154,6 +154,9 @@ def test_judge_asks_10_pairs_per_call_and_counts_every_rejected_batch(caplog: py
         judged, unjudged = LLMJudge(llm).judge(pairs)  # the default batch: 10
         calls = stub.requests_to("/api/chat")
         assert [len(c.body["messages"][-1]["content"].splitlines()) for c in calls] == [10, 10, 5]
+        for call in calls:  # the instructions as the system message, the listing as the user's, JSON mode
+            assert [m["role"] for m in call.body["messages"]] == ["system", "user"] and call.body["format"] == "json"
+            assert call.body["messages"][0]["content"].startswith("For each numbered pair of statements")
         assert unjudged == 0 and [(j.a, j.b) for j in judged] == [(a, b) for a, b, _, _ in pairs]
         assert (judged[12].confidence, judged[12].explanation, judged[12].contradiction) == (0.52, "why 2", True)
 

@@ -156,7 +156,9 @@ def test_a_model_that_cannot_be_trusted_falls_back_to_the_lexical_nli(
     assert any(str(target) in r.getMessage() and "fallback" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("damage", ["corrupt-model-pinned", "corrupt-tokenizer-pinned", "labels-for-2-logits"])
+@pytest.mark.parametrize(
+    "damage", ["corrupt-model-pinned", "corrupt-tokenizer-pinned", "labels-for-2-logits", "duplicate-labels"]
+)
 def test_a_broken_model_with_valid_pins_is_refused_at_load(damage: str, model_dir: Path, tmp_path: Path) -> None:
     """Files that match their pins but cannot serve: refused at load (→ fallback), never at lint time."""
     if damage == "corrupt-model-pinned":
@@ -165,6 +167,8 @@ def test_a_broken_model_with_valid_pins_is_refused_at_load(damage: str, model_di
     elif damage == "corrupt-tokenizer-pinned":
         (model_dir / "tokenizer.json").write_text('{"version": "1.0", "model": 42}')
         write_manifest(model_dir, LABELS)
+    elif damage == "duplicate-labels":  # 3 labels for 3 logits, but one of them twice
+        write_manifest(model_dir, ["contradiction", "neutral", "Contradiction"])
     else:
         write_manifest(model_dir, ["contradiction", "entailment"])  # 2 labels, 3 logits
     with pytest.raises(ValueError):
