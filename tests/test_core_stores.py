@@ -134,3 +134,23 @@ def test_iter_all_reads_pages_of_500(episodes: EpisodeStore, raw_redis: redis.Re
     assert next(all_episodes).id == "ep-1000"
     all_episodes.close()
     assert raw_redis.zrange(f"{key_prefix}:u:{{alice}}:episodes:by_time", 0, -1) == [b"gone-0", b"gone-1", b"ep-1000"]
+
+
+def test_save_and_delete_are_each_one_transaction(episodes: EpisodeStore, redis_url: str, key_prefix: str) -> None:
+    """Record, timeline id and timeline TTL change together (MULTI/EXEC, seen by MONITOR): no reader sees a
+    saved episode that ``recent`` does not list; the global users set stays outside (a cluster slot of its own)."""
+    monitor_client = redis.Redis.from_url(redis_url, socket_timeout=10)
+    inside: dict[str, bool] = {}  # client -> between its MULTI and EXEC
+    ours: list[tuple[str, bool]] = []  # (command name, inside a transaction) of the commands on our keys
+    with monitor_client.monitor() as monitor:
+        episodes.save(episode(1))
+        episodes.delete("alice", "ep-1")
+        while len(ours) < 6:
+            seen = monitor.next_command()
+            client, name = f"{seen['client_address']}:{seen['client_port']}", seen["command"].split(" ", 1)[0]
+            if name in ("MULTI", "EXEC"):
+                inside[client] = name == "MULTI"
+            elif key_prefix in seen["command"]:
+                ours.append((name, inside.get(client, False)))
+    monitor_client.close()
+    assert ours == [("SET", True), ("ZADD", True), ("EXPIRE", True), ("SADD", False), ("DEL", True), ("ZREM", True)]
