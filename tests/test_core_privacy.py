@@ -174,7 +174,8 @@ def test_forget_all_in_a_fresh_process_and_the_opt_out_check_when_redis_is_away(
         assert raw.info("commandstats")["cmdstat_sismember"]["calls"] == 1
         server.stop()
         time.sleep(max(0.0, read_at + 2.05 - time.monotonic()))  # past the 2 s cache: Redis is asked, and away
-        assert second.privacy.is_opted_out("ola") is True
+        assert second.privacy.is_opted_out("ola") is True  # what it read from Redis
+        assert first.privacy.is_opted_out("ola") is True  # what it wrote itself
         assert second.privacy.is_opted_out("nia") is False
     finally:
         first.close()
