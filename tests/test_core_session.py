@@ -155,13 +155,15 @@ def test_a_session_id_continued_after_its_end_gives_a_new_episode(client: TestCl
 
 
 def test_a_session_not_worth_saving_is_cleared_too(client: TestClient, key_prefix: str, raw_redis: redis.Redis) -> None:
+    post(client, "alice", "s2", "another live session")
     post(client, "alice", "s1", "hi", "hello!")
-    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 1
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 2
     ended = end(client, "alice", "s1")
     assert ended == {"sessionId": "s1", "saved": False, "reason": "greeting or small talk only", "episode": None}
     assert raw_redis.exists(journal_key(key_prefix, "alice", "s1")) == 0
     assert get_session(client, "alice", "s1")[0] == 404
-    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
+    assert get_session(client, "alice", "s2")[0] == 200  # clearing one session leaves the user's others
+    assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 1
 
 
 def test_an_expired_journal_falls_back_to_working_memory(
