@@ -2,7 +2,9 @@
 
 Lists every mutant mutmut would create for the core modules (``[tool.mutmut] only_mutate``),
 drops the known equivalent ones, draws ``--size`` of them with ``--seed``, runs
-``mutmut run <names>`` and stops it at ``--time-box`` seconds. The mutants that ran are then
+``mutmut run <names>`` and stops its mutant phase after ``--time-box`` seconds (mutmut's own
+set-up before it, mutant generation and its stats and clean passes over the selected tests, is
+capped apart by ``--setup-limit`` and reported). The mutants that ran are then
 scored together (``mutation_report.py --pooled``); exit 1 below ``--floor``, or when fewer than
 ``--min-run`` of them could run in the time box (mutmut runs the mutants with the fastest tests first).
 """
@@ -16,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,26 +44,72 @@ def all_mutant_names(modules: list[str], max_children: int) -> list[str]:
     return sorted(name for module in modules for name in module_results(module))
 
 
-def run_time_boxed(cmd: list[str], time_box: float) -> None:
-    """Run ``cmd``; past ``time_box`` seconds interrupt it (mutmut then stops its workers), kill it 30 s later."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
+MUTANT_PHASE = "Running mutation testing"  # what mutmut prints when its set-up is done and mutants start
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Interrupt mutmut (it stops its workers and saves results), kill it 30 s later."""
+    os.killpg(proc.pid, signal.SIGINT)
     try:
-        proc.wait(timeout=time_box)
+        proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        print(f"time box of {time_box:.0f} s reached: stopping mutmut", flush=True)
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def run_time_boxed(cmd: list[str], time_box: float, setup_limit: float) -> tuple[float, float, bool]:
+    """Run mutmut; its set-up (mutant generation, stats and clean passes over the selected tests)
+    may take up to ``setup_limit`` s, then the mutant phase is stopped after ``time_box`` s.
+
+    Returns (set-up seconds, mutant-phase seconds, whether the set-up finished in time). The
+    output is echoed line by line; a watchdog thread enforces both limits.
+    """
+    start = time.monotonic()
+    phase_start: list[float] = []
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    stopped = threading.Event()
+
+    def watchdog() -> None:
+        while proc.poll() is None and not stopped.is_set():
+            now = time.monotonic()
+            if phase_start and now - phase_start[0] > time_box:
+                print(f"\ntime box of {time_box:.0f} s for the mutants reached: stopping mutmut", flush=True)
+                _stop(proc)
+                return
+            if not phase_start and now - start > setup_limit:
+                print(f"\nmutmut's set-up took over {setup_limit:.0f} s: stopping it", flush=True)
+                _stop(proc)
+                return
+            time.sleep(0.5)
+
+    guard = threading.Thread(target=watchdog, daemon=True)
+    guard.start()
+    assert proc.stdout is not None
+    for line in proc.stdout:  # universal newlines: the spinner's carriage returns end lines too
+        if not line.strip() or "\u2800" <= line.lstrip()[0] <= "\u28ff":
+            continue  # spinner frames
+        sys.stdout.write(line)
+        if not phase_start and MUTANT_PHASE in line:
+            phase_start.append(time.monotonic())
+            print(f"set-up done in {phase_start[0] - start:.0f} s; mutants get {time_box:.0f} s", flush=True)
+    proc.wait()
+    stopped.set()
+    end = time.monotonic()
+    if not phase_start:
+        return end - start, 0.0, False
+    return phase_start[0] - start, end - phase_start[0], True
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--size", type=int, default=60)
-    parser.add_argument("--time-box", type=float, default=240.0, help="seconds for the whole mutmut run")
+    parser.add_argument("--time-box", type=float, default=300.0, help="seconds for the mutant phase")
+    parser.add_argument(
+        "--setup-limit", type=float, default=600.0, help="seconds for mutmut's set-up (generation, stats, clean run)"
+    )
     parser.add_argument("--floor", type=float, default=85.0)
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--min-run", type=int, default=20, help="fail when fewer sampled mutants could run")
@@ -74,8 +123,14 @@ def main() -> int:
     print(f"sample of {len(sample)} mutants (seed {args.seed}) out of {len(candidates)} non-equivalent", flush=True)
 
     mutmut = str(Path(sys.executable).with_name("mutmut"))
-    remaining = args.time_box - (time.monotonic() - start)
-    run_time_boxed([mutmut, "run", "--max-children", str(args.max_children), *sample], remaining)
+    listing = time.monotonic() - start
+    setup, phase, started = run_time_boxed(
+        [mutmut, "run", "--max-children", str(args.max_children), *sample], args.time_box, args.setup_limit
+    )
+    print(f"listing {listing:.0f} s, mutmut set-up {setup:.0f} s, mutant phase {phase:.0f} s", flush=True)
+    if not started:
+        print("mutmut never reached its mutant phase (see its output above)", file=sys.stderr)
+        return 1
 
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
         f.write("\n".join(sample))
