@@ -9,6 +9,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import MaintenanceConfig, Settings
+from agtos.providers.embeddings import EmbeddingError
+from agtos.schemas import Conclusion
 
 
 def user(user_id: str) -> dict[str, str]:
@@ -75,3 +77,28 @@ def bm25_oracle(terms: dict[str, list[str]], query: list[str], limit: int = 10) 
     scores = retriever.get_scores(list(dict.fromkeys(query)))
     ranked = sorted(((i, float(s)) for i, s in zip(ids, scores, strict=True) if s > 0), key=lambda x: (-x[1], x[0]))
     return ranked[:limit]
+
+
+def inductive_conclusion(user_id: str, conclusion_id: str, text: str, stamp: int) -> Conclusion:
+    """A confident inductive conclusion from one episode, created and updated at ``stamp``."""
+    return Conclusion(
+        id=conclusion_id,
+        user_id=user_id,
+        text=text,
+        type="inductive",
+        confidence=0.9,
+        source_episode_ids=["ep-1"],
+        created_at=stamp,
+        updated_at=stamp,
+    )
+
+
+class BrokenEmbedder:
+    """An embedder whose model cannot load: every use raises ``EmbeddingError``."""
+
+    name = "broken"
+    model = "none"
+
+    @property
+    def dim(self) -> int:
+        raise EmbeddingError("model file missing")

@@ -24,10 +24,9 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings
 from agtos.flows.lint import CONTRADICTION_EVENT
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.schemas import Conclusion
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
-from tests.helpers import user
+from tests.helpers import inductive_conclusion, user
 from tests.stub_servers import RecordedRequest, StubModelServer
 
 U = "judge-user"
@@ -81,18 +80,7 @@ def seed(coordinator: MemoryCoordinator, user_id: str, groups: list[list[str]]) 
     conclusions, vectors = [], []
     for axis, texts in enumerate(groups):
         for text in texts:
-            conclusions.append(
-                Conclusion(
-                    id=f"c{len(conclusions)}",
-                    user_id=user_id,
-                    text=text,
-                    type="inductive",
-                    confidence=0.9,
-                    source_episode_ids=["ep-1"],
-                    created_at=stamp,
-                    updated_at=stamp,
-                )
-            )
+            conclusions.append(inductive_conclusion(user_id, f"c{len(conclusions)}", text, stamp))
             vectors.append(np.eye(dim, dtype=np.float32)[axis])
     coordinator.conclusions.upsert_many(conclusions, np.stack(vectors))
     return {c.text: c.id for c in conclusions}

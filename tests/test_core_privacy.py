@@ -18,11 +18,11 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.privacy import OptedOutError
-from agtos.schemas import Conclusion, Episode, IngestItem
+from agtos.schemas import Episode, IngestItem
 from agtos.schemas.records import now_ms
 from agtos.storage.keys import InvalidIdentifier
 from agtos.tasks.contradiction import NLIVerdict
-from tests.helpers import user, user_key_names
+from tests.helpers import inductive_conclusion, user, user_key_names
 from tests.redis_process import RedisProcess
 
 OPT_OUT_LIST = "{prefix}:meta:privacy:opt-out"  # stored state: an opt-out written earlier must stay honoured
@@ -130,16 +130,7 @@ def test_forget_conclusion_clears_that_users_verdict_cache(client: TestClient, c
     verdict = {"k1": NLIVerdict("contradiction", {"contradiction": 0.8})}
     for uid in ("cora", "cole"):
         conclusions = [
-            Conclusion(
-                id=f"{uid}-{i}",
-                user_id=uid,
-                text=text,
-                type="inductive",
-                confidence=0.9,
-                source_episode_ids=["ep-1"],
-                created_at=stamp,
-                updated_at=stamp,
-            )
+            inductive_conclusion(uid, f"{uid}-{i}", text, stamp)
             for i, text in enumerate(("User is vegetarian", "User eats steak every day"))
         ]
         dim = coordinator.semantic.embedder.dim

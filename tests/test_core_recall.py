@@ -15,7 +15,7 @@ from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate
 from agtos.serving.app import create_app
-from tests.helpers import bm25_oracle, user
+from tests.helpers import BrokenEmbedder, bm25_oracle, user
 
 DAY_MS = 86_400_000
 NOW_MS = 1_700_000_000_000
@@ -175,15 +175,6 @@ def test_hybrid_expansion_fuses_the_hybrid_lists_of_each_phrase(coordinator: Mem
     for h in plain[0] + plain[1]:
         first_seen.setdefault(h.id, h.score)
     assert {h.id: h.score for h in found.results} == pytest.approx({d: first_seen[d] for d in expected})
-
-
-class BrokenEmbedder:
-    name = "broken"
-    model = "none"
-
-    @property
-    def dim(self) -> int:
-        raise EmbeddingError("model file missing")
 
 
 def test_search_without_an_embedder_says_it_fell_back_to_keywords(settings: Settings) -> None:

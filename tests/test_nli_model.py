@@ -23,11 +23,10 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.schemas import Conclusion
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
 from agtos.tasks.contradiction import OnnxNLIModel, build_nli
-from tests.helpers import user
+from tests.helpers import inductive_conclusion, user
 
 WORDS = ["user", "owns", "a", "zebra", "also", "rides", "bike", "likes", "tea", "the", "green"]
 LABELS = ["CONTRADICTION", "ENTAILMENT", "NEUTRAL"]  # the manifest's order; the loader lower-cases
@@ -200,19 +199,7 @@ def seed_pair(coordinator: MemoryCoordinator, user_id: str) -> None:
     """Two conclusions the tiny model calls a contradiction and the lexical fallback calls neutral."""
     stamp = now_ms()
     texts = ["User owns a zebra", "User rides a bike"]
-    conclusions = [
-        Conclusion(
-            id=f"z{i}",
-            user_id=user_id,
-            text=t,
-            type="inductive",
-            confidence=0.9,
-            source_episode_ids=["ep-1"],
-            created_at=stamp,
-            updated_at=stamp,
-        )
-        for i, t in enumerate(texts)
-    ]
+    conclusions = [inductive_conclusion(user_id, f"z{i}", t, stamp) for i, t in enumerate(texts)]
     coordinator.conclusions.upsert_many(conclusions, coordinator.semantic.embedder.embed(texts))
 
 

@@ -8,9 +8,8 @@ from fastapi.testclient import TestClient
 
 from agtos.config import LLMSlot, Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.providers.embeddings import EmbeddingError
 from agtos.serving.app import create_app
-from tests.helpers import user
+from tests.helpers import BrokenEmbedder, user
 from tests.stub_servers import StubModelServer
 from tests.test_semantic_search import seed
 
@@ -36,15 +35,6 @@ def test_query_expansion_widens_recall(settings: Settings) -> None:
 
 def test_expansion_is_off_by_default(coordinator: MemoryCoordinator) -> None:
     assert coordinator.semantic.expander is None
-
-
-class BrokenEmbedder:
-    name = "broken"
-    model = "none"
-
-    @property
-    def dim(self) -> int:
-        raise EmbeddingError("model file missing")
 
 
 def test_embedder_unavailable_falls_back_to_keyword_search(settings: Settings) -> None:
