@@ -10,13 +10,13 @@ import math
 import time
 from collections.abc import Iterator
 
-import bm25s
 import pytest
 
 from agtos.tasks import bm25
 from agtos.tasks.context import ContextItem, assemble, dedupe, fit_budget, format_section
 from agtos.tasks.rrf import reciprocal_rank_fusion
 from agtos.tasks.tokens import count_tokens
+from tests.helpers import bm25_oracle
 
 DAY_MS = 86_400_000
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -90,12 +90,8 @@ CORPUS = {
 
 
 def oracle(query: str, docs: dict[str, str]) -> dict[str, float]:
-    """BM25 by bm25s (k1 = 1.2, b = 0.75, idf ln(1 + (N - df + .5)/(df + .5))) times (k1 + 1)."""
-    ids = list(docs)
-    retriever = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
-    retriever.index([bm25.tokenize(docs[i]) for i in ids], show_progress=False)
-    scores = retriever.get_scores(bm25.query_terms(query)) * 2.2
-    return {i: float(s) for i, s in zip(ids, scores, strict=True) if s > 0}
+    """BM25 by bm25s (tests.helpers.bm25_oracle) over the documents' tokens."""
+    return dict(bm25_oracle({i: bm25.tokenize(t) for i, t in docs.items()}, bm25.query_terms(query), len(docs)))
 
 
 @pytest.mark.parametrize("query", ["billing outage", "friday", "upgrade billing", "outage", "alice pasta"])
