@@ -32,6 +32,8 @@ from fastapi.testclient import TestClient
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
 from agtos.serving.app import create_app
+from agtos.tasks.polarity import polarity
+from agtos.tasks.text import normalise
 from tests.helpers import delete_prefix, isolation_settings, key_owner, talk, user
 
 FAMILY = ("al", "alice", "a", "a.b", "a@b", "a_b", "a-b", "bob", "bob-2")
@@ -156,6 +158,8 @@ def snapshot(env: Env, gone: str) -> dict[str, Any]:
 
 def assert_no_trace(env: Env, gone: str, before: dict[str, Any], tmp_path: Path, opted_out: bool) -> None:
     semantic = env.coordinator.semantic
+    # the contradiction heuristics' process-wide text caches (filled by the lint) are emptied
+    assert polarity.cache_info().currsize == 0 and normalise.cache_info().currsize == 0
     for query in env.queries[gone]:  # first: the checks below embed queries themselves
         assert semantic.embedder.cache.get(query) is None, query
     owners = env.keys_by_owner()

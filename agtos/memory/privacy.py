@@ -14,6 +14,8 @@ import redis
 
 from agtos.storage.keys import check_record_id
 from agtos.storage.vector_redisearch import drop_indexes
+from agtos.tasks.polarity import polarity
+from agtos.tasks.text import normalise
 
 if TYPE_CHECKING:
     from agtos.memory.coordinator import MemoryCoordinator
@@ -110,7 +112,10 @@ class Privacy:
         return {"forgotten": "all", "userId": user_id, "keysDeleted": deleted}
 
     def _clear_query_cache(self) -> None:
-        """Query embeddings are cached by text: drop them so no forgotten text lingers in memory."""
+        """Query embeddings and the contradiction heuristics' text caches are keyed by text: drop
+        them so no forgotten text lingers in memory."""
+        polarity.cache_clear()
+        normalise.cache_clear()
         embedder = self.c.semantic._embedder
         cache = getattr(embedder, "cache", None)
         if cache is not None and hasattr(cache, "clear"):
