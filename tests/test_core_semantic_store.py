@@ -119,6 +119,18 @@ def test_index_many_without_vectors_indexes_text_only(store: SemanticStore) -> N
     assert store.vectors.count("alice") == 0 and store.bm25.count("alice") == 2
     store.index_many("alice", ["e1"], ["zyxtrel one"], np.stack([ranked_vector(1)]))
     assert store.vectors.count("alice") == 1 and store.bm25.count("alice") == 2
+    with pytest.raises(ValueError):  # one text short: nothing is indexed under a wrong id
+        store.index_many("bob", ["e1", "e2"], ["zyxtrel one"], None)
+    assert store.bm25.count("bob") == 0
+
+
+@pytest.mark.parametrize("wrong", ["vectors", "bm25"])
+def test_both_indexes_must_be_of_the_store_namespace(connector: RedisConnector, key_prefix: str, wrong: str) -> None:
+    keys = GlobalKeys(key_prefix)
+    vectors = VectorIndex(connector, keys, "episode" if wrong == "vectors" else "memory", DIM)
+    bm25 = BM25Index(connector, keys, "episode" if wrong == "bm25" else "memory")
+    with pytest.raises(ValueError, match=r"^both indexes must use the namespace 'memory'$"):
+        SemanticStore(connector, keys, "memory", vectors, bm25)
 
 
 # -- delete -------------------------------------------------------------------------------
