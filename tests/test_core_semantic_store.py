@@ -202,6 +202,20 @@ def test_hybrid_scores_are_rrf_k60_over_pools_of_4_x_limit(store: SemanticStore)
     assert result["d9"].similarity == pytest.approx(cosine(9), abs=1e-6)
 
 
+@pytest.mark.parametrize("factor", [1, 0])
+def test_a_candidate_factor_of_1_or_less_fuses_pools_of_limit(
+    connector: RedisConnector, key_prefix: str, factor: int
+) -> None:
+    """Pools of 1 x limit (0 is raised to 1): d2 (vector rank 2) is fused as a keyword hit only."""
+    store = make_store(connector, key_prefix, candidate_factor=factor)
+    put_ranked(store, 2, keyword_ids=("d2",))
+    assert hits(store.search("alice", "zyxtrel", QUERY, limit=1)) == [("d1", pytest.approx(1 / 61), "semantic")]
+    assert hits(store.search("alice", "zyxtrel", QUERY, limit=2)) == [
+        ("d2", pytest.approx(1 / 62 + 1 / 61), "hybrid"),
+        ("d1", pytest.approx(1 / 61), "semantic"),
+    ]
+
+
 def test_rrf_k_and_weights_given_to_the_store_are_used(connector: RedisConnector, key_prefix: str) -> None:
     store = make_store(connector, key_prefix, rrf_k=10, rrf_weights=(1.0, 0.5))
     put_ranked(store, 3, keyword_ids=("d1", "d3"))
