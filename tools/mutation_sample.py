@@ -108,7 +108,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=60)
     parser.add_argument("--time-box", type=float, default=300.0, help="seconds for the mutant phase")
     parser.add_argument(
-        "--setup-limit", type=float, default=600.0, help="seconds for mutmut's set-up (generation, stats, clean run)"
+        "--setup-limit", type=float, default=900.0, help="seconds for mutmut's set-up (generation, stats, clean run)"
     )
     parser.add_argument("--floor", type=float, default=85.0)
     parser.add_argument("--max-children", type=int, default=2)
