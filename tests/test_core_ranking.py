@@ -14,7 +14,7 @@ import pytest
 
 from agtos.tasks import bm25
 from agtos.tasks.context import ContextItem, assemble, dedupe, fit_budget, format_section
-from agtos.tasks.rrf import reciprocal_rank_fusion
+from agtos.tasks.ranking import reciprocal_rank_fusion
 from agtos.tasks.tokens import count_tokens
 from tests.helpers import bm25_oracle
 

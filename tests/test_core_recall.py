@@ -10,11 +10,12 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings
-from agtos.memory.coordinator import MemoryCoordinator, SearchHit, display_score, rerank_by_recency
+from agtos.memory.coordinator import MemoryCoordinator, SearchHit
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate
 from agtos.serving.app import create_app
+from agtos.tasks.ranking import display_score, rerank_by_recency
 from tests.helpers import BrokenEmbedder, bm25_oracle, user
 
 DAY_MS = 86_400_000

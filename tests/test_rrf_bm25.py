@@ -13,7 +13,7 @@ from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys, InvalidIdentifier
 from agtos.storage.redis_conn import RedisConnector
 from agtos.tasks import bm25
-from agtos.tasks.rrf import reciprocal_rank_fusion
+from agtos.tasks.ranking import reciprocal_rank_fusion
 from tests.helpers import bm25_oracle
 
 CORPUS = {

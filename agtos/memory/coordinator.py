@@ -52,6 +52,7 @@ from agtos.tasks.distil import memory_kind
 from agtos.tasks.expansion import expand_query
 from agtos.tasks.extract import extract
 from agtos.tasks.ner import build_recognizer
+from agtos.tasks.ranking import display_score, rerank_by_recency
 from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard
 from agtos.tasks.summarize import build_summariser, extractive_summary
 from agtos.tasks.text import content_words
@@ -88,38 +89,12 @@ class SearchHit:
     score: float
     match_type: str
 
+    @property
+    def timestamp(self) -> int:
+        return self.episode.timestamp
+
     def public(self) -> dict[str, Any]:
         return {**self.episode.public(), "score": self.score, "matchType": self.match_type}
-
-
-def display_score(raw: float, mode: str, max_hybrid: float | None = None) -> float:
-    """Scores in 0-1 for every mode: hybrid RRF is divided by its maximum (rank 1 in both lists)."""
-    if mode == "hybrid":
-        return round(min(1.0, raw / (max_hybrid or 2 / 61)), 4)
-    if mode == "bm25":
-        return round(raw / (raw + 1.0), 4)  # squash the unbounded BM25 score
-    return round(raw, 4)
-
-
-RECENCY_WEIGHT = 0.1
-RECENCY_HALF_LIFE_DAYS = 30.0
-
-
-def rerank_by_recency(hits: list[SearchHit]) -> list[SearchHit]:
-    """Stable re-sort by score × (1 - w + w × 2^(-age behind the newest candidate / half-life)).
-
-    Ages are absolute (days), so episodes stored moments apart weigh the same, and a session a
-    month newer than another gains at most w/2 of its score.
-    """
-    if len(hits) < 2:
-        return hits
-    newest = max(h.episode.timestamp for h in hits)
-
-    def weight(hit: SearchHit) -> float:
-        days_behind = (newest - hit.episode.timestamp) / 86_400_000
-        return hit.score * (1 - RECENCY_WEIGHT + RECENCY_WEIGHT * 0.5 ** (days_behind / RECENCY_HALF_LIFE_DAYS))
-
-    return sorted(hits, key=weight, reverse=True)
 
 
 class MemoryCoordinator:

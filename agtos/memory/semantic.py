@@ -23,7 +23,7 @@ from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic import SearchMode, SearchResult, SemanticStore
 from agtos.storage.vector_index import VectorIndex
-from agtos.tasks.rrf import reciprocal_rank_fusion
+from agtos.tasks.ranking import fuse_expansions
 from agtos.tasks.text import episode_text
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ class SemanticMemory:
             store.search(user_id, q, v, wanted, limit, threshold, first if i == 0 else None, prepared)
             for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
         ]
-        return SemanticSearch(_fuse(lists, limit), wanted, degraded, store.max_fused_score)
+        return SemanticSearch(fuse_expansions(lists, limit), wanted, degraded, store.max_fused_score)
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
         return self.store(namespace).get_many(user_id, ids)
@@ -238,16 +238,3 @@ def _rows_by_user(user_ids: list[str]) -> dict[str, list[int]]:
     for row, user_id in enumerate(user_ids):
         rows.setdefault(user_id, []).append(row)
     return rows
-
-
-def _fuse(lists: list[list[SearchResult]], limit: int) -> list[SearchResult]:
-    """One list as is; several (original + expansions) by weighted RRF, keeping each hit's own score."""
-    if len(lists) == 1:
-        return lists[0]
-    weights = [2.0] + [1.0] * (len(lists) - 1)
-    fused = reciprocal_rank_fusion([[hit.id for hit in hits] for hits in lists], weights=weights)
-    first_seen: dict[str, SearchResult] = {}
-    for hits in lists:
-        for hit in hits:
-            first_seen.setdefault(hit.id, hit)
-    return [first_seen[doc_id] for doc_id, _ in fused[:limit]]

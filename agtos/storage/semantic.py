@@ -19,7 +19,7 @@ from agtos.storage.keys import GlobalKeys, check_record_id
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_shard import LocalShard
-from agtos.tasks.rrf import DEFAULT_K, reciprocal_rank_fusion
+from agtos.tasks.ranking import DEFAULT_K, max_fused_score, reciprocal_rank_fusion
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class SemanticStore:
     @property
     def max_fused_score(self) -> float:
         """The hybrid score of a document ranked first in both lists (to scale scores to 0-1)."""
-        return sum(self.rrf_weights) / (self.rrf_k + 1)
+        return max_fused_score(self.rrf_weights, self.rrf_k)
 
     def _live(self, user_id: str, ranked: list[SearchResult], limit: int) -> list[SearchResult]:
         """The first ``limit`` hits whose record still exists, with their records (one MGET when

@@ -1,0 +1,107 @@
+"""Ranking, in one place (pure): RRF, expansion fusion, 0-1 score scaling and recency re-ranking.
+
+The storage layer fuses its vector and BM25 lists with :func:`reciprocal_rank_fusion`; semantic
+memory fuses the lists of a query's rephrasings with :func:`fuse_expansions`; search, context and
+ask scale scores with :func:`display_score` and re-rank episodes with :func:`rerank_by_recency`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
+DEFAULT_K = 60
+RECENCY_WEIGHT = 0.1
+RECENCY_HALF_LIFE_DAYS = 30.0
+EXPANSION_WEIGHT = 2.0  # the original query's weight against each rephrasing's 1
+_DAY_MS = 86_400_000
+
+
+class Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+class Timed(Protocol):
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def timestamp(self) -> int: ...
+
+
+H = TypeVar("H", bound=Identified)
+T = TypeVar("T", bound=Timed)
+
+
+def reciprocal_rank_fusion(
+    ranked_lists: list[list[str]],
+    k: int = DEFAULT_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[str, float]]:
+    """Fuse ranked lists: ``score(id) = Σ w_i / (k + rank_i)``, ranks starting at 1.
+
+    An id repeated inside one list counts at its best rank only. The result is
+    sorted by score, best first; ties keep the order in which ids first appear
+    (list 0 top to bottom, then list 1, ...).
+    """
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    if weights is None:
+        weights = [1.0] * len(ranked_lists)
+    elif len(weights) != len(ranked_lists):
+        raise ValueError(f"got {len(weights)} weights for {len(ranked_lists)} lists")
+    scores: dict[str, float] = {}
+    for ranked, weight in zip(ranked_lists, weights, strict=True):
+        seen: set[str] = set()
+        for rank, doc_id in enumerate(ranked, start=1):
+            if doc_id in seen:
+                continue
+            seen.add(doc_id)
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight / (k + rank)
+    # sorted() is stable, so equal scores keep first-appearance (insertion) order
+    return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def max_fused_score(weights: Sequence[float], k: int = DEFAULT_K) -> float:
+    """The RRF score of a document ranked first in every list (to scale scores to 0-1)."""
+    return sum(weights) / (k + 1)
+
+
+def fuse_expansions(lists: list[list[H]], limit: int) -> list[H]:
+    """One list as is; several (original + expansions) by weighted RRF, keeping each hit's own score."""
+    if len(lists) == 1:
+        return lists[0]
+    weights = [EXPANSION_WEIGHT] + [1.0] * (len(lists) - 1)
+    fused = reciprocal_rank_fusion([[hit.id for hit in hits] for hits in lists], weights=weights)
+    first_seen: dict[str, H] = {}
+    for hits in lists:
+        for hit in hits:
+            first_seen.setdefault(hit.id, hit)
+    return [first_seen[doc_id] for doc_id, _ in fused[:limit]]
+
+
+def display_score(raw: float, mode: str, max_hybrid: float | None = None) -> float:
+    """Scores in 0-1 for every mode: hybrid RRF is divided by its maximum (rank 1 in both lists)."""
+    if mode == "hybrid":
+        return round(min(1.0, raw / (max_hybrid or 2 / (DEFAULT_K + 1))), 4)
+    if mode == "bm25":
+        return round(raw / (raw + 1.0), 4)  # squash the unbounded BM25 score
+    return round(raw, 4)
+
+
+def rerank_by_recency(hits: list[T]) -> list[T]:
+    """Stable re-sort by score × (1 - w + w × 2^(-age behind the newest candidate / half-life)).
+
+    Ages are absolute (days), so records stored moments apart weigh the same, and a session a
+    month newer than another gains at most w/2 of its score.
+    """
+    if len(hits) < 2:
+        return hits
+    newest = max(h.timestamp for h in hits)
+
+    def weight(hit: T) -> float:
+        days_behind = (newest - hit.timestamp) / _DAY_MS
+        return hit.score * (1 - RECENCY_WEIGHT + RECENCY_WEIGHT * 0.5 ** (days_behind / RECENCY_HALF_LIFE_DAYS))
+
+    return sorted(hits, key=weight, reverse=True)
