@@ -39,12 +39,17 @@ from agtos.schemas import (
 )
 from agtos.schemas.records import now_ms
 from agtos.storage.conclusions import ConclusionStore
+from agtos.storage.dream_markers import DreamMarkers
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys, check_record_id, check_user_id
 from agtos.storage.maintenance import MaintenanceStore
 from agtos.storage.nli_cache import NLICache
+from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.profiles import ProfileStore
+from agtos.storage.record_reads import RecordReads
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
+from agtos.storage.session_journal import SessionJournal
+from agtos.storage.users import UserDirectory
 from agtos.tasks.context import ContextItem, assemble
 from agtos.tasks.contradiction import NLIModel, build_nli
 from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
@@ -142,6 +147,11 @@ class MemoryCoordinator:
         self.privacy = Privacy(self)
         self.maintenance_llm = build_llm(settings.llm_slot("maintenance"))
         self.nli_cache = NLICache(self.connector, self.keys)
+        self.journal = SessionJournal(self.connector, self.keys, settings.session_journal_ttl_seconds)
+        self.opt_outs = OptOutStore(self.connector, self.keys)
+        self.dream_markers = DreamMarkers(self.connector, self.keys)
+        self.users = UserDirectory(self.connector, self.keys)
+        self.reads = RecordReads(self.connector, self.keys)
         self._nli_model: NLIModel | None = None
         self.dreamer = DreamerScheduler(self, settings.dreamer_retries, settings.dreamer_retry_delay_s)
         self.events.subscribe(SESSION_ENDED, self.dreamer.on_session_ended)
@@ -171,15 +181,7 @@ class MemoryCoordinator:
         return lambda query: expand_query(llm, query)
 
     def _build_embedder(self) -> Embedder:
-        cfg = self.settings.embedding
-        return build_embedder(
-            cfg.provider,
-            cfg.model,
-            cfg.base_url,
-            cfg.api_key,
-            quantize=cfg.quantize,
-            derived_dir=self.settings.data_dir / "models",
-        )
+        return build_embedder(config=self.settings.embedding, derived_dir=self.settings.data_dir / "models")
 
     # -- working memory ---------------------------------------------------------------
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
@@ -213,28 +215,16 @@ class MemoryCoordinator:
         return wm
 
     def _journal(self, user_id: str, session_id: str, turn: Turn) -> None:
-        key = self.keys.user(user_id).session_turns(session_id)
-        ttl = self.settings.session_journal_ttl_seconds
-
-        def op(r: Any) -> None:
-            pipe = r.pipeline(transaction=True)
-            pipe.rpush(key, turn.model_dump_json())
-            pipe.ltrim(key, -5_000, -1)
-            pipe.expire(key, ttl)
-            pipe.execute()
-
         try:
-            self.connector.run(op)
+            self.journal.append(user_id, session_id, turn)
         except StorageUnavailable:
             log.warning("session journal not written (Redis unavailable); turn kept in working memory")
 
     def _journal_turns(self, user_id: str, session_id: str) -> list[Turn]:
-        key = self.keys.user(user_id).session_turns(session_id)
         try:
-            raws = self.connector.run(lambda r: r.lrange(key, 0, -1))
+            return self.journal.turns(user_id, session_id)
         except StorageUnavailable:
             return []
-        return [Turn.model_validate_json(raw) for raw in raws]
 
     def _restore_from_journal(self, user_id: str, session_id: str, wm: WorkingMemory) -> None:
         """After a restart (or on another API worker) a session continues from its journal."""
@@ -286,8 +276,7 @@ class MemoryCoordinator:
 
     def _clear_session(self, user_id: str, session_id: str) -> None:
         self.working.drop(user_id, session_id)
-        key = self.keys.user(user_id).session_turns(session_id)
-        self.connector.run(lambda r: r.delete(key))
+        self.journal.clear(user_id, session_id)
 
     def list_episodes(self, user_id: str, limit: int = 20) -> list[Episode]:
         return self.episodes.recent(check_user_id(user_id), limit)
@@ -343,7 +332,7 @@ class MemoryCoordinator:
         from agtos.importers import collect
 
         self.privacy.require_persistence(check_user_id(user_id))
-        found = collect(home, sources)
+        found = collect(home or self.settings.import_home, sources)
         items = [IngestItem(user_id=user_id, session_id=s.session_key, turns=s.turns) for s in found.sessions]
         existing = self.episodes.existing_ids(user_id, [session_episode_id(user_id, i.session_id) for i in items])
         report = self.ingest(items) if items else None
@@ -365,7 +354,7 @@ class MemoryCoordinator:
 
     def known_users(self) -> list[str]:
         """Every user with stored memory (the nightly lint walks them)."""
-        return sorted(u.decode() for u in self.connector.run(lambda r: r.smembers(self.keys.users())))
+        return self.users.known()
 
     def maintain(self, user_id: str) -> MaintenanceReport:
         """One lint sweep for a user, gated by the ResourceGuard (see flows/lint.py)."""

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from agtos.memory.coordinator import MemoryCoordinator
 
 log = logging.getLogger(__name__)
-MARKER_TTL_S = 7 * 86_400
 
 
 class DreamerScheduler:
@@ -39,21 +38,11 @@ class DreamerScheduler:
         self.last_report: DreamReport | None = None
         self._threads: list[threading.Thread] = []
 
-    def _claim(self, user_id: str, ended: str) -> bool:
-        """True for the first caller per ended episode (or session, when no episode is named): a
-        Redis SET NX marker. A session id continued after its end gives a new episode, dreamed again."""
-        key = self.coordinator.keys.user(user_id).record("dreamed", ended)
-        return bool(self.coordinator.connector.run(lambda r: r.set(key, b"1", nx=True, ex=MARKER_TTL_S)))
-
-    def forget(self, user_id: str, episode_id: str) -> None:
-        """Drop the marker of a forgotten episode (its key names the episode)."""
-        key = self.coordinator.keys.user(user_id).record("dreamed", episode_id)
-        self.coordinator.connector.run(lambda r: r.delete(key))
-
     def on_session_ended(self, payload: dict[str, Any]) -> None:
         user_id, session_id = str(payload["user_id"]), str(payload["session_id"])
         try:
-            if not self._claim(user_id, str(payload.get("episode_id") or session_id)):
+            # a session id continued after its end gives a new episode, dreamed again
+            if not self.coordinator.dream_markers.claim(user_id, str(payload.get("episode_id") or session_id)):
                 return
         except StorageUnavailable:
             log.warning("Dreamer skipped for %s/%s: Redis unavailable", user_id, session_id)

@@ -11,24 +11,10 @@ from typing import Any
 
 from agtos.memory.entities import EntityMemory, name_keys
 from agtos.schemas import Entity, Episode
+from agtos.storage.record_reads import RecordReads
 from agtos.tasks.ner import normalise_entity_name
 
 _TOKEN = re.compile(r"[a-z0-9]+[+#]*")
-
-
-def entity_public(entity: Entity) -> dict[str, Any]:
-    """The API view of an entity."""
-    return {
-        "id": entity.id,
-        "name": entity.name,
-        "type": entity.type,
-        "aliases": entity.aliases,
-        "confidence": entity.confidence,
-        "firstSeen": entity.first_seen,
-        "lastSeen": entity.last_seen,
-        "episodeIds": entity.episode_ids,
-        "episodeCount": len(entity.episode_ids),
-    }
 
 
 def text_tokens(text: str) -> str:
@@ -52,16 +38,6 @@ class EntityPage:
     offset: int
     next_offset: int | None
 
-    def public(self) -> dict[str, Any]:
-        return {
-            "entities": [entity_public(e) for e in self.entities],
-            "count": len(self.entities),
-            "total": self.total,
-            "offset": self.offset,
-            "nextOffset": self.next_offset,
-            "available": True,
-        }
-
 
 class EntityViews:
     """Read side of :class:`EntityMemory`."""
@@ -69,6 +45,7 @@ class EntityViews:
     def __init__(self, memory: EntityMemory) -> None:
         self.memory = memory
         self.store = memory.store
+        self.reads = RecordReads(memory.connector, memory.keys)
 
     def get(self, user_id: str, entity_id: str) -> Entity:
         return self.memory.require(user_id, entity_id)[0]
@@ -88,9 +65,9 @@ class EntityViews:
         nxt = offset + limit if offset + limit < total else None
         return EntityPage(entities, total, offset, nxt)
 
-    def stats(self, user_id: str) -> dict[str, Any]:
-        counts = self.store.counts(user_id)
-        return {"total": sum(counts.values()), "byType": counts, "available": True}
+    def counts(self, user_id: str) -> dict[str, int]:
+        """Live entities by type."""
+        return self.store.counts(user_id)
 
     def episodes(self, user_id: str, entity_id: str) -> list[Episode]:
         """The stored episodes that mention the entity, newest first (expired ones omitted)."""
@@ -98,10 +75,7 @@ class EntityViews:
         ids = entity.episode_ids
         if not ids:
             return []
-        uk = self.memory.keys.user(user_id)
-        raws = self.memory.connector.run(lambda r: r.mget([uk.episode(i) for i in ids]))
-        episodes = [Episode.model_validate_json(raw) for raw in raws if raw]
-        return sorted(episodes, key=lambda e: -e.timestamp)
+        return sorted(self.reads.episodes(user_id, ids), key=lambda e: -e.timestamp)
 
     def conclusions(self, user_id: str, entity_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """Conclusions whose text names the entity or an alias (BM25 over the names, then checked)."""

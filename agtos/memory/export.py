@@ -8,7 +8,6 @@ and renamed into place only once complete, so a reader never sees half an export
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 import uuid
@@ -16,12 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import redis
 from pydantic import BaseModel
 
-from agtos.schemas import Memory
 from agtos.schemas.records import now_ms
-from agtos.storage.keys import RECORD_ID_PATTERN, check_user_id
+from agtos.storage.keys import check_user_id
 from agtos.storage.maintenance import REPORTS_KEPT
 from agtos.tasks.export import MANIFEST, SnapshotWriter, build_manifest, chunks
 
@@ -29,7 +26,6 @@ if TYPE_CHECKING:
     from agtos.memory.coordinator import MemoryCoordinator
 
 BATCH = 500
-_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
 Batches = Iterator[tuple[str, Sequence[BaseModel]]]
 
@@ -82,26 +78,12 @@ def user_batches(coordinator: MemoryCoordinator, user_id: str) -> Batches:
 
 def memory_keys(coordinator: MemoryCoordinator, user_id: str) -> list[str]:
     """Record keys of the user's semantic memories (SCAN; index and collection keys skipped)."""
-    uk = coordinator.keys.user(user_id)
-    probe = uk.record("memory", "x")
-    prefix = probe[: -len("x")]  # the record key layout stays in agtos.storage.keys
-    if not prefix.startswith(uk.base):
-        raise RuntimeError(f"unexpected memory record key layout: {probe!r}")
-    pattern = _GLOB_SPECIAL.sub(r"\\\1", prefix) + "*"
-
-    def scan(r: redis.Redis) -> list[str]:
-        return [k.decode() for k in r.scan_iter(match=pattern, count=1_000)]
-
-    found = coordinator.connector.run(scan)
-    ids = (k[len(prefix) :] for k in found)
-    return sorted(prefix + i for i in ids if RECORD_ID_PATTERN.fullmatch(i) and not i.startswith("_"))
+    return coordinator.reads.memory_keys(user_id)
 
 
 def _memories(coordinator: MemoryCoordinator, user_id: str) -> Batches:
     for keys in chunks(memory_keys(coordinator, user_id), BATCH):
-        raws = coordinator.connector.run(lambda r, k=keys: r.mget(k))
-        memories = [Memory.model_validate_json(raw) for raw in raws if raw is not None]
-        yield "memories", [m for m in memories if m.user_id == user_id]
+        yield "memories", coordinator.reads.memories(user_id, keys)
 
 
 def _entity_graph(coordinator: MemoryCoordinator, user_id: str) -> Batches:

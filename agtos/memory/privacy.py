@@ -10,10 +10,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import redis
-
 from agtos.storage.keys import check_record_id
-from agtos.storage.vector_redisearch import drop_indexes
+from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.polarity import polarity
 from agtos.tasks.text import normalise
 
@@ -37,9 +35,6 @@ class Privacy:
         self.c = coordinator
         self._opt_out_cache: dict[str, tuple[float, bool]] = {}
 
-    def _opt_out_key(self) -> str:
-        return self.c.keys.meta("privacy:opt-out")
-
     # -- opt-out ----------------------------------------------------------------------
     def is_opted_out(self, user_id: str) -> bool:
         """Cached for a moment; if Redis is down we cannot write anyway, so False is safe."""
@@ -47,18 +42,15 @@ class Privacy:
         hit = self._opt_out_cache.get(user_id)
         if hit and now - hit[0] < OPT_OUT_CACHE_S:
             return hit[1]
-        from agtos.storage.redis_conn import StorageUnavailable
-
         try:
-            value = bool(self.c.connector.run(lambda r: r.sismember(self._opt_out_key(), user_id)))
+            value = self.c.opt_outs.contains(user_id)
         except StorageUnavailable:
             return hit[1] if hit else False
         self._opt_out_cache[user_id] = (now, value)
         return value
 
     def set_opt_out(self, user_id: str, opted_out: bool, forget_existing: bool = False) -> dict[str, Any]:
-        key = self._opt_out_key()
-        self.c.connector.run(lambda r: r.sadd(key, user_id) if opted_out else r.srem(key, user_id))
+        self.c.opt_outs.set(user_id, opted_out)
         self._opt_out_cache[user_id] = (time.monotonic(), opted_out)
         forgotten = self.forget_all(user_id)["keysDeleted"] if opted_out and forget_existing else 0
         return {"userId": user_id, "optOut": opted_out, "keysDeleted": forgotten}
@@ -82,7 +74,7 @@ class Privacy:
         else:
             found = self.c.semantic.delete(kind, user_id, item_id)
             if found and kind == "episode":
-                self.c.dreamer.forget(user_id, item_id)
+                self.c.dream_markers.forget(user_id, item_id)
         if not found:
             raise NotFoundError(f"no {kind} {item_id!r} for this user")
         self._clear_query_cache()
@@ -90,23 +82,7 @@ class Privacy:
 
     def forget_all(self, user_id: str) -> dict[str, Any]:
         """Every key of the user (records, indexes, journals, counters) plus in-process state."""
-        pattern = self.c.keys.user(user_id).all_pattern()
-
-        def op(r: redis.Redis) -> int:
-            deleted = 0
-            batch: list[bytes] = []
-            for key in r.scan_iter(match=pattern, count=1_000):
-                batch.append(key)
-                if len(batch) >= 500:
-                    deleted += int(r.unlink(*batch))
-                    batch = []
-            if batch:
-                deleted += int(r.unlink(*batch))
-            r.srem(self.c.keys.users(), user_id)
-            return deleted
-
-        deleted = self.c.connector.run(op)
-        drop_indexes(self.c.connector, self.c.keys.user(user_id).base + ":")  # RediSearch indexes name the user
+        deleted = self.c.users.delete_all(user_id)
         self.c.working.drop(user_id)
         self._clear_query_cache()
         return {"forgotten": "all", "userId": user_id, "keysDeleted": deleted}
