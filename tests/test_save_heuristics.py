@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from agtos.memory.episodic import build_episode
@@ -139,3 +141,76 @@ def test_built_episode_has_deterministic_id_and_facts() -> None:
     assert first.episode.type == "preference"
     assert "User prefers metric units in every answer" in first.episode.facts
     assert build_episode("u2", "sess", turns, ExtractiveSummariser()).episode.id != first.episode.id
+
+
+# -- conversations between two named people ---------------------------------------------
+TWO_PEOPLE = [
+    ("user", "Gina", "Hey Jon!"),
+    ("assistant", "Jon", "Hey Gina! How are you?"),
+    ("user", "Gina", "Not great. I lost my job at Door Dash last week. Thanks for asking though."),
+    ("assistant", "Jon", "Oh no, sorry to hear that. I just opened my own dance studio in Denver."),
+    ("user", "Gina", "That's amazing! I'm going to start my own clothing store."),
+    ("assistant", "Jon", "honestly i think im going to the waterpark with my family today, have you been?"),
+    ("user", "Gina", "Thanks! Good luck Jon."),
+]
+TWO_PEOPLE_FACTS = [
+    "Gina lost their job at Door Dash last week",
+    "Jon just opened their own dance studio in Denver",
+    "Gina is going to start their own clothing store",
+    "Jon is going to the waterpark with their family today",
+]
+
+
+def by_name(rows: list[tuple[str, str, str]]) -> list[Turn]:
+    return [Turn(role=role, name=name, content=content) for role, name, content in rows]
+
+
+def by_prefix(rows: list[tuple[str, str, str]]) -> list[Turn]:
+    """The LoCoMo shape the eval harness sends: speaker_a as user, speaker_b as assistant, 'Name: ' first."""
+    return [Turn(role=role, content=f"{name}: {content}") for role, name, content in rows]
+
+
+@pytest.mark.parametrize("form", [by_name, by_prefix], ids=["Turn.name", "prefix"])
+def test_two_named_people_both_give_facts_in_their_names(form: Callable[..., list[Turn]]) -> None:
+    turns = form(TWO_PEOPLE)
+    found = extract(turns)
+    assert found.facts == TWO_PEOPLE_FACTS
+    assert found.corrections == [] and found.preferences == []
+    decision = decide_save(turns, found)
+    assert decision.save is True and decision.type == "conversation"
+
+
+@pytest.mark.parametrize("form", [by_name, by_prefix], ids=["Turn.name", "prefix"])
+def test_two_named_people_greeting_only_is_not_saved(form: Callable[..., list[Turn]]) -> None:
+    turns = form(
+        [("user", "Gina", "Hey Jon!"), ("assistant", "Jon", "Hi Gina, how are you?"), ("user", "Gina", "Good, thanks!")]
+    )
+    decision = decide_save(turns, extract(turns))
+    assert decision.save is False and decision.reason == "greeting or small talk only"
+
+
+def test_only_the_second_person_states_facts_and_the_session_is_saved() -> None:
+    turns = by_name([("user", "Gina", "Hey, what's new?"), ("assistant", "Jon", "I adopted a beagle called Max.")])
+    found = extract(turns)
+    assert found.facts == ["Jon adopted a beagle called Max"]
+    assert decide_save(turns, found).save is True
+
+
+def test_an_unnamed_assistant_is_not_a_source_of_user_facts() -> None:
+    turns = conv(("user", "I live in Lisbon."), ("assistant", "I am an AI assistant and I have no home."))
+    assert extract(turns).facts == ["User lives in Lisbon"]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "speaker", "other", "expected"),
+    [
+        ("I lost my job at Door Dash", "Gina", None, "Gina lost their job at Door Dash"),
+        ("My sister is visiting me next week", "Gina", None, "Gina's sister is visiting them next week"),
+        ("We moved to Denver in May", "Jon", None, "Jon and others moved to Denver in May"),
+        ("I'll send you my recipe", "Gina", "Jon", "Gina will send Jon their recipe"),
+        ("I recommend it if you haven't tried it", "Jon", "Gina", "Jon recommends it if Gina hasn't tried it"),
+        ("When I was young, I lived in Rome", None, None, "When User was young, User lived in Rome"),
+    ],
+)
+def test_third_person_names_the_speaker(sentence: str, speaker: str | None, other: str | None, expected: str) -> None:
+    assert third_person(sentence, speaker, other) == expected

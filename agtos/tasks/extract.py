@@ -1,4 +1,9 @@
-"""Rule-based extraction of facts, preferences, corrections, keywords and topic from turns."""
+"""Rule-based extraction of facts, preferences, corrections, keywords and topic from turns.
+
+Facts come from every person in the conversation (see :mod:`agtos.tasks.speakers`): the user of an
+agent chat, and both sides of a chat between two named people. They are rewritten in the third
+person naming the speaker ("Gina lost their job at Door Dash"); an unnamed user is "User".
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from agtos.schemas import Role, Turn
+from agtos.tasks.speakers import Utterance, human_names, utterances
 from agtos.tasks.text import STOPWORDS, content_words, sentences, words
 
 PREFERENCE_RE = re.compile(
@@ -39,6 +45,26 @@ SMALL_TALK_WORDS = frozenset(
     bye goodbye bye-bye see later cheers nice got it sure awesome perfect have a day there all the
     best talk soon again""".split()
 )
+#: Words that carry no memory in chat small talk ("I'm doing good", "that sounds amazing, haha").
+CHIT_CHAT_WORDS = SMALL_TALK_WORDS | frozenset(
+    """doing fine well pretty quite lol haha hahaha yeah yep yea yup wow omg fun glad happy sorry excited
+    amazing lovely sounds sound hope hoping totally definitely absolutely true agree exactly lmao
+    miss missed welcome happy new year years merry christmas hbu wbu hru today tonight yes
+    nope cute beautiful gorgeous wonderful fantastic oh ah aw though anyways asking hear heard luck
+    interesting crazy wild sad bad right indeed agreed fr lmk btw xd""".split()
+)
+_COURTESY = re.compile(
+    r"\b(?:thanks?(?: you)?(?: so much| a lot)?(?: for (?:asking|sharing|that|this|everything|letting me know|"
+    r"the \w+))?|sorry to hear(?: that| about that)?|(?:glad|happy) to hear(?: that)?|good luck(?: with \w+)?|"
+    r"no worries|you're welcome|take care|see you(?: soon| later| then)?|talk (?:to you )?(?:soon|later)|"
+    r"nice (?:to meet you|talking to you|chatting)|oh no|congrat(?:s|ulations)|"
+    r"have (?:a|an) (?:great|good|nice|lovely|amazing|fun) (?:day|night|evening|weekend|time|one)|"
+    r"how are you(?: doing)?|how about you|what about you|how's it going|how have you been|what's up|"
+    r"same here|me too|sounds (?:good|great|fun|amazing|awesome|like fun|like a plan)|"
+    r"that's (?:so |really )?(?:great|awesome|amazing|cool|nice|sad|too bad|crazy|wild)|"
+    r"this message was deleted|<?(?:media|image|video|sticker) omitted>?)\b",
+    re.I,
+)
 
 TOPIC_LEXICON: dict[str, frozenset[str]] = {
     topic: frozenset(terms.split())
@@ -59,28 +85,57 @@ TOPIC_LEXICON: dict[str, frozenset[str]] = {
 }
 
 _PROPER_NOUN = re.compile(r"\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)\b")
-_FIRST_PERSON = [
-    (re.compile(r"^(?:and |but |so )?i am\b", re.I), "User is"),
-    (re.compile(r"^(?:and |but |so )?i'm\b", re.I), "User is"),
-    (re.compile(r"^(?:and |but |so )?i've\b", re.I), "User has"),
-    (re.compile(r"^(?:and |but |so )?i'd rather\b", re.I), "User would rather"),
-    (re.compile(r"^(?:and |but |so )?i (do not|don't) (\w+)", re.I), r"User does not \2"),
-    (re.compile(r"^(?:and |but |so )?i (can't|cannot) stand\b", re.I), "User can't stand"),
-    (re.compile(r"^(?:and |but |so )?i was\b", re.I), "User was"),
-    (re.compile(r"^(?:and |but |so )?i have\b", re.I), "User has"),
-    (re.compile(r"^(?:and |but |so )?we've\b", re.I), "User's household has"),
-    (re.compile(r"^(?:and |but |so )?we're\b", re.I), "User's household is"),
-]
-_SUBJECT_VERB = re.compile(
-    r"^(?:and |but |so )?(i|we) ((?:\w+ly |just |now |still |also |never |always |often )*)(\w+)", re.I
+
+# A short time or discourse lead before the subject: "Yesterday I ...", "This morning, we ...".
+_TIME = (
+    r"(?:yesterday|today|tonight|tomorrow|recently|lately|earlier|finally|eventually|then|now|also|still|"
+    r"(?:this|last|next|on|in|over|during|earlier|later|every)\s+[\w-]+(?:\s+(?:morning|afternoon|evening|night))?)"
 )
-_CLAUSE_I = re.compile(
-    r"\b(and|but|so|because) i ((?:\w+ly |just |now |still |also |never |always |often )*)(\w+)\b(?!')", re.I
+_LEAD = rf"^((?:{_TIME},?\s+){{0,3}})"
+_DISCOURSE = re.compile(
+    r"^(?:actually|no|well|also|oh|so|and|but|yeah|yes|yea|haha+|lol|omg|ok|okay|honestly|anyway|"
+    r"wow|aw+|ah+|hmm+|um+|btw|plus)\b[,!.]*\s+",
+    re.I,
 )
-_IRREGULAR = {"am": "is", "have": "has", "do": "does", "go": "goes"}
+_HEDGE = re.compile(
+    _LEAD + r"i (?:think|guess|believe|suppose|feel like|hope)(?: that)?\s+(?=(?:i|i'm|we|we're|my)\b)", re.I
+)
+_CASUAL = [(re.compile(rf"\b{bare}\b", re.I), full) for bare, full in (
+    ("im", "I'm"), ("ive", "I've"), ("dont", "don't"), ("cant", "can't"), ("didnt", "didn't"),
+    ("doesnt", "doesn't"), ("isnt", "isn't"), ("wasnt", "wasn't"), ("havent", "haven't"), ("ill", "I'll"),
+)]  # fmt: skip
+_ADVERBS = r"((?:\w+ly |just |now |still |also |never |always |often |even |already |ever |finally |kinda )*)"
+_VERB = r"(\w+(?:n't)?)"
+_SUBJECT_VERB = re.compile(_LEAD + rf"(i|we) {_ADVERBS}{_VERB}", re.I)
+_CLAUSE_I = re.compile(rf"\b(and|but|so|because) i {_ADVERBS}(\w+)\b(?!')", re.I)
+_INNER_I = re.compile(rf"\bi {_ADVERBS}{_VERB}", re.I)
+_CONTRACTED = (("'m", "is"), ("'ve", "has"), ("'d", "would"), ("'ll", "will"))
+_IRREGULAR = {"am": "is", "have": "has", "do": "does", "go": "goes", "don't": "doesn't", "haven't": "hasn't"}
 _NO_S = frozenset(
-    "can could will would shall should may might must did had went got bought began became came made met "
-    "ran saw sold spent took told thought wrote left lost found kept felt paid said sent put".split()
+    """can could will would shall should may might must did had went got bought began became came made met
+    ran saw sold spent took told thought wrote left lost found kept felt paid said sent put ate drank drove
+    flew gave grew heard held knew led meant rode rang rose sang sat slept spoke stood stole swam taught
+    threw understood woke won wore broke brought built caught chose dealt drew fed fell fought forgot froze
+    hid hurt quit was were cannot""".split()
+)
+_REACTION = re.compile(
+    r"^(?:i (?:think|guess|hope|agree|mean|see|know|understand|bet|believe|suppose|wonder|appreciate|"
+    r"totally agree|completely agree|can imagine|can tell|can see|feel you|feel that|wish you)\b|"
+    r"i'm (?:so |really |very )?(?:glad|sorry|sure|not sure|happy for you|jealous|curious)\b|"
+    r"i (?:really )?(?:love|like|adore) (?:that|this|it|how|your|the way|those|these)\b|"
+    r"i (?:don't|do not) (?:know|think)\b)",
+    re.I,
+)
+_REQUEST = re.compile(
+    r"\b(?:can|could|would|will) you\b|\bi (?:need|want|would like|'d like) you\b|"
+    r"\b(?:help|let|tell|show|give|remind|send) me\b|^please\b",
+    re.I,
+)
+_STATEMENT = re.compile(_LEAD + r"(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b", re.I)
+_TRAILING_QUESTION = re.compile(
+    r"^(.*?\w)[,;:.!-]+\s+(?:(?:so|and|but)\s+)?(?:can|could|would|will|do|does|did|what|how|which|where|when|"
+    r"why|who|is|are|have|has|any|should)\b[^,;]*\?$",
+    re.I,
 )
 
 
@@ -96,9 +151,28 @@ class Extraction:
     topic: str = "general"
 
 
+@dataclass(frozen=True)
+class _Person:
+    """How a speaker is written in the third person."""
+
+    subject: str  # "User" / "Gina"
+    group: str  # "User's household" / "Gina and others"
+    group_plural: bool
+    possessive: str  # "the user's" / "Gina's"
+    obj: str  # "the user" / "Gina"
+
+    @classmethod
+    def of(cls, name: str | None) -> _Person:
+        if name is None:
+            return cls("User", "User's household", False, "the user's", "the user")
+        return cls(name, f"{name} and others", True, f"{name}'s", name)
+
+
 def _third_person_verb(verb: str) -> str:
     lowered = verb.lower()
-    if lowered in _NO_S or lowered.endswith("ed"):
+    if lowered in _IRREGULAR:
+        return _IRREGULAR[lowered]
+    if lowered in _NO_S or lowered.endswith(("ed", "n't")):
         return verb
     if lowered.endswith(("s", "sh", "ch", "x", "o")):
         return verb + "es"
@@ -107,43 +181,97 @@ def _third_person_verb(verb: str) -> str:
     return verb + "s"
 
 
-def _conjugate(match: re.Match[str]) -> str:
-    subject = "User" if match.group(1).lower() == "i" else "User's household"
-    verb = match.group(3)
-    if subject == "User's household":
-        return f"{subject} {match.group(2)}{verb}"
-    return f"{subject} {match.group(2)}{_third_person_verb(verb)}"
+def _first_person(p: _Person) -> list[tuple[re.Pattern[str], str]]:
+    group_is, group_has = ("are", "have") if p.group_plural else ("is", "has")
+    return [
+        (re.compile(_LEAD + pattern, re.I), rf"\g<1>{repl}")
+        for pattern, repl in (
+            (r"i am\b", f"{p.subject} is"),
+            (r"i'm\b", f"{p.subject} is"),
+            (r"i've\b", f"{p.subject} has"),
+            (r"i'd rather\b", f"{p.subject} would rather"),
+            (r"i'd\b", f"{p.subject} would"),
+            (r"i'll\b", f"{p.subject} will"),
+            (r"i (?:do not|don't) (\w+)", rf"{p.subject} does not \2"),
+            (r"i (?:can't|cannot) stand\b", f"{p.subject} can't stand"),
+            (r"i was\b", f"{p.subject} was"),
+            (r"i have\b", f"{p.subject} has"),
+            (r"we've\b", f"{p.group} {group_has}"),
+            (r"we're\b", f"{p.group} {group_is}"),
+        )
+    ]
 
 
-def _conjugate_clause(match: re.Match[str]) -> str:
-    """'… and I prefer tea' -> '… and prefers tea' (the subject is the user already)."""
-    verb = match.group(3)
-    conjugated = _IRREGULAR.get(verb.lower()) or _third_person_verb(verb)
-    return f"{match.group(1)} {match.group(2)}{conjugated}"
+def _possessives(text: str, p: _Person, other: str | None) -> str:
+    """my/me/myself (and, between two people, you/your) -> names or their/them."""
+    if p.subject == "User":
+        text = re.sub(r"\bmy\b", p.possessive, text, flags=re.I)
+        text = re.sub(r"\bme\b", p.obj, text, flags=re.I)
+    else:
+        named = p.subject in text
+        text = re.sub(r"\bmy\b", "their" if named else p.possessive, text, count=1, flags=re.I)
+        text = re.sub(r"\bmy\b", "their", text, flags=re.I)
+        text = re.sub(r"\bme\b", "them" if p.subject in text else p.obj, text, count=1, flags=re.I)
+        text = re.sub(r"\bme\b", "them", text, flags=re.I)
+        text = re.sub(r"\b(our|ours)\b", "their", text, flags=re.I)
+        text = re.sub(r"\bwe\b", p.group, text, flags=re.I)
+        text = re.sub(r"\bus\b", "them", text)
+    text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
+    if other:
+        for pattern, repl in (
+            (r"\byou(?:'re| are)\b", f"{other} is"),
+            (r"\byou(?:'ve| have)\b", f"{other} has"),
+            (r"\byou were\b", f"{other} was"),
+            (r"\byou (?:don't|do not)\b", f"{other} does not"),
+            (r"\byou haven't\b", f"{other} hasn't"),
+            (r"\byou aren't\b", f"{other} isn't"),
+            (r"\byours?elf\b", other),
+            (r"\byours?\b", f"{other}'s"),
+            (r"\byou\b", other),
+        ):
+            text = re.sub(pattern, repl, text, flags=re.I)
+            text = text.replace(f"{other}'s's", f"{other}'s")
+    return text
 
 
-def third_person(sentence: str) -> str:
-    """'I prefer metric units.' -> 'User prefers metric units'."""
+def third_person(sentence: str, speaker: str | None = None, other: str | None = None) -> str:
+    """'I prefer metric units.' -> 'User prefers metric units' ('Gina prefers ...' for ``speaker``
+    "Gina"; with ``other``, the one person spoken to, "you"/"your" become that name)."""
+    p = _Person.of(speaker)
     text = sentence.strip().rstrip(".!")
     text = re.sub(r"^(actually|no|well|also|oh|so),?\s+", "", text, flags=re.I)
-    for pattern, repl in _FIRST_PERSON:
+    for pattern, repl in _first_person(p):
         if pattern.search(text):
             text = pattern.sub(repl, text, count=1)
             break
     else:
-        text = _SUBJECT_VERB.sub(_conjugate, text, count=1)
+        text = _SUBJECT_VERB.sub(lambda m: _conjugate(m, p), text, count=1)
     text = re.sub(r"\b(and|but|so|because) i (?:do not|don't) (\w+)", r"\1 does not \2", text, flags=re.I)
     text = _CLAUSE_I.sub(_conjugate_clause, text)
-    text = re.sub(r"\bmy\b", "the user's", text, flags=re.I)
-    text = re.sub(r"\bme\b", "the user", text, flags=re.I)
-    text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
+    for contraction, verb in _CONTRACTED:
+        text = re.sub(rf"\bi{contraction}\b", f"{p.subject} {verb}", text, flags=re.I)
+    text = _INNER_I.sub(lambda m: f"{p.subject} {m.group(1)}{_third_person_verb(m.group(2))}", text)
+    text = re.sub(r"\bI\b", p.subject, text)
+    text = _possessives(text, p, other)
     if text.lower().startswith("please "):
-        text = "User asks: " + text[7:]
-    elif text.lower().startswith("call the user"):
-        text = "User wants to be called" + text[len("call the user") :]
-    elif text.lower().startswith("the user's favourite") or text.lower().startswith("the user's favorite"):
+        text = f"{p.subject} asks: " + text[7:]
+    elif text.lower().startswith(f"call {p.obj.lower()}"):
+        text = f"{p.subject} wants to be called" + text[len(f"call {p.obj}") :]
+    elif text.lower().startswith(("the user's favourite", "the user's favorite")):
         text = "User's" + text[len("the user's") :]
     return text[:1].upper() + text[1:]
+
+
+def _conjugate(match: re.Match[str], p: _Person) -> str:
+    lead, verb = match.group(1), match.group(4)
+    if match.group(2).lower() == "we":
+        return f"{lead}{p.group} {match.group(3)}{verb}"
+    return f"{lead}{p.subject} {match.group(3)}{_third_person_verb(verb)}"
+
+
+def _conjugate_clause(match: re.Match[str]) -> str:
+    """'… and I prefer tea' -> '… and prefers tea' (the subject is the speaker already)."""
+    return f"{match.group(1)} {match.group(2)}{_third_person_verb(match.group(3))}"
 
 
 def is_trivial(text: str) -> bool:
@@ -152,14 +280,70 @@ def is_trivial(text: str) -> bool:
     return bool(tokens) and all(t in SMALL_TALK_WORDS for t in tokens)
 
 
+def informative_words(text: str, names: frozenset[str] = frozenset()) -> list[str]:
+    """Content words that are neither courtesy ("sorry to hear that"), chit-chat ("doing good,
+    haha") nor the speakers' names."""
+    text = _COURTESY.sub(" ", casual_to_standard(text))
+    return [w for w in content_words(text) if w not in CHIT_CHAT_WORDS and w not in names]
+
+
+def is_chit_chat(text: str, names: frozenset[str] = frozenset()) -> bool:
+    """Greetings, thanks, bare names and small talk: fewer than two informative words."""
+    return len(informative_words(text, names)) < 2
+
+
+def casual_to_standard(sentence: str) -> str:
+    """Curly apostrophes and chat spellings ("im", "dont") to the forms the rules expect."""
+    text = sentence.replace("’", "'").replace("‘", "'")
+    for pattern, full in _CASUAL:
+        text = pattern.sub(full, text)
+    return text
+
+
+def statement_of(sentence: str) -> str | None:
+    """The part of a sentence that states something: discourse markers, a leading hedge ("I think")
+    and a trailing question ("…, have you been?") removed; None for a question or a request."""
+    text = casual_to_standard(sentence).strip()
+    while (m := _DISCOURSE.match(text)) is not None:
+        text = text[m.end() :]
+    text = _HEDGE.sub(r"\1", text)
+    if text.endswith("?"):
+        m = _TRAILING_QUESTION.match(text)
+        if m is None:
+            return None
+        text = m.group(1)
+    return text or None
+
+
+def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction) -> None:
+    for sentence in sentences(u.text):
+        if agent_chat and u.turn.role == Role.user.value and CORRECTION_RE.search(sentence):
+            out.corrections.append(sentence)
+        text = statement_of(sentence)
+        if text is None:
+            continue
+        if PREFERENCE_RE.search(text) and not _REACTION.match(text):
+            out.preferences.append(third_person(text, u.speaker, other))
+            continue
+        if _REACTION.match(text):
+            continue
+        informative = len(informative_words(text, names))
+        listed = FACT_RE.search(text) is not None and informative >= 1
+        stated = informative >= 2 and _STATEMENT.match(text) is not None and not _REQUEST.search(text)
+        if listed or stated:
+            out.facts.append(third_person(text, u.speaker, other))
+
+
 def keywords_of(texts: list[str], limit: int = 8) -> list[str]:
     """Multi-word proper nouns first ('san francisco'), then the most frequent content words."""
     phrases: Counter[str] = Counter()
     for text in texts:
         for match in _PROPER_NOUN.findall(text):
-            phrase = match.lower()
-            if not all(w in STOPWORDS for w in phrase.split()):
-                phrases[phrase] += 1
+            tokens = match.lower().split()
+            while tokens and (tokens[0] in STOPWORDS or tokens[0] in CHIT_CHAT_WORDS):
+                tokens.pop(0)
+            if len(tokens) >= 2:
+                phrases[" ".join(tokens)] += 1
     counts = Counter(w for text in texts for w in content_words(text))
     covered = {w for p in phrases for w in p.split()}
     ordered = [p for p, _ in phrases.most_common()]
@@ -178,22 +362,22 @@ def topic_of(texts: list[str], keywords: list[str]) -> str:
 
 
 def extract(turns: list[Turn]) -> Extraction:
-    """Facts, preferences and corrections from the user's turns; outcomes from the rest."""
+    """Facts and preferences from every person, named in the third person; corrections from the
+    user of an agent chat; task outcomes from the agent and its tools."""
     out = Extraction()
-    for turn in turns:
-        if turn.is_summary:
+    said = utterances(turns)
+    people = human_names(said)
+    names = frozenset(w for name in people for w in words(name))
+    agent_chat = not any(u.human and u.turn.role == Role.assistant.value for u in said)
+    for u in said:
+        if u.turn.is_summary:
             continue
-        for sentence in sentences(turn.content):
-            if turn.role == Role.user.value:
-                if CORRECTION_RE.search(sentence):
-                    out.corrections.append(sentence)
-                if PREFERENCE_RE.search(sentence):
-                    out.preferences.append(third_person(sentence))
-                elif FACT_RE.search(sentence) and not sentence.endswith("?"):
-                    out.facts.append(third_person(sentence))
-            elif turn.role in (Role.assistant.value, Role.tool.value) and TASK_DONE_RE.search(sentence):
-                out.task_outcomes.append(sentence)
-    texts = [t.content for t in turns]
+        if u.human:
+            others = [n for n in people if n != u.speaker]
+            _facts_of(u, others[0] if len(others) == 1 and u.speaker else None, names, agent_chat, out)
+        elif u.turn.role in (Role.assistant.value, Role.tool.value):
+            out.task_outcomes.extend(s for s in sentences(u.text) if TASK_DONE_RE.search(s))
+    texts = [u.text for u in said]
     out.keywords = keywords_of(texts)
     out.topic = topic_of(texts, out.keywords)
     return out

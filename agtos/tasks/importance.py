@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agtos.schemas import EpisodeType, Role, Turn
-from agtos.tasks.extract import Extraction, is_trivial
+from agtos.schemas import EpisodeType, Turn
+from agtos.tasks.extract import Extraction, is_chit_chat, is_trivial
+from agtos.tasks.speakers import Utterance, human_names, utterances
+from agtos.tasks.text import words
 
 
 @dataclass(frozen=True)
@@ -16,36 +18,43 @@ class SaveDecision:
     reason: str
 
 
-def _user_turns(turns: list[Turn]) -> list[Turn]:
-    return [t for t in turns if t.role == Role.user.value and not t.is_summary]
+def _people_said(turns: list[Turn]) -> tuple[list[Utterance], frozenset[str]]:
+    """What the people of the conversation said (the user; both sides of a named chat), and their
+    names' words."""
+    said = utterances(turns)
+    return [u for u in said if u.human], frozenset(w for n in human_names(said) for w in words(n))
 
 
 def score_importance(turns: list[Turn], found: Extraction) -> float:
     """0-1: corrections and preferences weigh most, then outcomes, facts and length."""
+    people, names = _people_said(turns)
     score = 0.3
     score += 0.35 if found.corrections else 0.0
     score += 0.3 if found.preferences else 0.0
     score += 0.2 if found.task_outcomes else 0.0
     score += min(0.2, 0.05 * len(found.facts))
-    substantive = [t for t in _user_turns(turns) if not is_trivial(t.content)]
+    substantive = [u for u in people if not is_chit_chat(u.text, names)]
     score += min(0.15, 0.03 * max(0, len(substantive) - 1))
     return round(min(1.0, score), 3)
 
 
 def decide_save(turns: list[Turn], found: Extraction) -> SaveDecision:
-    """Corrections and preferences always saved; task completions saved; trivia skipped."""
+    """Corrections and preferences always saved; task completions saved; facts from any speaker
+    saved; greetings, thanks and small talk skipped."""
     importance = score_importance(turns, found)
-    users = _user_turns(turns)
+    people, names = _people_said(turns)
     if found.corrections:
         return SaveDecision(True, EpisodeType.correction, max(importance, 0.8), "user correction")
     if found.preferences:
         return SaveDecision(True, EpisodeType.preference, max(importance, 0.7), "stated preference")
     if found.task_outcomes:
         return SaveDecision(True, EpisodeType.task_outcome, max(importance, 0.6), "task outcome")
-    if not users:
+    if not people:
         return SaveDecision(False, EpisodeType.conversation, importance, "no user turns")
-    if all(is_trivial(t.content) for t in users):
+    if found.facts:
+        return SaveDecision(True, EpisodeType.conversation, importance, "facts stated")
+    if all(is_trivial(u.text) or is_chit_chat(u.text, names) for u in people):
         return SaveDecision(False, EpisodeType.conversation, importance, "greeting or small talk only")
-    if len(users) == 1 and not found.facts:
+    if len(people) == 1:
         return SaveDecision(False, EpisodeType.conversation, importance, "single-turn trivial lookup")
     return SaveDecision(True, EpisodeType.conversation, importance, "conversation")
