@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from agtos.schemas import Conclusion, Episode, Memory, Turn, UserProfile
+from agtos.schemas import Conclusion, Episode, Memory, ResolvedDate, StoredTurn, Turn, UserProfile
 from agtos.schemas.arrow import ALL_SCHEMAS, arrow_schema, to_table
 from agtos.schemas.records import Entity, MaintenanceReport, Relationship
 
@@ -44,6 +44,20 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("timestamp", I64, OPTIONAL),
             ("name", S, OPTIONAL),
             ("is_summary", BOOL, OPTIONAL),
+        ],
+    ),
+    "stored_turn": (
+        "StoredTurn",
+        [
+            ("user_id", S, REQUIRED),
+            ("episode_id", S, REQUIRED),
+            ("session_id", S, OPTIONAL),
+            ("position", I64, REQUIRED),
+            ("role", S, REQUIRED),
+            ("name", S, OPTIONAL),
+            ("content", S, REQUIRED),
+            ("timestamp", I64, REQUIRED),
+            ("dates", STRS, OPTIONAL),  # a list of ResolvedDate, one JSON text each
         ],
     ),
     "memory": (
@@ -139,6 +153,9 @@ SAMPLES: dict[str, BaseModel] = {
         entities=["ent-tea"],
     ),
     "turn": Turn(role="tool", content="42 °C", timestamp=T, name="thermometer", is_summary=True),
+    "stored_turn": StoredTurn(
+        user_id="u", episode_id="ep-1", session_id="s-1", position=3, role="user", content="Hi", timestamp=T
+    ),
     "memory": Memory(
         id="mem-1",
         user_id="u",
@@ -224,6 +241,25 @@ def test_report_dicts_are_exported_as_json_text() -> None:
     assert row["timestamp"] == T and row["user_id"] == "u"
     assert isinstance(row["summary"], str) and json.loads(row["summary"]) == summary
     assert all(isinstance(s, str) for s in row["steps"]) and [json.loads(s) for s in row["steps"]] == steps
+
+
+def test_resolved_dates_of_a_turn_are_exported_as_json_text() -> None:
+    dates = [ResolvedDate(text="yesterday", start=29, date="2023-05-07", period="day")]
+    turn = StoredTurn(
+        user_id="u",
+        episode_id="ep-1",
+        position=0,
+        role="user",
+        name="Caroline",
+        content="I went to the support group yesterday",
+        timestamp=T,
+        dates=dates,
+    )
+    row = to_table([turn], ALL_SCHEMAS["stored_turn"]).to_pylist()[0]
+    assert row["name"] == "Caroline" and row["position"] == 0
+    assert [json.loads(d) for d in row["dates"]] == [
+        {"text": "yesterday", "start": 29, "date": "2023-05-07", "period": "day"}
+    ]
 
 
 def test_a_field_type_without_an_arrow_mapping_is_an_error() -> None:

@@ -3,6 +3,7 @@
 from agtos.schemas.records import (
     Conclusion,
     ConclusionType,
+    DatePeriod,
     Entity,
     EntityType,
     Episode,
@@ -13,7 +14,9 @@ from agtos.schemas.records import (
     MemoryKind,
     ProfileUpdate,
     Relationship,
+    ResolvedDate,
     Role,
+    StoredTurn,
     Turn,
     UserProfile,
 )
@@ -21,6 +24,7 @@ from agtos.schemas.records import (
 __all__ = [
     "Conclusion",
     "ConclusionType",
+    "DatePeriod",
     "Entity",
     "EntityType",
     "Episode",
@@ -31,7 +35,9 @@ __all__ = [
     "MemoryKind",
     "ProfileUpdate",
     "Relationship",
+    "ResolvedDate",
     "Role",
+    "StoredTurn",
     "Turn",
     "UserProfile",
 ]

@@ -25,6 +25,8 @@ def _arrow_type(name: str, annotation: Any) -> pa.DataType:
         return pa.string()  # nested documents travel as JSON text
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return pa.string()
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return pa.string()  # a nested record travels as JSON text, like dict fields
     if annotation is bool:
         return pa.bool_()
     if annotation is int:
@@ -50,6 +52,7 @@ def arrow_schema(model: type[BaseModel]) -> pa.Schema:
 
 EPISODE_SCHEMA = arrow_schema(records.Episode)
 TURN_SCHEMA = arrow_schema(records.Turn)
+STORED_TURN_SCHEMA = arrow_schema(records.StoredTurn)
 MEMORY_SCHEMA = arrow_schema(records.Memory)
 CONCLUSION_SCHEMA = arrow_schema(records.Conclusion)
 ENTITY_SCHEMA = arrow_schema(records.Entity)
@@ -60,6 +63,7 @@ REPORT_SCHEMA = arrow_schema(records.MaintenanceReport)
 ALL_SCHEMAS: dict[str, pa.Schema] = {
     "episode": EPISODE_SCHEMA,
     "turn": TURN_SCHEMA,
+    "stored_turn": STORED_TURN_SCHEMA,
     "memory": MEMORY_SCHEMA,
     "conclusion": CONCLUSION_SCHEMA,
     "entity": ENTITY_SCHEMA,

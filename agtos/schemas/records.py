@@ -47,8 +47,40 @@ class Turn(Record):
     role: Role
     content: str = Field(min_length=1, max_length=100_000)
     timestamp: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
-    name: str | None = Field(default=None, max_length=128, description="tool name for tool turns")
+    name: str | None = Field(
+        default=None, max_length=128, description="the speaker's name (the tool's, for tool turns)"
+    )
     is_summary: bool = False
+
+
+class DatePeriod(StrEnum):
+    day = "day"
+    week = "week"
+    month = "month"
+    year = "year"
+
+
+class ResolvedDate(Record):
+    """A relative time expression of a turn ("yesterday") and the absolute date it names."""
+
+    text: str = Field(min_length=1, max_length=128, description="the expression as written")
+    start: int = Field(ge=0, description="character offset of the expression in the turn")
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="ISO date, resolved against the turn's time")
+    period: DatePeriod = Field(description="how precise the date is (a week names its first day)")
+
+
+class StoredTurn(Record):
+    """One turn of an ended session, kept verbatim with its episode (same TTL, privacy and forget)."""
+
+    user_id: str = Field(max_length=128)
+    episode_id: str = Field(max_length=128)
+    session_id: str = Field(default="", max_length=128)
+    position: int = Field(ge=0, description="0-based place of the turn in its session")
+    role: Role
+    name: str | None = Field(default=None, max_length=128, description="the speaker's name")
+    content: str = Field(min_length=1, max_length=100_000)
+    timestamp: int = Field(ge=0, le=MAX_TIMESTAMP_MS, description="when it was said (as sent, in ms)")
+    dates: list[ResolvedDate] = Field(default_factory=list, max_length=64)
 
 
 class Episode(Record):

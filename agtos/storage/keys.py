@@ -73,6 +73,10 @@ class UserKeys:
     def episode_timeline(self) -> str:
         return f"{self.base}:episodes:by_time"
 
+    def episode_turns(self, episode_id: str) -> str:
+        """The verbatim turns of one episode (a list, index = position)."""
+        return f"{self.base}:turns:{check_record_id(episode_id, 'episode id')}"
+
     # sessions
     def session_turns(self, session_id: str) -> str:
         return f"{self.base}:session:{check_record_id(session_id, 'session id')}:turns"
