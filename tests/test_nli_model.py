@@ -25,8 +25,8 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
-from agtos.tasks.contradiction import OnnxNLIModel, build_nli
-from tests.helpers import inductive_conclusion, user
+from agtos.tasks.contradiction import NLIVerdict, OnnxNLIModel, build_nli
+from tests.helpers import inductive_conclusion, run_maintenance
 
 WORDS = ["user", "owns", "a", "zebra", "also", "rides", "bike", "likes", "tea", "the", "green"]
 LABELS = ["CONTRADICTION", "ENTAILMENT", "NEUTRAL"]  # the manifest's order; the loader lower-cases
@@ -41,10 +41,26 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def tiny_onnx(weights: np.ndarray) -> onnx.ModelProto:
-    """logits[n] = sum over unmasked tokens t of weights[input_ids[n, t]]."""
-    nodes = [
-        helper.make_node("Gather", ["W", "input_ids"], ["emb"]),
+def tiny_onnx(weights: np.ndarray, segments: np.ndarray | None = None) -> onnx.ModelProto:
+    """logits[n] = sum over unmasked tokens t of weights[input_ids[n, t]], plus
+    segments[token_type_ids[n, t]] when given (a BERT-style graph that declares and reads the type ids)."""
+    inputs = ["input_ids", "attention_mask"]
+    initializers = [
+        helper.make_tensor("W", TensorProto.FLOAT, list(weights.shape), weights.flatten().tolist()),
+        helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
+    ]
+    nodes = [helper.make_node("Gather", ["W", "input_ids"], ["emb"])]
+    if segments is not None:
+        inputs.append("token_type_ids")
+        segment_table = helper.make_tensor("S", TensorProto.FLOAT, list(segments.shape), segments.flatten().tolist())
+        initializers.append(segment_table)
+        nodes = [
+            helper.make_node("Gather", ["W", "input_ids"], ["words"]),
+            helper.make_node("Gather", ["S", "token_type_ids"], ["segment"]),
+            helper.make_node("Add", ["words", "segment"], ["emb"]),
+        ]
+    nodes += [
         helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["mask_f", "axis2"], ["mask3"]),
         helper.make_node("Mul", ["emb", "mask3"], ["masked"]),
@@ -53,16 +69,9 @@ def tiny_onnx(weights: np.ndarray) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "tiny-nli",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
-        ],
+        [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"]) for name in inputs],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", weights.shape[1]])],
-        initializer=[
-            helper.make_tensor("W", TensorProto.FLOAT, list(weights.shape), weights.flatten().tolist()),
-            helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
-            helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
-        ],
+        initializer=initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -71,18 +80,24 @@ def tiny_onnx(weights: np.ndarray) -> onnx.ModelProto:
 
 
 def build_model_dir(
-    path: Path, labels: list[str] = LABELS, cue: tuple[str, str] = ("zebra", "also"), n_logits: int = 3
+    path: Path,
+    labels: list[str] = LABELS,
+    cue: tuple[str, str] = ("zebra", "also"),
+    n_logits: int = 3,
+    vote: float = 10.0,
+    segments: np.ndarray | None = None,
 ) -> Path:
-    """model.onnx + tokenizer.json + manifest.json (real SHA-256 of both) in ``path``."""
+    """model.onnx + tokenizer.json + manifest.json (real SHA-256 of both) in ``path``; each cue word
+    votes ``vote``."""
     path.mkdir(parents=True)
     vocab = {"[PAD]": 0, "[UNK]": 1, **{w: i + 2 for i, w in enumerate(WORDS)}}
     weights = np.zeros((len(vocab), n_logits), dtype=np.float32)
     weights[:, n_logits - 1] = 1.0  # every word: a little neutral
     weights[0] = 0.0
     weights[0, n_logits - 1] = 100.0  # padding: very neutral, unless masked out
-    weights[vocab[cue[0]]] = [10.0] + [0.0] * (n_logits - 1)
-    weights[vocab[cue[1]]] = [0.0, 10.0] + [0.0] * (n_logits - 2)
-    onnx.save(tiny_onnx(weights), str(path / "model.onnx"))
+    weights[vocab[cue[0]]] = [vote] + [0.0] * (n_logits - 1)
+    weights[vocab[cue[1]]] = [0.0, vote] + [0.0] * (n_logits - 2)
+    onnx.save(tiny_onnx(weights, segments), str(path / "model.onnx"))
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -120,6 +135,39 @@ def test_tiny_model_loads_and_speaks_the_manifest_labels(model_dir: Path, tmp_pa
 
     permuted = build_model_dir(tmp_path / "permuted", labels=["neutral", "contradiction", "entailment"])
     assert labels_of(OnnxNLIModel(permuted)) == ["neutral", "contradiction", "entailment"]  # order from the manifest
+
+
+def softmax(logits: list[float]) -> np.ndarray:
+    """The reference softmax, in float64 (the oracle for the model's scores)."""
+    e = np.exp(np.array(logits, dtype=np.float64) - max(logits))
+    return e / e.sum()
+
+
+def scores_of(verdict: NLIVerdict) -> list[float]:
+    return [verdict.scores[label] for label in ("contradiction", "entailment", "neutral")]
+
+
+def test_a_confident_model_with_logits_in_the_hundreds_still_gives_probabilities(tmp_path: Path) -> None:
+    """Softmax per row, shifted by each row's own maximum: exp(200) overflows float32, and a shift
+    by the batch's maximum would underflow the quiet third pair (logits 0, 0, 8) to 0 / 0."""
+    model = OnnxNLIModel(build_model_dir(tmp_path / "confident", vote=200.0))
+    verdicts = model.predict(PAIRS)  # one batch of three rows
+    assert [v.label for v in verdicts] == ["contradiction", "entailment", "neutral"]
+    assert scores_of(verdicts[0]) == pytest.approx(softmax([200.0, 0.0, 7.0]), abs=1e-6)  # ~ [1, 0, 0]
+    assert scores_of(verdicts[1]) == pytest.approx(softmax([0.0, 200.0, 6.0]), abs=1e-6)  # "also" + 6 other words
+    assert scores_of(verdicts[2]) == pytest.approx(softmax([0.0, 0.0, 8.0]), rel=1e-5)  # 8 words x 1 neutral
+
+
+def test_a_model_that_reads_token_type_ids_gets_the_second_statement_as_segment_1(tmp_path: Path) -> None:
+    """A BERT-style cross-encoder declares token_type_ids: here each token of the second statement
+    adds 1 to neutral, so "User owns a zebra" / "User rides a bike" scores 10, 0, 7 + 4."""
+    segments = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype=np.float32)
+    model = OnnxNLIModel(build_model_dir(tmp_path / "bert-style", segments=segments))
+    model.load()
+    verdicts = model.predict([PAIRS[0], ("User likes tea", "User")])
+    assert scores_of(verdicts[0]) == pytest.approx(softmax([10.0, 0.0, 11.0]), rel=1e-5)
+    assert verdicts[0].label == "neutral"
+    assert scores_of(verdicts[1]) == pytest.approx(softmax([0.0, 0.0, 5.0]), rel=1e-5)  # 4 words + 1 in segment 1
 
 
 @pytest.mark.parametrize(
@@ -235,7 +283,7 @@ def test_the_lint_uses_the_model_from_agtos_nli_model_dir(
     if not pinned:
         write_manifest(path, LABELS, {"model.onnx": "f" * 64, "tokenizer.json": "f" * 64})
     seed_pair(coordinator, "zoe")
-    report = client.post("/api/memory/maintain", headers=user("zoe")).json()
+    report = run_maintenance(client, "zoe")["report"]
     pipeline = report["summary"]["contradictionPipeline"]
     assert pipeline["counters"]["candidates"] == 1 and pipeline["counters"]["nliChecked"] == 1
     if pinned:
