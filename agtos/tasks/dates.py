@@ -1,0 +1,119 @@
+"""Relative time expressions of a turn ("yesterday", "last Friday", "two weeks ago", "in 2019")
+resolved to absolute dates against the turn's own timestamp.
+
+A short pattern list only finds the candidate spans (free-text date search also takes "we" for
+Wednesday and "may" for May); the date arithmetic is :mod:`dateparser`'s, with the turn's time as
+``RELATIVE_BASE``. Times are read in UTC, the zone of the stored millisecond timestamps.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+
+from dateparser.date import DateDataParser  # type: ignore[import-untyped]
+
+from agtos.schemas import DatePeriod, ResolvedDate, StoredTurn
+
+MAX_DATES = 64
+
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MONTH = r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
+_COUNT = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_UNIT = r"(?:day|week|month|year)s?"
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+
+# each pattern's group 1 is the span handed to dateparser
+_PATTERNS = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\b(the day (?:before yesterday|after tomorrow))\b",
+        r"\b(yesterday|today|tonight|tomorrow|last night)\b",
+        rf"\b((?:last|next|this) (?:week|month|year|{_WEEKDAY}))\b",
+        rf"\b({_COUNT} {_UNIT} ago)\b",
+        rf"\b(in {_COUNT} {_UNIT})\b",
+        r"\b(?:in|since|during|of) ((?:19|20)\d{2})\b",
+        rf"\b({_MONTH} {_DAY})\b(?!\s*(?:,\s*)?\d{{4}})",  # "May 2" (with a year it is no longer relative)
+        rf"\b({_DAY} (?:of )?{_MONTH})\b(?!\s*(?:,\s*)?\d{{4}})",
+    )
+]
+
+_PERIODS = {"day": DatePeriod.day, "part_of_day": DatePeriod.day, "week": DatePeriod.week}
+_PERIODS |= {"month": DatePeriod.month, "year": DatePeriod.year}
+
+
+def turn_datetime(timestamp_ms: int) -> datetime:
+    """A stored timestamp (ms since the epoch) as a naive UTC datetime."""
+    return datetime.fromtimestamp(timestamp_ms / 1000, UTC).replace(tzinfo=None)
+
+
+def candidate_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans that may be relative date expressions, in order, without overlaps."""
+    found = sorted({m.span(1) for pattern in _PATTERNS for m in pattern.finditer(text)}, key=lambda s: (s[0], -s[1]))
+    spans: list[tuple[int, int]] = []
+    for start, end in found:
+        if not spans or start >= spans[-1][1]:
+            spans.append((start, end))
+    return spans
+
+
+def resolve_dates(text: str, timestamp_ms: int) -> list[ResolvedDate]:
+    """The expressions of ``text`` that dateparser resolves, as dates relative to ``timestamp_ms``."""
+    spans = candidate_spans(text)
+    if not spans:
+        return []
+    parser = DateDataParser(
+        languages=["en"], settings={"RELATIVE_BASE": turn_datetime(timestamp_ms), "RETURN_TIME_AS_PERIOD": True}
+    )
+    out: list[ResolvedDate] = []
+    for start, end in spans[:MAX_DATES]:
+        data = parser.get_date_data(text[start:end])
+        period = _PERIODS.get(data.period or "")
+        if data.date_obj is None or period is None:
+            continue
+        out.append(
+            ResolvedDate(text=text[start:end], start=start, date=data.date_obj.date().isoformat(), period=period)
+        )
+    return out
+
+
+def format_day(day: date) -> str:
+    """``7 May 2023``."""
+    return f"{day.day} {day:%B %Y}"
+
+
+def format_resolved(resolved: ResolvedDate) -> str:
+    """The absolute date in words, as precise as the expression: ``7 May 2023``, ``June 2023``, ``2019``."""
+    day = date.fromisoformat(resolved.date)
+    if resolved.period == DatePeriod.year:
+        return str(day.year)
+    if resolved.period == DatePeriod.month:
+        return f"{day:%B %Y}"
+    if resolved.period == DatePeriod.week:
+        return f"week of {format_day(day)}"
+    return format_day(day)
+
+
+def annotate(text: str, dates: list[ResolvedDate]) -> str:
+    """``text`` with ``[= <date>]`` after each resolved expression."""
+    out, last = [], 0
+    for resolved in sorted(dates, key=lambda d: d.start):
+        end = resolved.start + len(resolved.text)
+        if resolved.start < last or text[resolved.start : end] != resolved.text:
+            continue  # not this text's expression (edited or overlapping): leave it out
+        absolute = format_resolved(resolved)
+        if absolute != resolved.text:  # "in 2019" needs no "[= 2019]"
+            out += [text[last:end], f" [= {absolute}]"]
+            last = end
+    return "".join(out) + text[last:]
+
+
+def speaker(turn: StoredTurn) -> str:
+    """The speaker's name, else the role (``User``, ``Assistant``)."""
+    return turn.name or str(turn.role).capitalize()
+
+
+def format_turn(turn: StoredTurn) -> str:
+    """``(8 May 2023) Caroline: I went to the support group yesterday [= 7 May 2023]``."""
+    said = format_day(turn_datetime(turn.timestamp).date())
+    return f"({said}) {speaker(turn)}: {annotate(turn.content, turn.dates)}"

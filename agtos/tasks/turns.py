@@ -1,0 +1,97 @@
+"""Verbatim turns of an ended session: the stored records (position, speaker, resolved dates) and
+the units the turn index holds.
+
+A unit is one turn's text behind its speaker's name (``Caroline: …``); a text longer than the
+embedder's window is split into overlapping token windows, each its own unit mapping back to the
+turn, so no word is past what the vector index sees (see ``benchmarks/turn_units.py`` for the
+choice of unit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agtos.schemas import Episode, IngestItem, Role, StoredTurn, Turn
+from agtos.tasks.dates import resolve_dates, speaker
+from agtos.tasks.speakers import utterances
+from agtos.tasks.tokens import count_tokens, load_tokenizer
+
+WINDOW_TOKENS = 254  # the embedder's 256-token window (providers.embeddings.MINILM_MAX_TOKENS) less [CLS], [SEP]
+OVERLAP_TOKENS = 32  # a phrase across a window edge is whole in the next window
+
+
+@dataclass(frozen=True)
+class TurnUnit:
+    """One indexed text: a turn (or one window of a long turn) of one episode."""
+
+    user_id: str
+    episode_id: str
+    position: int
+    chunk: int
+    text: str
+
+
+def stored_turns(user_id: str, episode_id: str, session_id: str, turns: Sequence[Turn]) -> list[StoredTurn]:
+    """The session's turns as stored: positions 0.. in order (working-memory summaries are not what
+    anyone said and are left out), the content and timestamp as sent, the speaker's name
+    (``turn.name``, else a ``"Name: "`` prefix the conversation uses, see :mod:`agtos.tasks.speakers`)
+    and relative dates resolved against the turn's time."""
+    said = [u for u in utterances(list(turns)) if not u.turn.is_summary]
+    return [
+        StoredTurn(
+            user_id=user_id,
+            episode_id=episode_id,
+            session_id=session_id,
+            position=position,
+            role=Role(u.turn.role),
+            name=u.turn.name or u.speaker,
+            content=u.turn.content,
+            timestamp=u.turn.timestamp,
+            dates=resolve_dates(u.turn.content, u.turn.timestamp),
+        )
+        for position, u in enumerate(said)
+    ]
+
+
+def batch_turns(items: Sequence[IngestItem], episodes: Sequence[Episode]) -> list[StoredTurn]:
+    """The stored turns of an ingestion batch's episodes: an item's turns go with its episode (the
+    one it brings, by id, else the one made of its session, by user and session id)."""
+    brought = {i.episode.id: i.turns for i in items if i.episode is not None and i.turns}
+    made = {(i.user_id, i.session_id): i.turns for i in items if i.episode is None and i.turns}
+    out: list[StoredTurn] = []
+    for episode in episodes:
+        turns = brought.get(episode.id) or made.get((episode.user_id, episode.session_id), [])
+        out += stored_turns(episode.user_id, episode.id, episode.session_id, turns)
+    return out
+
+
+def chunk_spans(text: str, max_tokens: int = WINDOW_TOKENS, overlap: int = OVERLAP_TOKENS) -> list[tuple[int, int]]:
+    """Character spans of ``text`` of at most ``max_tokens`` tokens each (the embedder's tokenizer),
+    consecutive ones sharing ``overlap`` tokens; one span for a text that fits."""
+    if max_tokens <= overlap or overlap < 0:
+        raise ValueError("need max_tokens > overlap >= 0")
+    offsets = load_tokenizer().encode(text, add_special_tokens=False).offsets
+    if len(offsets) <= max_tokens:
+        return [(0, len(text))]
+    spans, start = [], 0
+    while True:
+        end = min(start + max_tokens, len(offsets))
+        spans.append((offsets[start][0], offsets[end - 1][1]))
+        if end == len(offsets):
+            return spans
+        start = end - overlap
+
+
+def turn_units(turns: Sequence[StoredTurn]) -> list[TurnUnit]:
+    """The index units of ``turns``: ``Speaker: content`` per turn, or per window of a long turn's
+    content (each window behind the speaker's name, the whole within the embedder's window)."""
+    units: list[TurnUnit] = []
+    for turn in turns:
+        prefix = f"{speaker(turn)}: "
+        room = max(OVERLAP_TOKENS + 1, WINDOW_TOKENS - count_tokens(prefix))
+        for chunk, (start, end) in enumerate(chunk_spans(turn.content, room)):
+            units.append(
+                TurnUnit(turn.user_id, turn.episode_id, turn.position, chunk, prefix + turn.content[start:end])
+            )
+    return units
