@@ -34,7 +34,9 @@ Two more shapes load into the same model:
   are stored (and ingested) once.
 * **LoCoMo** (``locomo10.json``): a list of samples with ``conversation`` (``session_N``,
   ``session_N_date_time``, turns with ``speaker``/``dia_id``/``text``) and ``qa`` (``evidence``
-  as ``"D3:5"`` dialogue ids → gold session ``session_3``). ``speaker_a`` becomes the user.
+  as ``"D3:5"`` dialogue ids → gold session ``session_3``). ``speaker_a`` becomes the user,
+  ``speaker_b`` the assistant; turns keep the speaker as ``name``, their ``dia_id`` and
+  ``timestamp``, and a shared photo's ``blip_caption`` after the text.
 """
 
 from __future__ import annotations
@@ -98,11 +100,24 @@ class _Strict(BaseModel):
 
 
 class DatasetTurn(_Strict):
-    """One message; ``has_answer`` marks turns that hold a question's evidence (LongMemEval)."""
+    """One message; ``has_answer`` marks turns that hold a question's evidence (LongMemEval).
+
+    LoCoMo turns also carry the speaker's ``name``, their ``dia_id`` (``D<session>:<position>``)
+    and, where the source has one, their own ``timestamp`` (any :func:`parse_date` form)."""
 
     role: Literal["user", "assistant", "system", "tool"]
     content: str
     has_answer: bool = False
+    name: str | None = None
+    dia_id: str | None = None
+    timestamp: str | None = None
+
+    @field_validator("timestamp")
+    @classmethod
+    def _when(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_date(value)
+        return value
 
 
 class Haystack(_Strict):
@@ -146,6 +161,7 @@ class Question(_Strict):
     question_date: str | None = None
     answer_session_ids: list[str] = Field(default_factory=list)
     superseded_session_ids: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list, description="evidence turn ids, D<session>:<position>")
 
     @field_validator("answer", mode="before")
     @classmethod
@@ -232,6 +248,13 @@ class LoCoMoTurn(BaseModel):
     speaker: str
     dia_id: str = ""
     text: str = ""
+    timestamp: str | None = None
+    blip_caption: str | None = None
+
+    def content(self) -> str:
+        """The text, with a shared photo's caption after it (the only trace of the photo)."""
+        caption = f"[shares a photo: {self.blip_caption.strip()}]" if (self.blip_caption or "").strip() else ""
+        return " ".join(part for part in (self.text.strip(), caption) if part)
 
 
 class LoCoMoQA(BaseModel):
@@ -302,10 +325,13 @@ def from_locomo(samples: list[dict[str, Any]], name: str) -> dict[str, Any]:
                 [
                     {
                         "role": "user" if t.speaker == speaker_a else "assistant",
-                        "content": f"{t.speaker}: {t.text}",
+                        "content": t.content(),
+                        "name": t.speaker,
+                        "dia_id": t.dia_id or None,
+                        "timestamp": t.timestamp,
                     }
                     for t in turns
-                    if t.text.strip()
+                    if t.content()
                 ]
             )
         haystacks.append(
@@ -322,6 +348,7 @@ def from_locomo(samples: list[dict[str, Any]], name: str) -> dict[str, Any]:
                     "question": qa.question,
                     "answer": qa.answer if qa.answer is not None else qa.adversarial_answer,
                     "answer_session_ids": [g for g in gold if g in known],
+                    "evidence": qa.evidence,
                 }
             )
     return {"name": name, "source_format": "locomo", "haystacks": haystacks, "questions": questions}

@@ -152,10 +152,11 @@ def ingest_haystack(coordinator: MemoryCoordinator, haystack: Haystack) -> Hayst
             record.reason = "session has no turns"
             continue
         for n, turn in enumerate(turns):
+            content = f"{turn.name}: {turn.content}" if turn.name else turn.content  # LoCoMo: speaker in the text
             coordinator.add_turn(
                 user_id,
                 asid,
-                Turn(role=turn.role, content=turn.content[:100_000], timestamp=stamps[i] + n * TURN_SPACING_MS),
+                Turn(role=turn.role, content=content[:100_000], timestamp=stamps[i] + n * TURN_SPACING_MS),
             )
         result = coordinator.end_session(user_id, asid)
         record.saved, record.reason = result.saved, result.reason
