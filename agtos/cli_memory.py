@@ -64,7 +64,7 @@ def register(memory_app: typer.Typer) -> None:
         """Scan this machine for other AI tools' memories, choose, and import them (idempotent)."""
         from agtos.importers import scan_sources
 
-        found = [s for s in scan_sources() if s.item_count > 0]
+        found = [s for s in scan_sources(Settings.from_env().import_home) if s.item_count > 0]
         if not found:
             console.print("No importable memories found.")
             raise typer.Exit(0)

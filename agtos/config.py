@@ -1,19 +1,24 @@
-"""Runtime settings, read once from environment variables (all documented in README).
+"""Runtime settings: one pydantic-settings object, the only reader of the environment.
 
-Every variable is prefixed ``AGTOS_`` except ``REDIS_URL``, which follows the
-common convention. ``Settings.from_env()`` is the only place the environment is read.
+Every documented variable (README, "Configuration") is a field whose ``validation_alias`` is the
+variable's name; all are prefixed ``AGTOS_`` except ``REDIS_URL``. ``Settings()`` holds the
+documented defaults and never looks at the environment; ``Settings.from_env()`` reads it through
+pydantic-settings' ``EnvSettingsSource``. Invalid values raise :class:`SettingsError` (a
+``ValueError``) naming the variable; blank variables count as unset.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Self, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agtos.providers.onnx_quantize import check_quantize
 
@@ -21,181 +26,251 @@ APP_NAME = "agtos"
 DEFAULT_PORT = 4102
 DAY_SECONDS = 86_400
 
+SearchMode = Literal["hybrid", "vector", "bm25"]
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+BackgroundPolicy = Literal["auto", "always", "idle-only"]
+EmbeddingProvider = Literal["onnx", "local", "ollama", "openai", "openrouter", "openai-compatible"]
+EMBEDDING_PROVIDERS: tuple[str, ...] = get_args(EmbeddingProvider)
+LLM_SLOT_NAMES = ("summarize", "consolidation", "maintenance", "dialectic", "expansion")
 
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = (os.environ.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw not in _TRUE | _FALSE:
-        raise ValueError(f"{name}={raw!r} is not a boolean (true/false, 1/0, yes/no, on/off)")
-    return raw in _TRUE
-
-
-def _env_number(name: str, default: float, kind: type) -> Any:
-    raw = (os.environ.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+_TYPE_ERRORS = {
+    "int_parsing": "is not an integer",
+    "int_from_float": "is not an integer",
+    "int_type": "is not an integer",
+    "float_parsing": "is not a number",
+    "float_type": "is not a number",
+    "bool_parsing": "is not a boolean (true/false, 1/0, yes/no, on/off)",
+    "bool_type": "is not a boolean (true/false, 1/0, yes/no, on/off)",
+}
+_BOUND_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
 
 
-def _env_int(name: str, default: int) -> int:
-    return int(_env_number(name, default, int))
+class SettingsError(ValueError):
+    """An invalid setting; the message names its environment variable."""
 
 
-def _env_float(name: str, default: float) -> float:
-    return float(_env_number(name, default, float))
+def env(name: str, default: Any = None, **constraints: Any) -> Any:
+    """A field read from the environment variable ``name`` (or set by its field name)."""
+    if "default_factory" in constraints:
+        return Field(validation_alias=name, **constraints)
+    return Field(default, validation_alias=name, **constraints)
 
 
-def _env_hosts(name: str) -> frozenset[str]:
-    """A comma-separated host list, lower-cased."""
-    return frozenset(h.strip().lower() for h in os.environ.get(name, "").split(",") if h.strip())
+class _Section(BaseSettings):
+    """Frozen settings whose fields are read from their variables only by ``from_env``."""
+
+    model_config = SettingsConfigDict(frozen=True, validate_by_name=True, validate_by_alias=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(describe(type(self), exc)) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # the constructor's arguments only: from_env passes the environment in
+
+    @classmethod
+    def from_env(cls) -> Self:
+        return cls(**read_env(cls))
+
+    def with_overrides(self, **changes: Any) -> Self:
+        """A validated copy with ``changes`` (``model_copy(update=...)`` would skip validation)."""
+        return type(self)(**(dict(self) | changes))
 
 
-@dataclass(frozen=True)
-class WorkingMemoryConfig:
+def read_env(section: type[_Section], prefix: str = "") -> dict[str, str]:
+    """The section's variables (``prefix`` + each field's alias) that are set and not blank, stripped."""
+    source = EnvSettingsSource(section, case_sensitive=True, env_prefix=prefix, env_prefix_target="all")
+    names = {f.validation_alias for f in section.model_fields.values() if isinstance(f.validation_alias, str)}
+    return {k: v.strip() for k, v in source().items() if k in names and isinstance(v, str) and v.strip()}
+
+
+def _field(section: type[_Section], loc: tuple[int | str, ...]) -> FieldInfo | None:
+    """The field an error location points at, through nested sections (keys are names or aliases)."""
+    info: FieldInfo | None = None
+    for key in loc:
+        if not (isinstance(section, type) and issubclass(section, _Section)):
+            return None
+        info = next((f for n, f in section.model_fields.items() if key in (n, f.validation_alias)), None)
+        section = info.annotation if info else None  # type: ignore[assignment]
+    return info
+
+
+def _bound(info: FieldInfo | None) -> str:
+    """``between 0 and 1``, ``>= 0`` or ``> 0``: the field's documented range."""
+    limits = {k: getattr(m, k) for m in (info.metadata if info else []) for k in ("ge", "gt", "le") if hasattr(m, k)}
+    low = f"{limits['ge']:g}" if "ge" in limits else None
+    if "le" in limits and low is not None:
+        return f"between {low} and {limits['le']:g}"
+    if low is not None:
+        return f">= {low}"
+    return f"> {limits['gt']:g}" if "gt" in limits else f"<= {limits.get('le', '?')}"
+
+
+def _message(section: type[_Section], error: ErrorDetails) -> str:
+    info = _field(section, error["loc"])
+    alias = info.validation_alias if info and isinstance(info.validation_alias, str) else None
+    variable = alias or ".".join(map(str, error["loc"]))
+    kind, value = error["type"], error.get("input")
+    if kind in _TYPE_ERRORS:
+        return f"{variable}={value!r} {_TYPE_ERRORS[kind]}"
+    if kind in _BOUND_ERRORS:
+        hint = f" ({info.description})" if info and info.description else ""
+        return f"{variable} must be {_bound(info)}{hint}, not {value!r}"
+    if kind == "literal_error":
+        return f"{variable} must be one of {error.get('ctx', {}).get('expected')}, not {value!r}"
+    if kind == "value_error":
+        cause = error.get("ctx", {}).get("error", error["msg"])
+        named = isinstance(cause, SettingsError) or not error["loc"] or str(cause).startswith(variable)
+        return str(cause) if named else f"{variable}={value!r} {cause}"
+    return f"{variable}={value!r}: {error['msg']}"
+
+
+def describe(section: type[_Section], exc: ValidationError) -> str:
+    """One line per invalid value, each naming its variable."""
+    return "; ".join(_message(section, error) for error in exc.errors())
+
+
+def _normal(value: Any) -> Any:
+    """Enumerated values are matched without case or surrounding spaces."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+class WorkingMemoryConfig(_Section):
     """Limits of the in-process conversation buffer."""
 
-    maxHistoryTokens: int = 4000  # noqa: N815 - names mirror the public config contract
-    maxMessages: int = 30  # noqa: N815
-    preserveRecentCount: int = 6  # noqa: N815
+    maxHistoryTokens: int = env("AGTOS_WM_MAX_HISTORY_TOKENS", 4000, ge=1)  # noqa: N815 - the public config names
+    maxMessages: int = env("AGTOS_WM_MAX_MESSAGES", 30, ge=1)  # noqa: N815
+    preserveRecentCount: int = env("AGTOS_WM_PRESERVE_RECENT", 6, ge=0)  # noqa: N815
 
-    def __post_init__(self) -> None:
-        if self.maxMessages < 1 or self.maxHistoryTokens < 1:
-            raise ValueError("AGTOS_WM_MAX_MESSAGES and AGTOS_WM_MAX_HISTORY_TOKENS must be >= 1")
-        if not 0 <= self.preserveRecentCount < self.maxMessages:
+    @model_validator(mode="after")
+    def _keeps_fewer_than_it_holds(self) -> Self:
+        if self.preserveRecentCount >= self.maxMessages:
             raise ValueError("AGTOS_WM_PRESERVE_RECENT must be >= 0 and below AGTOS_WM_MAX_MESSAGES")
+        return self
 
 
-@dataclass(frozen=True)
-class LLMSlot:
-    """Which LLM serves one task slot (``summarize``, ``consolidation``, ``maintenance``...)."""
+class LLMSlot(_Section):
+    """Which LLM serves one task slot; from the environment, ``AGTOS_<SLOT>_PROVIDER`` and so on."""
 
-    provider: str = "none"  # none | ollama | openai
-    model: str = ""
-    base_url: str = ""
-    api_key: str = ""
-    timeout_s: float = 60.0
+    provider: str = env("PROVIDER", "none")  # none | ollama | openai | openrouter | openai-compatible
+    model: str = env("MODEL", "")
+    base_url: str = env("BASE_URL", "")
+    api_key: str = env("API_KEY", "")
+    timeout_s: float = env("TIMEOUT_S", 60.0, gt=0)
+
+    _lower = field_validator("provider", mode="before")(_normal)
+
+    @classmethod
+    def from_prefix(cls, prefix: str) -> LLMSlot | None:
+        """The slot ``<prefix>PROVIDER`` names (e.g. ``AGTOS_LLM_``), None when it is unset."""
+        values = read_env(cls, prefix)
+        if "PROVIDER" not in values:
+            return None
+        try:
+            return cls(**values)
+        except SettingsError as exc:  # each problem starts with its alias (TIMEOUT_S): name the variable
+            raise SettingsError("; ".join(prefix + problem for problem in str(exc).split("; "))) from None
 
 
-SEARCH_MODES = ("hybrid", "vector", "bm25")
-
-
-@dataclass(frozen=True)
-class EmbeddingConfig:
+class EmbeddingConfig(_Section):
     """Which embedder serves semantic memory (default: the bundled ONNX MiniLM)."""
 
-    provider: str = "onnx"  # onnx | ollama | openai | openrouter | openai-compatible
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str = ""
-    quantize: str | None = None  # "int8": the bundled model's dynamic-int8 variant (about 2× faster)
+    provider: EmbeddingProvider = env("AGTOS_EMBEDDING_PROVIDER", "onnx")
+    model: str | None = env("AGTOS_EMBEDDING_MODEL")
+    base_url: str | None = env("AGTOS_EMBEDDING_BASE_URL")
+    api_key: str = env("AGTOS_EMBEDDING_API_KEY", "")
+    quantize: str | None = env("AGTOS_EMBEDDING_QUANTIZE")  # "int8": the bundled model's dynamic-int8 variant
+    threads: int = env("AGTOS_EMBEDDING_THREADS", 2, ge=1)  # intra-op threads of the bundled model
+    timeout_s: float = env("AGTOS_EMBEDDING_TIMEOUT_S", 30.0, gt=0)  # per call to a remote embedder
+
+    _lower = field_validator("provider", mode="before")(_normal)
+
+    @field_validator("quantize")
+    @classmethod
+    def _known_variant(cls, value: str | None) -> str | None:
+        return check_quantize(value)
 
 
-@dataclass(frozen=True)
-class MaintenanceConfig:
+class MaintenanceConfig(_Section):
     """The six-step lint: thresholds, kill switch, schedule and guard waiting."""
 
-    enabled: bool = True
-    staleThresholdDays: float = 30.0  # noqa: N815 - names mirror the public config contract
+    enabled: bool = env("AGTOS_MAINTENANCE_ENABLED", True)
+    staleThresholdDays: float = env("AGTOS_MAINTENANCE_STALE_DAYS", 30.0, ge=0)  # noqa: N815 - the public config names
     decayFactor: float = 0.9  # noqa: N815
-    jaccardThreshold: float = 0.85  # noqa: N815
-    orphanImportanceThreshold: float = 3.0  # noqa: N815 - on a 0-10 scale; episodes store 0-1
-    pruneConfidenceThreshold: float = 0.3  # noqa: N815
-    nli_enabled: bool = True
-    nli_model_dir: str | None = None
-    timezone: str = "UTC"
-    guard_retries: int = 3
-    guard_delay_s: float = 60.0
+    jaccardThreshold: float = env("AGTOS_MAINTENANCE_JACCARD", 0.85, ge=0, le=1)  # noqa: N815
+    orphanImportanceThreshold: float = env("AGTOS_MAINTENANCE_ORPHAN_IMPORTANCE", 3.0, ge=0)  # noqa: N815 - 0-10 scale
+    pruneConfidenceThreshold: float = env("AGTOS_MAINTENANCE_PRUNE_CONFIDENCE", 0.3, ge=0, le=1)  # noqa: N815
+    nli_enabled: bool = env("AGTOS_NLI_ENABLED", True)
+    nli_model_dir: str | None = env("AGTOS_NLI_MODEL_DIR")
+    timezone: str = env("AGTOS_MAINTENANCE_TIMEZONE", "UTC")
+    guard_retries: int = env("AGTOS_MAINTENANCE_GUARD_RETRIES", 3, ge=0)
+    guard_delay_s: float = env("AGTOS_MAINTENANCE_GUARD_DELAY_S", 60.0, ge=0)
     candidate_top_k: int = 5
     candidate_cap: int = 500
     candidate_query_limit: int = 2_000  # most recently updated conclusions that look for neighbours
     judge_batch_size: int = 10
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("is not a known timezone") from None
+        return value
 
-@dataclass(frozen=True)
-class Settings:
+
+def _hosts(value: Any) -> Any:
+    """A comma-separated host list, lower-cased."""
+    items = value.split(",") if isinstance(value, str) else value
+    return frozenset(h.strip().lower() for h in items if h.strip())
+
+
+class Settings(_Section):
     """All tunables of one running memory service."""
 
-    redis_url: str | None = None
-    data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
-    config_dir: Path = field(default_factory=lambda: Path.home() / f".{APP_NAME}")
-    key_prefix: str = APP_NAME
-    default_user: str = "default"
-    episode_ttl_days: float = 30.0
-    session_journal_ttl_hours: float = 48.0
-    working: WorkingMemoryConfig = field(default_factory=WorkingMemoryConfig)
-    llm_slots: dict[str, LLMSlot] = field(default_factory=dict)
-    redis_timeout_s: float = 1.0
-    port: int = DEFAULT_PORT
-    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
-    search_mode: str = "hybrid"
-    similarity_threshold: float = 0.15
-    hnsw_build_threads: int = 1  # threads of a background HNSW (re)build; 0: all cores
-    hnsw_ef_search: int = 256  # HNSW expansion_search: higher = better recall, slower search
-    query_expansion: bool = False
-    background_work_policy: str = "auto"
-    background_local_hosts: frozenset[str] = frozenset()  # hosts counted as this machine, besides localhost
-    background_recent_session_s: float = 30.0  # background LLM work waits this long after a session ends
-    query_ingest_threshold: int = 6
-    query_ingest_max_per_session: int = 5
-    session_idle_minutes: float = 30.0  # sessions silent this long are ended for the agent (0: never)
-    dreamer_retries: int = 5
-    dreamer_retry_delay_s: float = 60.0
-    maintenance: MaintenanceConfig = field(default_factory=lambda: MaintenanceConfig())
-    max_body_bytes: int = 1_048_576
+    redis_url: str | None = env("REDIS_URL")
+    data_dir: Path = env("AGTOS_DATA_DIR", default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
+    config_dir: Path = env("AGTOS_CONFIG_DIR", default_factory=lambda: Path.home() / f".{APP_NAME}")
+    key_prefix: str = env("AGTOS_KEY_PREFIX", APP_NAME)
+    default_user: str = env("AGTOS_DEFAULT_USER", "default")
+    episode_ttl_days: float = env("AGTOS_EPISODE_TTL_DAYS", 30.0, gt=0)
+    session_journal_ttl_hours: float = env("AGTOS_SESSION_JOURNAL_TTL_HOURS", 48.0, gt=0)
+    working: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
+    llm_slots: dict[str, LLMSlot] = Field(default_factory=dict)  # config.json, then AGTOS_LLM_* / AGTOS_<SLOT>_*
+    redis_timeout_s: float = env("AGTOS_REDIS_TIMEOUT_S", 1.0, gt=0)
+    port: int = env("AGTOS_PORT", DEFAULT_PORT, ge=1, le=65_535)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    search_mode: SearchMode = env("AGTOS_MEMORY_SEARCH_MODE", "hybrid")
+    similarity_threshold: float = env("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.15, ge=0, le=1)
+    hnsw_build_threads: int = env("AGTOS_HNSW_BUILD_THREADS", 1, ge=0, description="0: all cores")
+    hnsw_ef_search: int = env("AGTOS_HNSW_EF_SEARCH", 256, ge=10, le=4096)  # higher = better recall, slower
+    query_expansion: bool = env("AGTOS_MEMORY_QUERY_EXPANSION", False)
+    background_work_policy: BackgroundPolicy = env("AGTOS_BACKGROUND_WORK_POLICY", "auto")
+    # hosts counted as this machine, besides localhost
+    background_local_hosts: Annotated[frozenset[str], NoDecode] = env("AGTOS_BACKGROUND_LOCAL_HOSTS", frozenset())
+    background_recent_session_s: float = env("AGTOS_BACKGROUND_RECENT_SESSION_S", 30.0, ge=0)
+    query_ingest_threshold: int = env("AGTOS_QUERY_INGEST_THRESHOLD", 6, ge=0)
+    query_ingest_max_per_session: int = env("AGTOS_QUERY_INGEST_MAX_PER_SESSION", 5, ge=0)
+    session_idle_minutes: float = env("AGTOS_SESSION_IDLE_MINUTES", 30.0, ge=0, description="0: never")
+    dreamer_retries: int = env("AGTOS_DREAMER_RETRIES", 5, ge=0)
+    dreamer_retry_delay_s: float = env("AGTOS_DREAMER_RETRY_DELAY_S", 60.0, ge=0)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+    max_body_bytes: int = env("AGTOS_MAX_BODY_BYTES", 1_048_576, ge=1)
+    import_home: Path | None = env("AGTOS_IMPORT_HOME")  # where imports look for other tools' files (None: ~)
 
-    def __post_init__(self) -> None:
-        if self.search_mode not in SEARCH_MODES:
-            raise ValueError(f"AGTOS_MEMORY_SEARCH_MODE must be one of {SEARCH_MODES}, not {self.search_mode!r}")
-        check_quantize(self.embedding.quantize)
-        if self.hnsw_build_threads < 0:
-            raise ValueError("AGTOS_HNSW_BUILD_THREADS must be >= 0 (0: all cores)")
-        if not 10 <= self.hnsw_ef_search <= 4096:
-            raise ValueError("AGTOS_HNSW_EF_SEARCH must be between 10 and 4096")
-        if not 0.0 <= self.similarity_threshold <= 1.0:
-            raise ValueError("AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1")
-        from agtos.tasks.resource_guard import parse_policy  # (that module imports this one)
-
-        parse_policy(self.background_work_policy)
-        self._check_limits()
-
-    def _check_limits(self) -> None:
-        """Counts, durations and thresholds in range (ValueError naming the variable otherwise)."""
-        m = self.maintenance
-        low_bound: dict[str, tuple[float, float]] = {  # name: (value, minimum); 0.0 minimum inclusive
-            "AGTOS_EPISODE_TTL_DAYS": (self.episode_ttl_days, 1e-9),
-            "AGTOS_SESSION_JOURNAL_TTL_HOURS": (self.session_journal_ttl_hours, 1e-9),
-            "AGTOS_MAX_BODY_BYTES": (self.max_body_bytes, 1),
-            "AGTOS_SESSION_IDLE_MINUTES": (self.session_idle_minutes, 0.0),
-            "AGTOS_BACKGROUND_RECENT_SESSION_S": (self.background_recent_session_s, 0.0),
-            "AGTOS_DREAMER_RETRIES": (self.dreamer_retries, 0.0),
-            "AGTOS_DREAMER_RETRY_DELAY_S": (self.dreamer_retry_delay_s, 0.0),
-            "AGTOS_QUERY_INGEST_THRESHOLD": (self.query_ingest_threshold, 0.0),
-            "AGTOS_QUERY_INGEST_MAX_PER_SESSION": (self.query_ingest_max_per_session, 0.0),
-            "AGTOS_MAINTENANCE_STALE_DAYS": (m.staleThresholdDays, 0.0),
-            "AGTOS_MAINTENANCE_ORPHAN_IMPORTANCE": (m.orphanImportanceThreshold, 0.0),
-            "AGTOS_MAINTENANCE_GUARD_RETRIES": (m.guard_retries, 0.0),
-            "AGTOS_MAINTENANCE_GUARD_DELAY_S": (m.guard_delay_s, 0.0),
-        }
-        for name, (value, minimum) in low_bound.items():
-            if not value >= minimum:
-                raise ValueError(f"{name} must be {'>= 0' if minimum == 0 else '> 0'}, not {value!r}")
-        for name, value in (
-            ("AGTOS_MAINTENANCE_JACCARD", m.jaccardThreshold),
-            ("AGTOS_MAINTENANCE_PRUNE_CONFIDENCE", m.pruneConfidenceThreshold),
-        ):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be between 0 and 1, not {value!r}")
-        try:
-            ZoneInfo(m.timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"AGTOS_MAINTENANCE_TIMEZONE={m.timezone!r} is not a known timezone") from None
+    _lower = field_validator("search_mode", "background_work_policy", mode="before")(_normal)
+    _host_list = field_validator("background_local_hosts", mode="before")(_hosts)
 
     @property
     def episode_ttl_seconds(self) -> int:
@@ -209,76 +284,12 @@ class Settings:
         """The slot's own provider, else the ``default`` slot, else no LLM."""
         return self.llm_slots.get(name) or self.llm_slots.get("default") or LLMSlot()
 
-    def with_overrides(self, **changes: Any) -> Settings:
-        return replace(self, **changes)
-
     @classmethod
-    def from_env(cls) -> Settings:
-        data_dir = Path(os.environ.get("AGTOS_DATA_DIR") or platformdirs.user_data_dir(APP_NAME))
-        config_dir = Path(os.environ.get("AGTOS_CONFIG_DIR") or Path.home() / f".{APP_NAME}")
-        return cls(
-            redis_url=os.environ.get("REDIS_URL") or None,
-            data_dir=data_dir,
-            config_dir=config_dir,
-            key_prefix=os.environ.get("AGTOS_KEY_PREFIX", APP_NAME),
-            default_user=os.environ.get("AGTOS_DEFAULT_USER", "default"),
-            episode_ttl_days=_env_float("AGTOS_EPISODE_TTL_DAYS", 30.0),
-            session_journal_ttl_hours=_env_float("AGTOS_SESSION_JOURNAL_TTL_HOURS", 48.0),
-            working=WorkingMemoryConfig(
-                maxHistoryTokens=_env_int("AGTOS_WM_MAX_HISTORY_TOKENS", 4000),
-                maxMessages=_env_int("AGTOS_WM_MAX_MESSAGES", 30),
-                preserveRecentCount=_env_int("AGTOS_WM_PRESERVE_RECENT", 6),
-            ),
-            llm_slots=load_llm_slots(config_dir / "config.json"),
-            redis_timeout_s=_env_float("AGTOS_REDIS_TIMEOUT_S", 1.0),
-            port=_env_int("AGTOS_PORT", DEFAULT_PORT),
-            embedding=EmbeddingConfig(
-                provider=(os.environ.get("AGTOS_EMBEDDING_PROVIDER") or "onnx").strip().lower(),
-                model=os.environ.get("AGTOS_EMBEDDING_MODEL") or None,
-                base_url=os.environ.get("AGTOS_EMBEDDING_BASE_URL") or None,
-                api_key=os.environ.get("AGTOS_EMBEDDING_API_KEY", ""),
-                quantize=os.environ.get("AGTOS_EMBEDDING_QUANTIZE") or None,
-            ),
-            search_mode=(os.environ.get("AGTOS_MEMORY_SEARCH_MODE") or "hybrid").strip().lower(),
-            similarity_threshold=_env_float("AGTOS_MEMORY_SIMILARITY_THRESHOLD", 0.15),
-            hnsw_build_threads=_env_int("AGTOS_HNSW_BUILD_THREADS", 1),
-            hnsw_ef_search=_env_int("AGTOS_HNSW_EF_SEARCH", 256),
-            query_expansion=_env_bool("AGTOS_MEMORY_QUERY_EXPANSION", False),
-            background_work_policy=os.environ.get("AGTOS_BACKGROUND_WORK_POLICY", "auto"),
-            background_local_hosts=_env_hosts("AGTOS_BACKGROUND_LOCAL_HOSTS"),
-            background_recent_session_s=_env_float("AGTOS_BACKGROUND_RECENT_SESSION_S", 30.0),
-            query_ingest_threshold=_env_int("AGTOS_QUERY_INGEST_THRESHOLD", 6),
-            query_ingest_max_per_session=_env_int("AGTOS_QUERY_INGEST_MAX_PER_SESSION", 5),
-            session_idle_minutes=_env_float("AGTOS_SESSION_IDLE_MINUTES", 30.0),
-            dreamer_retries=_env_int("AGTOS_DREAMER_RETRIES", 5),
-            dreamer_retry_delay_s=_env_float("AGTOS_DREAMER_RETRY_DELAY_S", 60.0),
-            maintenance=MaintenanceConfig(
-                enabled=_env_bool("AGTOS_MAINTENANCE_ENABLED", True),
-                staleThresholdDays=_env_float("AGTOS_MAINTENANCE_STALE_DAYS", 30.0),
-                jaccardThreshold=_env_float("AGTOS_MAINTENANCE_JACCARD", 0.85),
-                orphanImportanceThreshold=_env_float("AGTOS_MAINTENANCE_ORPHAN_IMPORTANCE", 3.0),
-                pruneConfidenceThreshold=_env_float("AGTOS_MAINTENANCE_PRUNE_CONFIDENCE", 0.3),
-                nli_enabled=_env_bool("AGTOS_NLI_ENABLED", True),
-                nli_model_dir=os.environ.get("AGTOS_NLI_MODEL_DIR") or None,
-                timezone=os.environ.get("AGTOS_MAINTENANCE_TIMEZONE", "UTC"),
-                guard_retries=_env_int("AGTOS_MAINTENANCE_GUARD_RETRIES", 3),
-                guard_delay_s=_env_float("AGTOS_MAINTENANCE_GUARD_DELAY_S", 60.0),
-            ),
-            max_body_bytes=_env_int("AGTOS_MAX_BODY_BYTES", 1_048_576),
-        )
-
-
-def _slot_from_env(prefix: str) -> LLMSlot | None:
-    provider = os.environ.get(f"{prefix}_PROVIDER")
-    if not provider:
-        return None
-    return LLMSlot(
-        provider=provider.strip().lower(),
-        model=os.environ.get(f"{prefix}_MODEL", ""),
-        base_url=os.environ.get(f"{prefix}_BASE_URL", ""),
-        api_key=os.environ.get(f"{prefix}_API_KEY", ""),
-        timeout_s=_env_float(f"{prefix}_TIMEOUT_S", 60.0),
-    )
+    def from_env(cls) -> Self:
+        """Every variable of the README, validated; the LLM slots from ``<config dir>/config.json``, then the env."""
+        sections = {s: c.from_env() for s, c in (("working", WorkingMemoryConfig), ("embedding", EmbeddingConfig))}
+        read = cls(**read_env(cls), **sections, maintenance=MaintenanceConfig.from_env())
+        return read.with_overrides(llm_slots=load_llm_slots(read.config_dir / "config.json"))
 
 
 def load_llm_slots(config_file: Path) -> dict[str, LLMSlot]:
@@ -292,15 +303,13 @@ def load_llm_slots(config_file: Path) -> dict[str, LLMSlot]:
         try:
             raw = json.loads(config_file.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"config file {config_file} is not valid JSON: {exc}") from exc
+            raise SettingsError(f"config file {config_file} is not valid JSON: {exc}") from exc
         for name, spec in (raw.get("slots") or {}).items():
-            allowed = {k: v for k, v in spec.items() if k in LLMSlot.__dataclass_fields__}
-            slots[name] = LLMSlot(**allowed)
-    default = _slot_from_env("AGTOS_LLM")
-    if default and "default" not in slots:
-        slots["default"] = default
-    for name in ("summarize", "consolidation", "maintenance", "dialectic", "expansion"):
-        env_slot = _slot_from_env(f"AGTOS_{name.upper()}")
-        if env_slot and name not in slots:
-            slots[name] = env_slot
+            try:
+                slots[name] = LLMSlot(**{k: v for k, v in spec.items() if k in LLMSlot.model_fields})
+            except SettingsError as exc:
+                raise SettingsError(f"config file {config_file}, slot {name!r}: {exc}") from None
+    for name, prefix in (("default", "AGTOS_LLM_"), *((n, f"AGTOS_{n.upper()}_") for n in LLM_SLOT_NAMES)):
+        if name not in slots and (slot := LLMSlot.from_prefix(prefix)) is not None:
+            slots[name] = slot
     return slots

@@ -101,15 +101,14 @@ def fuzz_app(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         maintenance=MaintenanceConfig(guard_retries=0, guard_delay_s=0.0, nli_enabled=False),
         dreamer_retries=0,
         dreamer_retry_delay_s=0.0,
+        import_home=home,
     )
     coordinator = MemoryCoordinator(config)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AGTOS_IMPORT_HOME", str(home))
-        try:
-            yield create_app(coordinator=coordinator)
-        finally:
-            coordinator.close()
-            delete_prefix(redis_url, prefix)
+    try:
+        yield create_app(coordinator=coordinator)
+    finally:
+        coordinator.close()
+        delete_prefix(redis_url, prefix)
 
 
 def _operation_labels() -> list[str]:

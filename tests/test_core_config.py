@@ -58,8 +58,8 @@ def test_defaults_without_any_variable(clean_env: Path) -> None:
 
 
 def test_dataclass_defaults_match_the_documented_values() -> None:
-    assert WorkingMemoryConfig() == WorkingMemoryConfig(4000, 30, 6)
-    assert LLMSlot() == LLMSlot("none", "", "", "", 60.0)
+    assert WorkingMemoryConfig() == WorkingMemoryConfig(maxHistoryTokens=4000, maxMessages=30, preserveRecentCount=6)
+    assert LLMSlot() == LLMSlot(provider="none", model="", base_url="", api_key="", timeout_s=60.0)
     m = MaintenanceConfig()
     assert (m.decayFactor, m.candidate_top_k, m.candidate_cap, m.candidate_query_limit, m.judge_batch_size) == (
         0.9,
@@ -190,7 +190,7 @@ def test_ttl_floors() -> None:
         ({"hnsw_ef_search": 4097}, "AGTOS_HNSW_EF_SEARCH must be between 10 and 4096"),
         ({"similarity_threshold": -0.01}, "AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1"),
         ({"similarity_threshold": 1.01}, "AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1"),
-        ({"embedding": EmbeddingConfig(quantize="int4")}, "AGTOS_EMBEDDING_QUANTIZE"),
+        ({"embedding": {"quantize": "int4"}}, "AGTOS_EMBEDDING_QUANTIZE"),
     ],
 )
 def test_invalid_settings_are_rejected(changes: dict[str, Any], message: str) -> None:

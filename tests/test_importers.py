@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agtos.config import Settings
 from agtos.importers import (
     ImportedSession,
     ParseResult,
@@ -343,8 +344,9 @@ def test_source_filter_and_unknown_source(home: Path) -> None:
 
 def test_home_from_environment(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGTOS_IMPORT_HOME", str(home))
-    assert {s.source for s in scan_sources(sources=["copilot"])} == {"copilot"}
-    assert len(collect(sources=["copilot"]).sessions) == 2
+    configured = Settings.from_env().import_home
+    assert {s.source for s in scan_sources(configured, sources=["copilot"])} == {"copilot"}
+    assert len(collect(configured, sources=["copilot"]).sessions) == 2
 
 
 def test_empty_home_finds_nothing(tmp_path: Path) -> None:

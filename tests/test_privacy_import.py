@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Episode, IngestItem
+from agtos.serving.app import create_app
 from tests.helpers import talk, user
 
 _spec = importlib.util.spec_from_file_location(
@@ -26,9 +29,17 @@ def user_keys(raw: redis.Redis, prefix: str, user_id: str) -> list[bytes]:
     return list(raw.scan_iter(match=f"{prefix}:u:{{{user_id}}}:*", count=1000))
 
 
-def test_import_is_idempotent(client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = make_fixtures.build_home(tmp_path / "home")
-    monkeypatch.setenv("AGTOS_IMPORT_HOME", str(home))
+@pytest.fixture
+def import_client(settings: Settings, tmp_path: Path) -> Iterator[TestClient]:
+    """A client whose import home (AGTOS_IMPORT_HOME) holds every tool's fixture files."""
+    coordinator = MemoryCoordinator(settings.with_overrides(import_home=make_fixtures.build_home(tmp_path / "home")))
+    with TestClient(create_app(coordinator=coordinator)) as client:
+        yield client
+    coordinator.close()
+
+
+def test_import_is_idempotent(import_client: TestClient) -> None:
+    client = import_client
     listed = client.get("/api/memory/sources").json()
     assert {s["source"] for s in listed["sources"]} >= {"claude_code", "cursor", "aider", "copilot"}
     first = client.post("/api/memory/import", json={}, headers=user("ivy")).json()

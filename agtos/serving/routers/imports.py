@@ -17,9 +17,9 @@ SourceName = Literal["claude_code", "cursor", "windsurf", "aider", "copilot"]
 
 
 @router.get("/sources")
-async def sources() -> dict[str, Any]:
+async def sources(coordinator: Coordinator) -> dict[str, Any]:
     """What can be imported (source, path, item count); the home is AGTOS_IMPORT_HOME or ~."""
-    found = await run_in_threadpool(scan_sources)
+    found = await run_in_threadpool(scan_sources, coordinator.settings.import_home)
     return {"sources": [s.model_dump() for s in found], "count": len(found)}
 
 
