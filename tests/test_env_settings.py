@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -513,3 +514,104 @@ def test_dreamer_retries_and_delay(serve: Serve) -> None:
             assert coordinator_of(client).dreamer.wait(timeout_s=4)  # the defaults (5 × 60 s) would not
             assert 0.8 <= time.monotonic() - started < 3  # one wait of 1 s, not five
         assert stub.requests_to("/api/chat") == []  # it never ran
+
+
+# -- variables the tests above leave out -----------------------------------------------------
+def folded_summary(serve: Serve, **variables: str) -> str:
+    """The summary a nine-turn session folds into (AGTOS_WM_MAX_MESSAGES=8) in an app built from ``variables``."""
+    with serve(AGTOS_WM_MAX_MESSAGES="8", **variables) as client:
+        state = post_turns(client, f"fold-{uuid.uuid4().hex[:8]}", numbered(9))  # a new session: none replayed
+    assert state["compactions"] == 1 and state["messages"][0]["is_summary"] is True
+    return state["messages"][0]["content"]
+
+
+SUMMARISED = "Summary of earlier conversation: The user listed numbered subjects."
+
+
+def test_default_llm_slot_and_summarize_slot(serve: Serve) -> None:
+    """AGTOS_LLM_* is the slot every task falls back to (here the fold's summary); AGTOS_SUMMARIZE_* overrides it."""
+    with StubModelServer() as stub:
+        stub.api_key = "sk-default"
+        stub.chat_responder = lambda body: "The user listed numbered subjects."
+        default = {
+            "AGTOS_LLM_PROVIDER": "openai",
+            "AGTOS_LLM_BASE_URL": f"{stub.url}/v1",
+            "AGTOS_LLM_MODEL": "chat-default",
+            "AGTOS_LLM_API_KEY": "sk-default",
+        }
+        assert folded_summary(serve, **default) == SUMMARISED
+        chats = stub.requests_to("/v1/chat/completions")
+        assert [(r.body["model"], r.headers["authorization"]) for r in chats] == [("chat-default", "Bearer sk-default")]
+        extractive = folded_summary(serve)  # no LLM anywhere
+        assert extractive != SUMMARISED
+        assert folded_summary(serve, **default | {"AGTOS_LLM_API_KEY": "sk-wrong"}) == extractive  # 401: fallback
+        stub.delay_s = 1.5
+        assert folded_summary(serve, AGTOS_LLM_TIMEOUT_S="0.3", **default) == extractive  # gave up before the reply
+        stub.delay_s = 0.0
+        own = {"AGTOS_SUMMARIZE_PROVIDER": "ollama", "AGTOS_SUMMARIZE_BASE_URL": stub.url}
+        own["AGTOS_SUMMARIZE_MODEL"] = "sum"
+        assert folded_summary(serve, **default, **own) == SUMMARISED
+        assert [r.body["model"] for r in stub.requests_to("/api/chat")] == ["sum"]
+        assert len(stub.requests_to("/v1/chat/completions")) == 3  # the default slot was not asked again
+
+
+def test_embedding_api_key_and_timeout(serve: Serve) -> None:
+    with StubModelServer() as stub:
+        stub.api_key = "sk-embed"
+        remote = {
+            "AGTOS_EMBEDDING_PROVIDER": "openai",
+            "AGTOS_EMBEDDING_BASE_URL": f"{stub.url}/v1",
+            "AGTOS_EMBEDDING_MODEL": "stub-embed",
+            "AGTOS_EMBEDDING_API_KEY": "sk-embed",
+        }
+        with serve(**remote) as client:
+            talk(client, "hiker", "hike", *HIKE)
+            assert [h["matchType"] for h in search(client, "Swiss Alps mountain huts")] == ["hybrid"]
+        assert {r.headers["authorization"] for r in stub.requests_to("/v1/embeddings")} == {"Bearer sk-embed"}
+        with serve(**remote | {"AGTOS_EMBEDDING_API_KEY": "sk-wrong"}) as client:  # 401: keyword search only
+            assert [h["matchType"] for h in search(client, "Swiss Alps mountain huts")] == ["keyword"]
+        stub.delay_s = 1.0
+        with serve(**remote) as client:  # the default 30 s waits for the slow server
+            assert [h["matchType"] for h in search(client, "Swiss Alps mountain huts")] == ["hybrid"]
+        with serve(AGTOS_EMBEDDING_TIMEOUT_S="0.3", **remote) as client:
+            assert [h["matchType"] for h in search(client, "Swiss Alps mountain huts")] == ["keyword"]
+
+
+def test_embedding_quantize_derives_its_model_under_the_data_dir(serve: Serve, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    with serve(AGTOS_DATA_DIR=str(elsewhere), AGTOS_EMBEDDING_QUANTIZE="int8", AGTOS_EMBEDDING_THREADS="1") as client:
+        talk(client, "hiker", "hike", *HIKE)
+        assert [h["matchType"] for h in search(client, NO_SHARED_WORDS, "vector")] == ["semantic"]
+        assert coordinator_of(client).semantic.embedder.intra_op_threads == 1
+    assert [p.name.endswith("-dynint8-perchannel-constb-v1.onnx") for p in (elsewhere / "models").iterdir()] == [True]
+    assert not (tmp_path / "data" / "models").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AGTOS_REDIS_TIMEOUT_S", "0"),
+        ("AGTOS_REDIS_TIMEOUT_S", "soon"),
+        ("AGTOS_PORT", "70000"),
+        ("AGTOS_SESSION_JOURNAL_TTL_HOURS", "0"),
+        ("AGTOS_EMBEDDING_PROVIDER", "word2vec"),
+        ("AGTOS_EMBEDDING_QUANTIZE", "int4"),
+        ("AGTOS_EMBEDDING_THREADS", "0"),
+        ("AGTOS_EMBEDDING_TIMEOUT_S", "-1"),
+        ("AGTOS_LLM_TIMEOUT_S", "a minute"),
+        ("AGTOS_SUMMARIZE_TIMEOUT_S", "0"),
+        ("AGTOS_MEMORY_QUERY_EXPANSION", "sometimes"),
+        ("AGTOS_HNSW_BUILD_THREADS", "-1"),
+        ("AGTOS_MAINTENANCE_STALE_DAYS", "-1"),
+        ("AGTOS_MAINTENANCE_PRUNE_CONFIDENCE", "2"),
+        ("AGTOS_MAINTENANCE_GUARD_DELAY_S", "later"),
+        ("AGTOS_QUERY_INGEST_THRESHOLD", "-1"),
+        ("AGTOS_DREAMER_RETRY_DELAY_S", "-5"),
+    ],
+)
+def test_more_invalid_values_stop_the_app(env: pytest.MonkeyPatch, name: str, value: str) -> None:
+    env.setenv(name, value)
+    if name in ("AGTOS_LLM_TIMEOUT_S", "AGTOS_SUMMARIZE_TIMEOUT_S"):  # a slot is read when it names a provider
+        env.setenv(name.replace("TIMEOUT_S", "PROVIDER"), "ollama")
+    with pytest.raises(ValueError, match=f"^{name}"):
+        create_app()
