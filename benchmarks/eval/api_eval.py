@@ -201,7 +201,9 @@ def strings(value: Any, skip: frozenset[str] = ID_KEYS) -> Iterable[str]:
 def stored_texts(coordinator: MemoryCoordinator, user_id: str, work_dir: Path) -> dict[str, str]:
     """All the text stored for the user, per record kind, read back from a Parquet export of that user."""
     out_dir = work_dir / f"export-{uuid.uuid4().hex[:8]}"
-    export_snapshot(coordinator.services, out_dir, [user_id])
+    # the export takes the coordinator's services (older trees: the coordinator itself), so
+    # the same script measures the code before and after the services split
+    export_snapshot(getattr(coordinator, "services", coordinator), out_dir, [user_id])
     try:
         return {
             path.stem: "\n".join(strings(pq.read_table(path).to_pylist())) for path in sorted(out_dir.glob("*.parquet"))
