@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -11,10 +12,33 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agtos.memory.privacy import NotFoundError, OptedOutError
+from agtos.schemas.api import ErrorOut, ValidationErrorOut
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
 
 log = logging.getLogger(__name__)
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid X-User-Id or record id",
+    403: "The user opted out of persistence",
+    404: "No such record for this user",
+    409: "Conflicts with the current state",
+    413: "Request body too large",
+    422: "Invalid request",
+    500: "Internal error",
+    503: "Memory storage (Redis) is unavailable",
+}
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for error statuses: each a JSON body with a ``message``."""
+    return {
+        code: {"model": ValidationErrorOut if code == 422 else ErrorOut, "description": ERROR_DESCRIPTIONS[code]}
+        for code in codes
+    }
+
+
+USER_ERRORS = errors(400, 422, 500, 503)  # routes with X-User-Id (FastAPI would add its own 422 otherwise)
 
 
 def _field_errors(errors: list[dict]) -> list[dict]:

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agtos.memory.entities import EntityConflict, EntityInvalid, EntityNotFound
-from agtos.memory.entity_views import EntityViews, entity_public
+from agtos.memory.entity_views import EntityViews
 from agtos.schemas import EntityType
+from agtos.schemas.api import (
+    EntityConclusionsOut,
+    EntityDeletedOut,
+    EntityEnvelope,
+    EntityEpisodesOut,
+    EntityMergeOut,
+    EntityOut,
+    EntityPageOut,
+    EntityRelationshipsOut,
+    EntityStatsOut,
+    EpisodeOut,
+    MergeCountsOut,
+)
 from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.errors import USER_ERRORS, errors
 from agtos.storage.redis_conn import StorageUnavailable
 
-router = APIRouter(prefix="/api/entities", tags=["entities"])
+router = APIRouter(prefix="/api/entities", tags=["entities"], responses=USER_ERRORS)
+NOT_FOUND = errors(404)
 
 
 class EntityUpdate(BaseModel):
@@ -63,7 +78,7 @@ def _views(coordinator: Coordinator) -> EntityViews:
     return EntityViews(coordinator.entities)
 
 
-@router.get("")
+@router.get("", response_model=EntityPageOut)
 def list_entities(
     coordinator: Coordinator,
     user_id: UserId,
@@ -71,82 +86,90 @@ def list_entities(
     type: Annotated[EntityType | None, Query(description="only this entity type")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     offset: Annotated[int, Query(ge=0, le=100_000, description="from a previous nextOffset")] = 0,
-) -> dict[str, Any]:
+) -> EntityPageOut:
     """Live entities: name matches (exact, prefix, substring) for ``q``, else most recently seen first."""
     try:
         page = _views(coordinator).page(user_id, q, type, limit, offset)
     except StorageUnavailable:
-        return {"entities": [], "count": 0, "total": 0, "offset": offset, "nextOffset": None, "available": False}
-    return page.public()
+        return EntityPageOut(entities=[], count=0, total=0, offset=offset, next_offset=None, available=False)
+    return EntityPageOut(
+        entities=[EntityOut.model_validate(e) for e in page.entities],
+        count=len(page.entities),
+        total=page.total,
+        offset=page.offset,
+        next_offset=page.next_offset,
+        available=True,
+    )
 
 
-@router.get("/stats")
-def entity_stats(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
+@router.get("/stats", response_model=EntityStatsOut)
+def entity_stats(coordinator: Coordinator, user_id: UserId) -> EntityStatsOut:
     """Counts of live entities by type."""
     try:
-        return _views(coordinator).stats(user_id)
+        counts = _views(coordinator).counts(user_id)
     except StorageUnavailable:
-        return {"total": 0, "byType": {}, "available": False}
+        return EntityStatsOut(total=0, by_type={}, available=False)
+    return EntityStatsOut(total=sum(counts.values()), by_type=counts, available=True)
 
 
-@router.get("/{entity_id}")
-def get_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> dict[str, Any]:
+@router.get("/{entity_id}", response_model=EntityEnvelope, responses=NOT_FOUND)
+def get_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityEnvelope:
     with _entity_errors():
-        return {"entity": entity_public(_views(coordinator).get(user_id, entity_id))}
+        return EntityEnvelope(entity=_views(coordinator).get(user_id, entity_id))
 
 
-@router.put("/{entity_id}")
-def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: EntityUpdate) -> dict[str, Any]:
+@router.put("/{entity_id}", response_model=EntityEnvelope, responses=errors(404, 409, 413))
+def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: EntityUpdate) -> EntityEnvelope:
     """Edit name, type, aliases or confidence (409 when a name/alias belongs to another entity)."""
     with _entity_errors():
         entity = coordinator.entities.update(user_id, entity_id, body.model_dump(exclude_unset=True))
-    return {"entity": entity_public(entity)}
+    return EntityEnvelope(entity=entity)
 
 
-@router.delete("/{entity_id}")
-def delete_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> dict[str, Any]:
+@router.delete("/{entity_id}", response_model=EntityDeletedOut, responses=NOT_FOUND)
+def delete_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityDeletedOut:
     """Soft delete: hidden from lists, stats and dedup lookups."""
     with _entity_errors():
         entity = coordinator.entities.delete(user_id, entity_id)
-    return {"id": entity.id, "deleted": True}
+    return EntityDeletedOut(id=entity.id, deleted=True)
 
 
-@router.post("/{entity_id}/merge")
-def merge_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: MergeRequest) -> dict[str, Any]:
+@router.post("/{entity_id}/merge", response_model=EntityMergeOut, responses=errors(404, 409, 413))
+def merge_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: MergeRequest) -> EntityMergeOut:
     """Fold ``duplicate_id`` into this entity: aliases, episodes and relationships move over."""
     with _entity_errors():
         report = coordinator.entities.merge(user_id, entity_id, body.duplicate_id)
-    return {
-        "entity": entity_public(report.survivor),
-        "merged": report.duplicate_id,
-        "relationships": {"moved": report.moved, "merged": report.merged, "dropped": report.dropped},
-    }
+    return EntityMergeOut(
+        entity=report.survivor, merged=report.duplicate_id, relationships=MergeCountsOut.model_validate(report)
+    )
 
 
-@router.get("/{entity_id}/episodes")
-def entity_episodes(coordinator: Coordinator, user_id: UserId, entity_id: str) -> dict[str, Any]:
+@router.get("/{entity_id}/episodes", response_model=EntityEpisodesOut, responses=NOT_FOUND)
+def entity_episodes(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityEpisodesOut:
     """The stored episodes that mention the entity, newest first."""
     with _entity_errors():
         episodes = _views(coordinator).episodes(user_id, entity_id)
-    return {"entityId": entity_id, "episodes": [e.public() for e in episodes], "count": len(episodes)}
+    return EntityEpisodesOut(
+        entity_id=entity_id, episodes=[EpisodeOut.model_validate(e) for e in episodes], count=len(episodes)
+    )
 
 
-@router.get("/{entity_id}/conclusions")
+@router.get("/{entity_id}/conclusions", response_model=EntityConclusionsOut, responses=NOT_FOUND)
 def entity_conclusions(
     coordinator: Coordinator,
     user_id: UserId,
     entity_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-) -> dict[str, Any]:
+) -> EntityConclusionsOut:
     """Conclusions whose text names the entity or one of its aliases."""
     with _entity_errors():
         found = _views(coordinator).conclusions(user_id, entity_id, limit)
-    return {"entityId": entity_id, "conclusions": found, "count": len(found)}
+    return EntityConclusionsOut.model_validate({"entityId": entity_id, "conclusions": found, "count": len(found)})
 
 
-@router.get("/{entity_id}/relationships")
-def entity_relationships(coordinator: Coordinator, user_id: UserId, entity_id: str) -> dict[str, Any]:
+@router.get("/{entity_id}/relationships", response_model=EntityRelationshipsOut, responses=NOT_FOUND)
+def entity_relationships(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityRelationshipsOut:
     """Edges in and out, each with the other entity's id, name and type."""
     with _entity_errors():
         edges = _views(coordinator).relationships(user_id, entity_id)
-    return {"entityId": entity_id, "relationships": edges, "count": len(edges)}
+    return EntityRelationshipsOut.model_validate({"entityId": entity_id, "relationships": edges, "count": len(edges)})

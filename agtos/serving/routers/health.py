@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
+from agtos.schemas.api import HealthOut
 from agtos.serving.deps import Coordinator
+from agtos.serving.errors import errors
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health")
-def health(coordinator: Coordinator) -> dict[str, Any]:
+@router.get("/health", response_model=HealthOut, response_model_exclude_unset=True, responses=errors(500))
+def health(coordinator: Coordinator) -> HealthOut:
     """Always 200 while the process runs; ``status`` is ``degraded`` when a tier is down."""
-    return coordinator.health()
+    return HealthOut.model_validate(coordinator.health())

@@ -2,45 +2,47 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from agtos.schemas.api import AskOut, ConclusionDeletedOut, ConclusionsOut, DreamOut, ResponseIngestOut
 from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.errors import USER_ERRORS, errors
 
-router = APIRouter(prefix="/api/memory", tags=["insight"])
+router = APIRouter(prefix="/api/memory", tags=["insight"], responses=USER_ERRORS)
 
 ConclusionKind = Literal["explicit", "deductive", "inductive", "abductive"]
 
 
-@router.get("/conclusions")
+@router.get("/conclusions", response_model=ConclusionsOut)
 def list_conclusions(
     coordinator: Coordinator,
     user_id: UserId,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     type: Annotated[ConclusionKind | None, Query(description="only this conclusion type")] = None,
-) -> dict[str, Any]:
+) -> ConclusionsOut:
     """The user's conclusions, most recently updated first."""
     items = coordinator.list_conclusions(user_id, limit, type)
-    return {"conclusions": [c.model_dump() for c in items], "count": len(items)}
+    return ConclusionsOut(conclusions=items, count=len(items))
 
 
-@router.delete("/conclusions/{conclusion_id}")
+@router.delete("/conclusions/{conclusion_id}", response_model=ConclusionDeletedOut, responses=errors(404))
 def delete_conclusion(
     coordinator: Coordinator,
     user_id: UserId,
     conclusion_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$")],
-) -> dict[str, Any]:
+) -> ConclusionDeletedOut:
     if not coordinator.delete_conclusion(user_id, conclusion_id):
         raise HTTPException(404, f"no conclusion {conclusion_id!r} for this user")
-    return {"deleted": conclusion_id}
+    return ConclusionDeletedOut(deleted=conclusion_id)
 
 
-@router.post("/dream")
-def dream(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
+@router.post("/dream", response_model=DreamOut)
+def dream(coordinator: Coordinator, user_id: UserId) -> DreamOut:
     """Consolidate the user's recent episodes now (it also runs by itself at every session end)."""
-    return coordinator.dream(user_id).public()
+    return DreamOut.model_validate(coordinator.dream(user_id))
 
 
 class AskRequest(BaseModel):
@@ -49,10 +51,10 @@ class AskRequest(BaseModel):
     limit: int = Field(default=5, ge=1, le=20)
 
 
-@router.post("/ask")
-def ask(coordinator: Coordinator, user_id: UserId, body: AskRequest) -> dict[str, Any]:
+@router.post("/ask", response_model=AskOut, responses=errors(413))
+def ask(coordinator: Coordinator, user_id: UserId, body: AskRequest) -> AskOut:
     """Dialectic: ask about the user; the answer comes with the ids of the evidence it used."""
-    return coordinator.ask(user_id, body.question, body.limit)
+    return AskOut.model_validate(coordinator.ask(user_id, body.question, body.limit))
 
 
 class ResponseIn(BaseModel):
@@ -64,9 +66,11 @@ class ResponseIn(BaseModel):
     reasoning_steps: int | None = Field(default=None, ge=0, le=1_000)
 
 
-@router.post("/responses")
-def ingest_response(coordinator: Coordinator, user_id: UserId, body: ResponseIn) -> dict[str, Any]:
+@router.post("/responses", response_model=ResponseIngestOut, responses=errors(403, 413))
+def ingest_response(coordinator: Coordinator, user_id: UserId, body: ResponseIn) -> ResponseIngestOut:
     """Query-as-Ingest: score an agent response and keep it as an episode when it is valuable."""
-    return coordinator.ingest_response(
-        user_id, body.session_id, body.response, body.query, body.tool_calls, body.reasoning_steps
+    return ResponseIngestOut.model_validate(
+        coordinator.ingest_response(
+            user_id, body.session_id, body.response, body.query, body.tool_calls, body.reasoning_steps
+        )
     )

@@ -2,35 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from agtos.schemas import ProfileUpdate, UserProfile
+from agtos.schemas.api import ContextOut, EpisodeOut, EpisodesOut, ProfileOut, SearchHitOut, SearchOut
 from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.errors import USER_ERRORS, errors
 from agtos.storage.redis_conn import StorageUnavailable
 
-router = APIRouter(prefix="/api/memory", tags=["memory"])
+router = APIRouter(prefix="/api/memory", tags=["memory"], responses=USER_ERRORS)
 
 MAX_QUERY_CHARS = 1_000
 
 
-@router.get("/episodes")
+@router.get("/episodes", response_model=EpisodesOut)
 def list_episodes(
     coordinator: Coordinator,
     user_id: UserId,
     limit: Annotated[int, Query(ge=1, le=100, description="how many, newest first")] = 20,
-) -> dict[str, Any]:
+) -> EpisodesOut:
     """The user's episodes, newest first; ``available: false`` when Redis is down."""
     try:
         episodes = coordinator.list_episodes(user_id, limit)
     except StorageUnavailable:
-        return {"episodes": [], "count": 0, "available": False}
-    return {"episodes": [e.public() for e in episodes], "count": len(episodes), "available": True}
+        return EpisodesOut(episodes=[], count=0, available=False)
+    return EpisodesOut(episodes=[EpisodeOut.model_validate(e) for e in episodes], count=len(episodes), available=True)
 
 
-@router.get("/search")
+@router.get("/search", response_model=SearchOut)
 def search(
     coordinator: Coordinator,
     user_id: UserId,
@@ -40,28 +42,32 @@ def search(
         Literal["hybrid", "vector", "bm25"] | None,
         Query(description="override AGTOS_MEMORY_SEARCH_MODE for this call"),
     ] = None,
-) -> dict[str, Any]:
+) -> SearchOut:
     """Search the user's episodes (hybrid BM25 + vector by default)."""
     try:
         hits = coordinator.search_episodes(user_id, q, limit, mode)
     except StorageUnavailable:
-        return {"query": q, "results": [], "count": 0, "available": False}
-    return {"query": q, "results": [h.public() for h in hits], "count": len(hits), "available": True}
+        return SearchOut(query=q, results=[], count=0, available=False)
+    results = [
+        SearchHitOut(**EpisodeOut.model_validate(h.episode).model_dump(), score=h.score, match_type=h.match_type)
+        for h in hits
+    ]
+    return SearchOut(query=q, results=results, count=len(results), available=True)
 
 
-@router.get("/profile")
-def get_profile(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
+@router.get("/profile", response_model=ProfileOut)
+def get_profile(coordinator: Coordinator, user_id: UserId) -> ProfileOut:
     try:
         profile = coordinator.get_profile(user_id)
     except StorageUnavailable:
-        return {"profile": UserProfile(user_id=user_id, updated_at=0).model_dump(), "available": False}
-    return {"profile": profile.model_dump(), "available": True}
+        return ProfileOut(profile=UserProfile(user_id=user_id, updated_at=0), available=False)
+    return ProfileOut(profile=profile, available=True)
 
 
-@router.put("/profile")
-def put_profile(coordinator: Coordinator, user_id: UserId, update: ProfileUpdate) -> dict[str, Any]:
+@router.put("/profile", response_model=ProfileOut, responses=errors(403, 413))
+def put_profile(coordinator: Coordinator, user_id: UserId, update: ProfileUpdate) -> ProfileOut:
     """Merge the given fields into the profile (fields not sent stay as they are)."""
-    return {"profile": coordinator.update_profile(user_id, update).model_dump(), "available": True}
+    return ProfileOut(profile=coordinator.update_profile(user_id, update), available=True)
 
 
 class ContextRequest(BaseModel):
@@ -72,7 +78,9 @@ class ContextRequest(BaseModel):
     limit: int = Field(default=10, ge=1, le=50)
 
 
-@router.post("/context")
-def context(coordinator: Coordinator, user_id: UserId, body: ContextRequest) -> dict[str, Any]:
+@router.post("/context", response_model=ContextOut, responses=errors(413))
+def context(coordinator: Coordinator, user_id: UserId, body: ContextRequest) -> ContextOut:
     """The memory section for the agent's system prompt, fitted to ``token_budget`` tokens."""
-    return coordinator.build_context(user_id, body.query, body.session_id, body.token_budget, body.limit)
+    return ContextOut.model_validate(
+        coordinator.build_context(user_id, body.query, body.session_id, body.token_budget, body.limit)
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
+from agtos.serving.errors import errors
+
 router = APIRouter(tags=["metrics"])
 
 REGISTRY_STATE_ATTR = "metrics_registry"
@@ -16,7 +18,14 @@ def app_registry(request: Request) -> CollectorRegistry:
     return registry if isinstance(registry, CollectorRegistry) else REGISTRY
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}},
+        **errors(500),
+    },
+)
 def metrics(request: Request) -> Response:
     """All metrics in the Prometheus text exposition format."""
     return Response(generate_latest(app_registry(request)), media_type=CONTENT_TYPE_LATEST)

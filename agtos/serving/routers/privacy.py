@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agtos.schemas.api import ForgetAllOut, ForgetItemOut, PrivacyOut, PrivacyUpdateOut
 from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.errors import USER_ERRORS, errors
 
-router = APIRouter(prefix="/api/memory", tags=["privacy"])
+router = APIRouter(prefix="/api/memory", tags=["privacy"], responses=USER_ERRORS)
 
 
 class ForgetRequest(BaseModel):
@@ -24,13 +26,13 @@ class ForgetRequest(BaseModel):
         return self
 
 
-@router.post("/forget")
-def forget(coordinator: Coordinator, user_id: UserId, body: ForgetRequest) -> dict[str, Any]:
+@router.post("/forget", response_model=ForgetAllOut | ForgetItemOut, responses=errors(404, 413))
+def forget(coordinator: Coordinator, user_id: UserId, body: ForgetRequest) -> ForgetAllOut | ForgetItemOut:
     """Delete one record (from Redis and every index) or everything stored for this user."""
     if body.kind == "all":
-        return coordinator.privacy.forget_all(user_id)
+        return ForgetAllOut.model_validate(coordinator.privacy.forget_all(user_id))
     assert body.id is not None
-    return coordinator.privacy.forget_item(user_id, body.kind, body.id)
+    return ForgetItemOut.model_validate(coordinator.privacy.forget_item(user_id, body.kind, body.id))
 
 
 class PrivacySettings(BaseModel):
@@ -39,12 +41,12 @@ class PrivacySettings(BaseModel):
     forget_existing: bool = False
 
 
-@router.get("/privacy")
-def get_privacy(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
-    return {"userId": user_id, "optOut": coordinator.privacy.is_opted_out(user_id)}
+@router.get("/privacy", response_model=PrivacyOut)
+def get_privacy(coordinator: Coordinator, user_id: UserId) -> PrivacyOut:
+    return PrivacyOut(user_id=user_id, opt_out=coordinator.privacy.is_opted_out(user_id))
 
 
-@router.put("/privacy")
-def put_privacy(coordinator: Coordinator, user_id: UserId, body: PrivacySettings) -> dict[str, Any]:
+@router.put("/privacy", response_model=PrivacyUpdateOut, responses=errors(413))
+def put_privacy(coordinator: Coordinator, user_id: UserId, body: PrivacySettings) -> PrivacyUpdateOut:
     """Opt out (working memory only, nothing written to Redis) or back in."""
-    return coordinator.privacy.set_opt_out(user_id, body.opt_out, body.forget_existing)
+    return PrivacyUpdateOut.model_validate(coordinator.privacy.set_opt_out(user_id, body.opt_out, body.forget_existing))
