@@ -615,3 +615,13 @@ def test_more_invalid_values_stop_the_app(env: pytest.MonkeyPatch, name: str, va
         env.setenv(name.replace("TIMEOUT_S", "PROVIDER"), "ollama")
     with pytest.raises(ValueError, match=f"^{name}"):
         create_app()
+
+
+def test_nli_model_dir_loads_the_model_it_names(serve: Serve, tmp_path: Path) -> None:
+    from tests.test_nli_model import build_model_dir
+
+    model_dir = build_model_dir(tmp_path / "tiny-nli")
+    for model, nli in (("", "lexical-negation-fallback"), (str(model_dir), "onnx-nli:tiny-nli")):
+        with serve(AGTOS_BACKGROUND_WORK_POLICY="always", AGTOS_NLI_MODEL_DIR=model) as client:  # "": unset
+            crafted(coordinator_of(client))
+            assert maintain(client)["summary"]["contradictionPipeline"]["nli"] == nli
