@@ -117,6 +117,6 @@ def test_a_long_turn_is_split_into_overlapping_windows_that_fit_the_embedder() -
     (stored,) = stored_turns("u", "ep-1", "s-1", [Turn(role="user", name="Ann", content=text, timestamp=MAY_8)])
     units = turn_units([stored])
     assert [u.chunk for u in units] == list(range(len(spans)))
-    assert all(u.text.startswith("Ann: ") and count_tokens(u.text) <= WINDOW_TOKENS for u in units)
+    assert all(u.text.startswith("(8 May 2023) Ann: ") and count_tokens(u.text) <= WINDOW_TOKENS for u in units)
     assert units[-1].text.endswith("w899")
-    assert [u.text for u in turn_units([stored.model_copy(update={"content": "short"})])] == ["Ann: short"]
+    assert [u.text for u in turn_units([stored.model_copy(update={"content": "short"})])] == ["(8 May 2023) Ann: short"]

@@ -22,6 +22,7 @@ from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic import SearchMode, SearchResult, SemanticStore
+from agtos.storage.turns import TURN_NAMESPACE, TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.ranking import fuse_expansions
 from agtos.tasks.text import episode_text
@@ -113,21 +114,28 @@ class SemanticMemory:
             dim = self.embedder.dim if self.embedder_available() else 384
             with self._lock:
                 if namespace not in self._stores:
-                    self._stores[namespace] = SemanticStore(
+                    vectors = VectorIndex(
                         self.connector,
                         self.keys,
                         namespace,
-                        VectorIndex(
-                            self.connector,
-                            self.keys,
-                            namespace,
-                            dim,
-                            expansion_search=self.hnsw_ef_search,
-                            build_threads=self.hnsw_build_threads,
-                        ),
-                        BM25Index(self.connector, self.keys, namespace),
+                        dim,
+                        expansion_search=self.hnsw_ef_search,
+                        build_threads=self.hnsw_build_threads,
+                    )
+                    bm25 = BM25Index(self.connector, self.keys, namespace)
+                    self._stores[namespace] = (
+                        TurnStore(self.connector, self.keys, vectors, bm25, self.episodes.ttl_seconds)
+                        if namespace == TURN_NAMESPACE
+                        else SemanticStore(self.connector, self.keys, namespace, vectors, bm25)
                     )
         return self._stores[namespace]
+
+    @property
+    def turns(self) -> TurnStore:
+        """The verbatim turns of episodes and their index (the ``turn`` namespace, episode TTL)."""
+        store = self.store(TURN_NAMESPACE)
+        assert isinstance(store, TurnStore)
+        return store
 
     # -- writes -----------------------------------------------------------------------
     def store_batch(
@@ -185,9 +193,11 @@ class SemanticMemory:
         return merged
 
     def delete(self, namespace: str, user_id: str, doc_id: str) -> bool:
+        had_turns = False
         if namespace == "episode":
             self.episodes.delete(user_id, doc_id)
-        return self.store(namespace).delete(user_id, doc_id)
+            had_turns = self.turns.delete_episode(user_id, doc_id) > 0
+        return self.store(namespace).delete(user_id, doc_id) or had_turns
 
     # -- reads ------------------------------------------------------------------------
     def search(

@@ -113,7 +113,11 @@ def speaker(turn: StoredTurn) -> str:
     return turn.name or str(turn.role).capitalize()
 
 
+def turn_prefix(turn: StoredTurn) -> str:
+    """``(8 May 2023) Caroline: ``: when the turn was said, and by whom."""
+    return f"({format_day(turn_datetime(turn.timestamp).date())}) {speaker(turn)}: "
+
+
 def format_turn(turn: StoredTurn) -> str:
     """``(8 May 2023) Caroline: I went to the support group yesterday [= 7 May 2023]``."""
-    said = format_day(turn_datetime(turn.timestamp).date())
-    return f"({said}) {speaker(turn)}: {annotate(turn.content, turn.dates)}"
+    return turn_prefix(turn) + annotate(turn.content, turn.dates)

@@ -1,7 +1,7 @@
 """Verbatim turns of an ended session: the stored records (position, speaker, resolved dates) and
 the units the turn index holds.
 
-A unit is one turn's text behind its speaker's name (``Caroline: …``); a text longer than the
+A unit is one turn's dated speaker line (``(8 May 2023) Caroline: …``); a text longer than the
 embedder's window is split into overlapping token windows, each its own unit mapping back to the
 turn, so no word is past what the vector index sees (see ``benchmarks/turn_units.py`` for the
 choice of unit).
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agtos.schemas import Episode, IngestItem, Role, StoredTurn, Turn
-from agtos.tasks.dates import resolve_dates, speaker
+from agtos.tasks.dates import annotate, resolve_dates, turn_prefix
 from agtos.tasks.speakers import utterances
 from agtos.tasks.tokens import count_tokens, load_tokenizer
 
@@ -84,14 +84,13 @@ def chunk_spans(text: str, max_tokens: int = WINDOW_TOKENS, overlap: int = OVERL
 
 
 def turn_units(turns: Sequence[StoredTurn]) -> list[TurnUnit]:
-    """The index units of ``turns``: ``Speaker: content`` per turn, or per window of a long turn's
-    content (each window behind the speaker's name, the whole within the embedder's window)."""
+    """The index units of ``turns``: the dated speaker line of each turn (``(8 May 2023) Caroline:
+    … yesterday [= 7 May 2023]``), or one per window of a long turn's text, each window behind the
+    date and name and the whole within the embedder's window."""
     units: list[TurnUnit] = []
     for turn in turns:
-        prefix = f"{speaker(turn)}: "
+        prefix, body = turn_prefix(turn), annotate(turn.content, turn.dates)
         room = max(OVERLAP_TOKENS + 1, WINDOW_TOKENS - count_tokens(prefix))
-        for chunk, (start, end) in enumerate(chunk_spans(turn.content, room)):
-            units.append(
-                TurnUnit(turn.user_id, turn.episode_id, turn.position, chunk, prefix + turn.content[start:end])
-            )
+        for chunk, (start, end) in enumerate(chunk_spans(body, room)):
+            units.append(TurnUnit(turn.user_id, turn.episode_id, turn.position, chunk, prefix + body[start:end]))
     return units

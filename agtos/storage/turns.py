@@ -1,0 +1,218 @@
+"""Verbatim turns of episodes: one Redis list per episode (list index = turn position), with the
+episode's TTL, and their units in the ``turn`` BM25 and vector indexes.
+
+Index doc ids name the turn: ``{episode_id}.t{position}``, or ``{episode_id}.t{position}.c{n}``
+for window ``n`` > 0 of a long turn (:func:`parse_turn_doc_id` reads them back). Searches run
+through :class:`SemanticStore`, whose record reads here go to the episode lists, so a hit whose
+episode expired or was forgotten is dropped and leaves both indexes on the spot, like any record.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import redis
+
+from agtos.schemas import StoredTurn
+from agtos.storage.bm25_index import BM25Index
+from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.semantic import SearchResult, SemanticStore
+from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.turns import TurnUnit, turn_units
+
+log = logging.getLogger(__name__)
+
+TURN_NAMESPACE = "turn"
+_DOC_ID = re.compile(r"^(?P<episode>.+)\.t(?P<position>\d+)(?:\.c(?P<chunk>\d+))?$")
+
+
+def turn_doc_id(episode_id: str, position: int, chunk: int = 0) -> str:
+    """The index doc id of a turn (window ``chunk`` of it, for a long turn)."""
+    return f"{episode_id}.t{position}" + (f".c{chunk}" if chunk else "")
+
+
+def parse_turn_doc_id(doc_id: str) -> tuple[str, int] | None:
+    """``(episode id, position)`` of a turn doc id; None for any other id."""
+    found = _DOC_ID.fullmatch(doc_id)
+    return (found["episode"], int(found["position"])) if found else None
+
+
+@dataclass(frozen=True)
+class TurnMatch:
+    """A turn found by the index, its best score, the units that matched and its neighbours."""
+
+    turn: StoredTurn
+    score: float
+    doc_ids: tuple[str, ...]
+    before: tuple[StoredTurn, ...] = ()
+    after: tuple[StoredTurn, ...] = ()
+
+    @property
+    def window(self) -> list[StoredTurn]:
+        """The turn with its neighbours, in order."""
+        return [*self.before, self.turn, *self.after]
+
+
+class TurnStore(SemanticStore):
+    """The ``turn`` namespace: turns kept per episode, searchable like any semantic record."""
+
+    def __init__(
+        self,
+        connector: RedisConnector,
+        keys: GlobalKeys,
+        vector_index: VectorIndex,
+        bm25_index: BM25Index,
+        ttl_seconds: int,
+        **options: Any,
+    ) -> None:
+        super().__init__(connector, keys, TURN_NAMESPACE, vector_index, bm25_index, **options)
+        self.ttl_seconds = ttl_seconds
+
+    def _list_key(self, user_id: str, episode_id: str) -> str:
+        return self.keys.user(user_id).episode_turns(episode_id)
+
+    # -- writes -----------------------------------------------------------------------
+    def save(self, turns: Sequence[StoredTurn], units: Sequence[TurnUnit], vectors: Any | None) -> int:
+        """Store each episode's turns (replacing what it had, in one MULTI/EXEC with the TTL) and
+        index ``units`` (``vectors``: their rows, or None for keyword search only); turns stored."""
+        by_episode: dict[tuple[str, str], list[StoredTurn]] = {}
+        for turn in turns:
+            by_episode.setdefault((turn.user_id, turn.episode_id), []).append(turn)
+        new_ids: dict[tuple[str, str], set[str]] = {}
+        for unit in units:
+            new_ids.setdefault((unit.user_id, unit.episode_id), set()).add(_unit_id(unit))
+        for (user_id, episode_id), kept in by_episode.items():
+            if [t.position for t in kept] != list(range(len(kept))):
+                raise ValueError(f"turns of episode {episode_id!r} must have positions 0..{len(kept) - 1} in order")
+            old = self.episode_turns(user_id, episode_id)
+            stale = {_unit_id(u) for u in turn_units(old)} - new_ids.get((user_id, episode_id), set()) if old else set()
+            self._write_list(user_id, episode_id, kept)
+            if stale:  # a shorter or edited re-save: its old units leave the indexes
+                self.vectors.remove_many(user_id, sorted(stale))
+                self.bm25.remove_many(user_id, sorted(stale))
+        rows: dict[str, list[int]] = {}
+        for row, unit in enumerate(units):
+            doc_id = _unit_id(unit)
+            if RECORD_ID_PATTERN.fullmatch(doc_id):
+                rows.setdefault(unit.user_id, []).append(row)
+            else:  # only an episode id near the 128-character limit: the turn is kept, not indexed
+                log.warning("turn %r not indexed: its doc id would be longer than 128 characters", doc_id)
+        for user_id, picked in rows.items():
+            self.index_many(
+                user_id,
+                [_unit_id(units[i]) for i in picked],
+                [units[i].text for i in picked],
+                None if vectors is None else np.asarray(vectors)[picked],
+            )
+        return len(turns)
+
+    def _write_list(self, user_id: str, episode_id: str, turns: list[StoredTurn]) -> None:
+        key = self._list_key(user_id, episode_id)
+
+        def op(r: redis.Redis) -> None:
+            pipe = r.pipeline(transaction=True)
+            pipe.delete(key)
+            pipe.rpush(key, *[t.model_dump_json(exclude_defaults=True) for t in turns])
+            pipe.expire(key, self.ttl_seconds)
+            pipe.execute()
+            r.sadd(self.keys.users(), user_id)  # a global key: outside the per-user transaction
+
+        self.connector.run(op)
+
+    def upsert(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("turns are stored per episode: use TurnStore.save")
+
+    def upsert_many(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("turns are stored per episode: use TurnStore.save")
+
+    def delete_episode(self, user_id: str, episode_id: str) -> int:
+        """Remove an episode's turns and every index entry of them (also when the turns already
+        expired: the indexes are searched for the episode's doc ids); how many turns were stored."""
+        key = self._list_key(user_id, episode_id)
+        metas = (self.vectors._key(user_id, "meta"), self.bm25._key(user_id, "meta"))
+        stored = int(self.connector.run(lambda r: r.llen(key)))
+        if stored:
+            self.connector.run(lambda r: r.delete(key))
+        if not self.connector.run(lambda r: r.exists(*metas)):
+            return stored  # no index to clean: a change log written now would create keys
+        indexed = {d for d in [*self.vectors.ids(user_id), *self.bm25.ids(user_id)] if _of_episode(d, episode_id)}
+        self.vectors.remove_many(user_id, sorted(indexed))
+        self.bm25.remove_many(user_id, sorted(indexed))
+        return stored
+
+    # -- reads ------------------------------------------------------------------------
+    def episode_turns(self, user_id: str, episode_id: str) -> list[StoredTurn]:
+        """An episode's turns in order (none once it expired or was forgotten)."""
+        raws = self.connector.run(lambda r: r.lrange(self._list_key(user_id, episode_id), 0, -1))
+        return [StoredTurn.model_validate_json(raw) for raw in raws]
+
+    def get_many(self, user_id: str, ids: Iterable[str]) -> dict[str, str]:
+        """The turn JSON of each doc id whose turn is stored (one LINDEX each, one round trip)."""
+        wanted = [(doc_id, place) for doc_id in dict.fromkeys(ids) if (place := parse_turn_doc_id(doc_id))]
+        if not wanted:
+            return {}
+
+        def op(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for _, (episode_id, position) in wanted:
+                pipe.lindex(self._list_key(user_id, episode_id), position)
+            return pipe.execute()
+
+        raws = self.connector.run(op)
+        return {doc_id: raw.decode() for (doc_id, _), raw in zip(wanted, raws, strict=True) if raw is not None}
+
+    def _exists(self, user_id: str, ids: list[str]) -> dict[str, bool]:
+        found = self.get_many(user_id, ids)
+        return {doc_id: doc_id in found for doc_id in ids}
+
+    def lookup(self, user_id: str, hits: Sequence[SearchResult], neighbours: int = 1) -> list[TurnMatch]:
+        """The turns behind index hits, best first, one per turn (the windows of a long turn merge,
+        keeping the best score), each with up to ``neighbours`` turns either side; hits whose turn is
+        gone are left out."""
+        best: dict[tuple[str, int], list[SearchResult]] = {}
+        for hit in hits:
+            place = parse_turn_doc_id(hit.id)
+            if place is not None:
+                best.setdefault(place, []).append(hit)
+        if not best:
+            return []
+        places = list(best)
+
+        def op(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for episode_id, position in places:
+                pipe.lrange(self._list_key(user_id, episode_id), max(0, position - neighbours), position + neighbours)
+            return pipe.execute()
+
+        out: list[TurnMatch] = []
+        for place, raws in zip(places, self.connector.run(op), strict=True):
+            window = [StoredTurn.model_validate_json(raw) for raw in raws]
+            at = [i for i, t in enumerate(window) if t.position == place[1]]
+            if not at:
+                continue  # expired or forgotten since the search
+            matched = best[place]
+            out.append(
+                TurnMatch(
+                    window[at[0]],
+                    max(h.score for h in matched),
+                    tuple(h.id for h in matched),
+                    tuple(window[: at[0]]),
+                    tuple(window[at[0] + 1 :]),
+                )
+            )
+        return sorted(out, key=lambda m: -m.score)
+
+
+def _unit_id(unit: TurnUnit) -> str:
+    return turn_doc_id(unit.episode_id, unit.position, unit.chunk)
+
+
+def _of_episode(doc_id: str, episode_id: str) -> bool:
+    place = parse_turn_doc_id(doc_id)
+    return place is not None and place[0] == episode_id
