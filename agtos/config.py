@@ -87,7 +87,7 @@ class _Section(BaseSettings):
         return type(self)(**(dict(self) | changes))
 
 
-def read_env(section: type[_Section], prefix: str = "") -> dict[str, str]:
+def read_env(section: type[_Section], prefix: str = "") -> dict[str, Any]:
     """The section's variables (``prefix`` + each field's alias) that are set and not blank, stripped."""
     source = EnvSettingsSource(section, case_sensitive=True, env_prefix=prefix, env_prefix_target="all")
     names = {f.validation_alias for f in section.model_fields.values() if isinstance(f.validation_alias, str)}
@@ -287,8 +287,12 @@ class Settings(_Section):
     @classmethod
     def from_env(cls) -> Self:
         """Every variable of the README, validated; the LLM slots from ``<config dir>/config.json``, then the env."""
-        sections = {s: c.from_env() for s, c in (("working", WorkingMemoryConfig), ("embedding", EmbeddingConfig))}
-        read = cls(**read_env(cls), **sections, maintenance=MaintenanceConfig.from_env())
+        read = cls(
+            **read_env(cls),
+            working=WorkingMemoryConfig.from_env(),
+            embedding=EmbeddingConfig.from_env(),
+            maintenance=MaintenanceConfig.from_env(),
+        )
         return read.with_overrides(llm_slots=load_llm_slots(read.config_dir / "config.json"))
 
 
