@@ -816,6 +816,112 @@ SMALL_TALK: tuple[tuple[tuple[int, str], ...], ...] = (
     ((0, "I've been reading way less this year"), (1, "Same, my phone ate my attention span"), (0, "Facts")),
     ((0, "Went grocery shopping hungry, big mistake"), (1, "How many snacks did you buy?"), (0, "Too many to admit")),
     ((0, "I want to redo my living room"), (1, "Ooh what style?"), (0, "Something cozy, lots of lamps")),
+    (
+        (0, "Do you ever get the Sunday scaries?"),
+        (1, "Every single week, starting around 4 pm"),
+        (0, "Same. I try to go for a walk to shake it off"),
+        (1, "That's smart, I just doomscroll"),
+    ),
+    (
+        (0, "I think I'm finally getting the hang of my new phone"),
+        (1, "Took me a month with mine"),
+        (0, "The camera is wild though, even my blurry photos look okay"),
+    ),
+    (
+        (0, "Guess who forgot their lunch at home again"),
+        (1, "Haha you?"),
+        (0, "Me. Vending machine crackers it is"),
+        (1, "Nutritious!"),
+    ),
+    (
+        (0, "The cafe near my place changed owners"),
+        (1, "Is the coffee still good?"),
+        (0, "Better actually, and they have oat milk now"),
+        (1, "Then it's a win"),
+    ),
+    (
+        (0, "I've been trying to go to bed earlier"),
+        (1, "How's that going?"),
+        (0, "Badly, I keep watching one more episode 😂"),
+    ),
+    (
+        (0, "My landlord finally fixed the heating"),
+        (1, "About time!! It's been weeks"),
+        (0, "I almost bought a second duvet"),
+    ),
+    (
+        (0, "Should I get bangs?"),
+        (1, "Honestly it's a bold move, but you'd pull it off"),
+        (0, "That's what the hairdresser said too"),
+        (1, "Then do it and send pics"),
+    ),
+    (
+        (0, "Random question, what's your favorite pizza topping?"),
+        (1, "Mushrooms, always. Yours?"),
+        (0, "Pineapple, fight me"),
+        (1, "No comment 🙃"),
+    ),
+    (
+        (0, "The new season of that baking show is out"),
+        (1, "Ooh I need to catch up"),
+        (0, "The first episode was chaos, someone dropped a whole cake"),
+        (1, "Nooo"),
+    ),
+    (
+        (0, "I'm so tired of meetings that could have been emails"),
+        (1, "Story of my life"),
+        (0, "Three today, and nothing was decided"),
+    ),
+    (
+        (0, "Have you tried that meal kit thing?"),
+        (1, "Once, too much packaging for me"),
+        (0, "Yeah that's what put me off too"),
+    ),
+    (
+        (0, "I keep seeing ads for standing desks"),
+        (1, "The algorithm knows your back hurts"),
+        (0, "It's a little scary how accurate that is"),
+    ),
+    (
+        (0, "My plants are thriving for once"),
+        (1, "What changed?"),
+        (0, "I stopped watering them every day lol"),
+        (1, "Less is more"),
+    ),
+    (
+        (0, "It's been raining nonstop here"),
+        (1, "Same here, my shoes are never dry"),
+        (0, "I'm ready for summer already"),
+    ),
+    (
+        (0, "I reorganized my whole kitchen yesterday"),
+        (1, "Wow, productive! Can you come do mine?"),
+        (0, "Only if you pay me in tacos"),
+    ),
+    (
+        (0, "I watched a documentary about octopuses"),
+        (1, "They're so smart, it's creepy"),
+        (0, "They can open jars!"),
+        (1, "Better than me then"),
+    ),
+    (
+        (0, "Is it weird that I like grocery shopping?"),
+        (1, "Not at all, it's relaxing"),
+        (0, "Right? Walking around with a little plan"),
+    ),
+    (
+        (0, "My neighbor started learning the trumpet"),
+        (1, "Oh no, how's your sleep?"),
+        (0, "He practices at 7 am sharp"),
+        (1, "That's a crime"),
+    ),
+    ((0, "I got a parking ticket today"), (1, "Ugh, how much?"), (0, "Forty bucks, for being five minutes late")),
+    (
+        (0, "Do you have any podcast recs?"),
+        (1, "I've been into a history one about weird inventions"),
+        (0, "Send me the name!"),
+        (1, "Will do"),
+    ),
 )
 
 
@@ -935,13 +1041,13 @@ def conversation(index: int) -> dict[str, Any]:
         gists: dict[str, list[str]] = {"agent_a": [], "agent_b": []}
         told = sorted(by_session.get(s - 1, []), key=lambda item: rng.random())
         for who, fact in told:
-            if rng.random() < 0.5:
+            if rng.random() < 0.7:
                 lines += small_talk(rng, pair)
             beat = fact(Ctx(rng, pair[who], pair[1 - who], day, values[who], states[who]))
             lines += beat.lines
             asks += beat.asks
             gists["agent_a" if who == 0 else "agent_b"].append(beat.gist)
-        for _ in range(rng.randint(1, 3) if told else rng.randint(2, 4)):
+        for _ in range(rng.randint(2, 4) if told else rng.randint(3, 6)):
             lines += small_talk(rng, pair)
         lines += closing(rng, pair)
         moment = session_start(rng, day)
