@@ -50,7 +50,7 @@ def export_memory(
         bar = progress.add_task("exporting", total=len(users))
         advance = lambda _user: progress.advance(bar)  # noqa: E731
         try:
-            counts = export_snapshot(coordinator, Path(out), users, on_user=advance)  # type: ignore[arg-type]
+            counts = export_snapshot(coordinator.services, Path(out), users, on_user=advance)  # type: ignore[attr-defined]
         except (FileExistsError, ValueError) as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(1) from exc

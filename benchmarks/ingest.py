@@ -66,7 +66,7 @@ from benchmarks.recall import (
 from benchmarks.stamp import Stamp
 
 SEARCH_SAMPLE = 40  # saved episodes searched for after each path
-STAGE_LABELS = {  # run_ingestion's steps (agtos/flows/ingestion.py) as the README names them
+STAGE_LABELS = {  # run_ingestion's steps (agtos/memory/ingestion_pipeline.py) as the README names them
     "summarise": "pipeline summarise step (a ready episode passes through)",
     "recognise": "spaCy NER",
     "distil": "distil facts",
@@ -201,7 +201,7 @@ class Run:
 
     def flow(self, todo: list[Session]) -> PathResult:
         res = PathResult(f"Prefect ingestion flow (`ingestion_flow`, {self.args.batch} sessions per run)")
-        use_runtime(self.coord)
+        use_runtime(self.coord.services)
         try:
             t = time.perf_counter()
             ingestion_flow([])  # starts the ephemeral Prefect server: not part of the figure

@@ -21,8 +21,8 @@ import numpy as np
 import redis
 
 from agtos.config import Settings
-from agtos.flows.lint import run_lint
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.lint_pipeline import run_lint
 from agtos.schemas import Conclusion
 from agtos.schemas.records import now_ms
 from agtos.tasks.pair_selection import naive_pairs, pairs_as_tuples, redundant_pairs
@@ -156,7 +156,7 @@ def bench_size(n: int, redis_url: str, naive_seconds_per_pair: float) -> dict[st
                 coordinator.conclusions.upsert_many, conclusions[start : start + 5_000], vectors[start : start + 5_000]
             )
             load_s += took
-        report, lint_s = timed(run_lint, coordinator, USER)
+        report, lint_s = timed(run_lint, coordinator.services, USER)
     finally:
         client = redis.Redis.from_url(redis_url)
         batch = list(client.scan_iter(match=f"{prefix}:*", count=5_000))

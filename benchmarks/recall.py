@@ -84,7 +84,7 @@ from fastapi import FastAPI
 
 import agtos.memory.semantic as semantic_module
 from agtos.config import EmbeddingConfig, Settings
-from agtos.flows.ingestion import INLINE_STEPS, run_ingestion
+from agtos.memory.ingestion_pipeline import INLINE_STEPS, run_ingestion
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Episode, IngestItem
 from agtos.serving.app import create_app
@@ -596,7 +596,7 @@ class Bench:
                 episodes = [make_episode(args.seed, i) for i in range(start, min(n, start + args.batch))]
                 items = [IngestItem(user_id=USER_ID, session_id=e.session_id, episode=e) for e in episodes]
                 t = time.perf_counter()
-                report = run_ingestion(coord, items, bulk)
+                report = run_ingestion(coord.services, items, bulk)
                 total += time.perf_counter() - t
                 if report.stored != len(episodes):
                     raise RuntimeError(f"bulk load stored {report.stored}/{len(episodes)}")

@@ -22,8 +22,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings
-from agtos.flows.lint import CONTRADICTION_EVENT
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.lint_pipeline import CONTRADICTION_EVENT
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
 from tests.helpers import inductive_conclusion, user

@@ -296,12 +296,13 @@ def graph_state(coordinator: MemoryCoordinator) -> tuple[Any, ...]:
 def test_entity_step_is_wired_idempotent_and_never_fails_ingestion(coordinator: MemoryCoordinator) -> None:
     from dataclasses import replace
 
-    from agtos.flows.ingestion import INLINE_STEPS, PREFECT_STEPS, run_ingestion, upsert_entities
+    from agtos.flows.ingestion import PREFECT_STEPS
+    from agtos.memory.ingestion_pipeline import INLINE_STEPS, run_ingestion, upsert_entities
     from agtos.schemas import Episode, IngestItem
 
     assert INLINE_STEPS.entities is upsert_entities and PREFECT_STEPS.entities.fn is upsert_entities
     episode = Episode(user_id=U, summary=SCRIPT[0][1])
-    report = run_ingestion(coordinator, [IngestItem(user_id=U, episode=episode)])
+    report = run_ingestion(coordinator.services, [IngestItem(user_id=U, episode=episode)])
     assert report.entities >= 4 and report.public()["entities"] == report.entities
     before = graph_state(coordinator)
     coordinator.entities.ingest([episode], coordinator.recognizer)  # a retried task changes nothing
@@ -311,6 +312,8 @@ def test_entity_step_is_wired_idempotent_and_never_fails_ingestion(coordinator: 
         raise RuntimeError("entity step exploded")
 
     other = Episode(user_id=U, summary="Bob lives in Paris.")
-    failed = run_ingestion(coordinator, [IngestItem(user_id=U, episode=other)], replace(INLINE_STEPS, entities=boom))
+    failed = run_ingestion(
+        coordinator.services, [IngestItem(user_id=U, episode=other)], replace(INLINE_STEPS, entities=boom)
+    )
     assert failed.stored == 1 and "entity graph not updated" in (failed.degraded or "")
     assert coordinator.episodes.get(U, other.id) is not None

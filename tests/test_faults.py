@@ -57,7 +57,7 @@ def test_redis_killed_mid_batch_every_episode_lands_exactly_once(
         return result
 
     monkeypatch.setattr(EpisodeStore, "save", save_then_crash)
-    use_runtime(coordinator)
+    use_runtime(coordinator.services)
     try:
         report = ingestion_flow(sessions())
     finally:

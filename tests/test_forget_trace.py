@@ -196,7 +196,7 @@ def assert_no_trace(env: Env, gone: str, before: dict[str, Any], tmp_path: Path,
     context = env.client.post("/api/memory/context", json={"query": f"{tokens[0]} tea"}, headers=headers)
     assert not any(t in context.text for t in tokens)
     out = tmp_path / "export"
-    counts = export_snapshot(env.coordinator, out, users=list(FAMILY))
+    counts = export_snapshot(env.coordinator.services, out, users=list(FAMILY))
     rows = [row for f in sorted(out.glob("*.parquet")) for row in pq.read_table(f).to_pylist()]
     assert counts.get("episodes", 0) > 0 and rows
     assert not [r for r in rows if r.get("user_id") == gone]

@@ -14,7 +14,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 
 @pytest.fixture
 def registered(coordinator: MemoryCoordinator) -> Iterator[MemoryCoordinator]:
-    use_runtime(coordinator)
+    use_runtime(coordinator.services)
     yield coordinator
     use_runtime(None)
 

@@ -6,8 +6,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agtos.config import MaintenanceConfig, Settings
-from agtos.flows.lint import LintState, MaintenanceDisabledError, persist, run_lint
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.lint_pipeline import LintState, MaintenanceDisabledError, persist, run_lint
 from agtos.schemas import Conclusion, Episode
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
@@ -120,7 +120,7 @@ def test_kill_switch_disables_every_path(lint_settings: Settings) -> None:
     try:
         crafted(coordinator)
         with pytest.raises(MaintenanceDisabledError):
-            run_lint(coordinator, U)
+            run_lint(coordinator.services, U)
         with TestClient(create_app(coordinator=coordinator)) as client:
             response = client.post("/api/memory/maintain", headers=user(U))
             assert response.status_code == 409 and "disabled" in response.json()["message"]
@@ -159,7 +159,7 @@ def test_failed_data_check_writes_nothing(lint_coordinator: MemoryCoordinator) -
     )
     state = LintState(U, now_ms(), {"c-bad": bad}, [], changed={"c-bad"})
     with pytest.raises(DataCheckFailed, match="confidence"):
-        persist(lint_coordinator, state, now_ms())
+        persist(lint_coordinator.services, state, now_ms())
     assert lint_coordinator.maintenance.history(U) == []
     assert lint_coordinator.conclusions.get(U, "c-bad") is None
 
@@ -195,7 +195,7 @@ def test_lint_flow_runs_under_prefect(lint_coordinator: MemoryCoordinator) -> No
     from agtos.flows.runtime import use_runtime
 
     crafted(lint_coordinator)
-    use_runtime(lint_coordinator)
+    use_runtime(lint_coordinator.services)
     try:
         reports = lint_flow(U)
     finally:

@@ -127,7 +127,7 @@ def seeded(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 @pytest.fixture(scope="module")
 def snapshot(seeded: MemoryCoordinator, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("export") / "snapshot"
-    export_snapshot(seeded, out)
+    export_snapshot(seeded.services, out)
     return out
 
 
@@ -188,8 +188,8 @@ def test_export_of_chosen_users_replaces_a_snapshot_but_not_other_dirs(
     seeded: MemoryCoordinator, tmp_path: Path
 ) -> None:
     out = tmp_path / "snap"
-    export_snapshot(seeded, out)
-    counts = export_snapshot(seeded, out, users=[OTHER])  # a previous snapshot is replaced atomically
+    export_snapshot(seeded.services, out)
+    counts = export_snapshot(seeded.services, out, users=[OTHER])  # a previous snapshot is replaced atomically
     assert counts["episodes"] == 1 and counts["maintenance_reports"] == 0
     assert pq.read_table(out / "episodes.parquet").column("user_id").to_pylist() == [OTHER]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snap"]
@@ -197,9 +197,9 @@ def test_export_of_chosen_users_replaces_a_snapshot_but_not_other_dirs(
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me")
     with pytest.raises(FileExistsError):
-        export_snapshot(seeded, precious)
+        export_snapshot(seeded.services, precious)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["precious", "snap"]
-    assert all(key.rsplit(":", 1)[1].startswith("mem-") for key in memory_keys(seeded, U))
+    assert all(key.rsplit(":", 1)[1].startswith("mem-") for key in memory_keys(seeded.services, U))
 
 
 def test_report_with_nested_steps_round_trips() -> None:
@@ -264,7 +264,7 @@ def test_notebook_handles_an_empty_snapshot(
     name: str, seeded: MemoryCoordinator, python_kernel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     empty = tmp_path / "empty"
-    assert sum(export_snapshot(seeded, empty, users=[]).values()) == 0
+    assert sum(export_snapshot(seeded.services, empty, users=[]).values()) == 0
     figures = tmp_path / "figures"
     text = run_notebook(name, empty, figures, python_kernel, monkeypatch)
     assert "no data" in text and not list(figures.glob("*.png"))

@@ -1,103 +1,23 @@
-"""Dreamer: consolidate a user's recent episodes into conclusions and refresh the profile.
-
-Like ingestion, ``run_dreamer`` is the single composition; the Prefect flow runs it with
-the steps as tasks, the session-end path with their plain functions.
-"""
+"""The Dreamer as a Prefect flow: each step of :mod:`agtos.memory.dreamer_pipeline` becomes a task."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
 import agtos.flows  # noqa: F401 - Prefect defaults
 from agtos.flows.runtime import runtime
-from agtos.providers.llm import LLMError
-from agtos.schemas import Conclusion, Episode
-from agtos.tasks.consolidate import llm_conclusions, rule_based_conclusions
-from agtos.tasks.profile_builder import profile_update
+from agtos.memory.dreamer_pipeline import (
+    DreamerSteps,
+    consolidate,
+    load_recent_episodes,
+    refresh_profile,
+    run_dreamer,
+    store_conclusions,
+)
 
-if TYPE_CHECKING:
-    from agtos.memory.coordinator import MemoryCoordinator
-
-log = logging.getLogger(__name__)
-EPISODE_WINDOW = 50
-
-
-@dataclass
-class DreamReport:
-    user_id: str
-    episodes: int = 0
-    conclusions: list[Conclusion] = field(default_factory=list)
-    source: str = "rules"
-    note: str | None = None
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "userId": self.user_id,
-            "episodes": self.episodes,
-            "conclusions": [c.model_dump() for c in self.conclusions],
-            "source": self.source,
-            "note": self.note,
-        }
-
-
-@dataclass(frozen=True)
-class DreamerSteps:
-    load: Callable[..., list[Episode]]
-    consolidate: Callable[..., tuple[list[Conclusion], str, str | None]]
-    store: Callable[..., list[Conclusion]]
-    profile: Callable[..., None]
-
-
-def load_recent_episodes(rt: MemoryCoordinator, user_id: str) -> list[Episode]:
-    return rt.episodes.recent(user_id, EPISODE_WINDOW)
-
-
-def consolidate(
-    rt: MemoryCoordinator, user_id: str, episodes: list[Episode]
-) -> tuple[list[Conclusion], str, str | None]:
-    """LLM consolidation when the ``consolidation`` slot has one, else (or on failure) the rules."""
-    llm = rt.consolidation_llm
-    if llm is not None:
-        try:
-            return llm_conclusions(llm, user_id, episodes), f"llm:{llm.name}", None
-        except LLMError as exc:
-            log.warning("LLM consolidation rejected (%s); using the rule-based consolidator", exc)
-            return rule_based_conclusions(user_id, episodes), "rules", f"llm output rejected: {exc}"
-    return rule_based_conclusions(user_id, episodes), "rules", None
-
-
-def store_conclusions(rt: MemoryCoordinator, user_id: str, found: list[Conclusion]) -> list[Conclusion]:
-    """Merge with stored versions (keep created_at, union sources), embed, write and index."""
-    existing = rt.conclusions.get_many(user_id, [c.id for c in found])
-    merged = []
-    for conclusion in found:
-        old = existing.get(conclusion.id)
-        if old is not None:
-            conclusion = conclusion.model_copy(
-                update={
-                    "created_at": old.created_at,
-                    "source_episode_ids": list(dict.fromkeys(old.source_episode_ids + conclusion.source_episode_ids)),
-                }
-            )
-        merged.append(conclusion)
-    rt.conclusions.upsert_many(merged, rt.semantic.embed_or_none([c.text for c in merged]))
-    return merged
-
-
-def refresh_profile(rt: MemoryCoordinator, user_id: str, episodes: list[Episode]) -> None:
-    current = rt.profiles.get(user_id)
-    update = profile_update(current, rt.conclusions.all(user_id), episodes)
-    if update.model_dump(exclude_unset=True):
-        rt.profiles.merge(user_id, update)
-
-
-INLINE_STEPS = DreamerSteps(load_recent_episodes, consolidate, store_conclusions, refresh_profile)
 _opts: dict[str, Any] = {"cache_policy": NONE, "persist_result": False}
 PREFECT_STEPS = DreamerSteps(
     task(name="load-episodes", retries=2, retry_delay_seconds=1, **_opts)(load_recent_episodes),
@@ -105,18 +25,6 @@ PREFECT_STEPS = DreamerSteps(
     task(name="store-conclusions", retries=3, retry_delay_seconds=[1, 4, 16], **_opts)(store_conclusions),
     task(name="refresh-profile", retries=2, retry_delay_seconds=1, **_opts)(refresh_profile),
 )
-
-
-def run_dreamer(rt: MemoryCoordinator, user_id: str, steps: DreamerSteps = INLINE_STEPS) -> DreamReport:
-    report = DreamReport(user_id)
-    episodes = steps.load(rt, user_id)
-    report.episodes = len(episodes)
-    if not episodes:
-        return report
-    found, report.source, report.note = steps.consolidate(rt, user_id, episodes)
-    report.conclusions = steps.store(rt, user_id, found)
-    steps.profile(rt, user_id, episodes)
-    return report
 
 
 @flow(name="dreamer", log_prints=False, validate_parameters=False)

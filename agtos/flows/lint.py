@@ -1,197 +1,28 @@
-"""The six-step memory lint as a Prefect flow.
-
-(1) stale detection → (2) confidence decay of stale conclusions → (3) redundancy merge
-(Jaccard pairs selected in batch by DuckDB/Polars) → (4) orphan episodes → (5) contradiction
-detection (3-stage pipeline) → (6) prune low confidence. Every step works on an in-memory
-working set; only the final ``persist`` step writes, after the data checks passed, so a
-failing step leaves Redis untouched. ``run_lint`` is the single composition, run by the
-Prefect flow with tasks and by the API inline.
-"""
+"""The six-step memory lint as a Prefect flow: each step of :mod:`agtos.memory.lint_pipeline` becomes
+a Prefect task; the nightly deployment lints every known user."""
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
 import agtos.flows  # noqa: F401 - Prefect defaults
-from agtos.config import MaintenanceConfig
 from agtos.flows.runtime import runtime
-from agtos.schemas import Conclusion, Episode, MaintenanceReport
-from agtos.schemas.records import now_ms
-from agtos.tasks import lint_steps
-from agtos.tasks.data_checks import validate_table
-from agtos.tasks.pair_selection import redundant_pairs
-from agtos.tasks.resource_guard import run_when_safe
-
-if TYPE_CHECKING:
-    from agtos.memory.coordinator import MemoryCoordinator
-
-log = logging.getLogger(__name__)
-CONTRADICTION_EVENT = "memory.contradiction.detected"
-
-
-class MaintenanceDisabledError(RuntimeError):
-    """AGTOS_MAINTENANCE_ENABLED=false: no lint path may run."""
-
-
-@dataclass
-class LintState:
-    """The working set every step reads and updates; nothing is written until ``persist``."""
-
-    user_id: str
-    now_ms: int
-    conclusions: dict[str, Conclusion]
-    episodes: list[Episode]
-    removed: dict[str, str] = field(default_factory=dict)  # id -> why (merged into X / pruned)
-    changed: set[str] = field(default_factory=set)
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    contradictions: list[dict[str, Any]] = field(default_factory=list)
-    pipeline: dict[str, Any] = field(default_factory=dict)
-    before: int = 0
-
-    def record(self, name: str, started: float, ids: list[str], **extra: Any) -> None:
-        self.steps.append(
-            {"step": name, "count": len(ids), "ids": ids[:100], "ms": round((time.perf_counter() - started) * 1000, 2)}
-            | extra
-        )
-
-
-def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pl.DataFrame:
-    return pl.DataFrame({c: [r[c] for r in rows] for c in columns}) if rows else pl.DataFrame()
-
-
-def load(rt: MemoryCoordinator, user_id: str) -> LintState:
-    """Read the user's conclusions and episodes and validate both tables."""
-    conclusions = rt.conclusions.all(user_id)
-    episodes = list(rt.episodes.iter_all(user_id))
-    validate_table("conclusions", _frame([c.model_dump() for c in conclusions], ["id", "text", "confidence", "type"]))
-    validate_table("episodes", _frame([e.model_dump() for e in episodes], ["id", "importance", "type"]))
-    return LintState(user_id, now_ms(), {c.id: c for c in conclusions}, episodes, before=len(conclusions))
-
-
-def step_stale(state: LintState, cfg: MaintenanceConfig) -> LintState:
-    started = time.perf_counter()
-    stale = lint_steps.find_stale(state.conclusions.values(), state.now_ms, cfg.staleThresholdDays)
-    for c in stale:
-        state.conclusions[c.id] = c
-        state.changed.add(c.id)
-    state.record("stale", started, [c.id for c in stale])
-    return state
-
-
-def step_decay(state: LintState, cfg: MaintenanceConfig) -> LintState:
-    started = time.perf_counter()
-    decayed = lint_steps.decay_confidence([c for c in state.conclusions.values() if c.stale], cfg.decayFactor)
-    for c in decayed:
-        state.conclusions[c.id] = c
-        state.changed.add(c.id)
-    state.record("decay", started, [c.id for c in decayed], factor=cfg.decayFactor)
-    return state
-
-
-def step_merge(state: LintState, cfg: MaintenanceConfig) -> LintState:
-    """Near-duplicates (Jaccard ≥ threshold) merged: higher confidence wins, sources combined."""
-    started = time.perf_counter()
-    ids = list(state.conclusions)
-    pairs = redundant_pairs(ids, [state.conclusions[i].text for i in ids], cfg.jaccardThreshold)
-    validate_table("pairs", pairs, threshold=cfg.jaccardThreshold)
-    merged_ids: list[str] = []
-    for a_id, b_id in pairs.select("a_id", "b_id").iter_rows():
-        a_id, b_id = _survivor(state, a_id), _survivor(state, b_id)
-        if a_id == b_id:
-            continue
-        winner = lint_steps.merge_pair(state.conclusions[a_id], state.conclusions[b_id], at_ms=state.now_ms)
-        loser = b_id if winner.id == a_id else a_id
-        state.conclusions[winner.id] = winner
-        del state.conclusions[loser]
-        state.removed[loser] = f"merged into {winner.id}"
-        state.changed.add(winner.id)
-        merged_ids.append(loser)
-    state.record("merge", started, merged_ids, pairs=pairs.height)
-    return state
-
-
-def _survivor(state: LintState, conclusion_id: str) -> str:
-    """Follow 'merged into' links so chains of duplicates end at one survivor."""
-    while conclusion_id in state.removed:
-        conclusion_id = state.removed[conclusion_id].removeprefix("merged into ")
-    return conclusion_id
-
-
-def step_orphans(state: LintState, cfg: MaintenanceConfig) -> LintState:
-    started = time.perf_counter()
-    orphans = lint_steps.find_orphan_episodes(state.episodes, state.conclusions.values(), cfg.orphanImportanceThreshold)
-    state.record("orphans", started, [e.id for e in orphans], threshold=cfg.orphanImportanceThreshold)
-    return state
-
-
-def step_contradictions(rt: MemoryCoordinator, state: LintState, cfg: MaintenanceConfig) -> LintState:
-    """The 3-stage pipeline: cosine candidates → NLI cross-encoder → batched LLM judge."""
-    from agtos.flows.contradictions import detect_contradictions
-
-    started = time.perf_counter()
-    confirmed, state.pipeline = detect_contradictions(rt, list(state.conclusions.values()), cfg)
-    state.contradictions = confirmed
-    state.record("contradictions", started, [f"{c['a']}|{c['b']}" for c in confirmed])
-    return state
-
-
-def step_prune(state: LintState, cfg: MaintenanceConfig) -> LintState:
-    started = time.perf_counter()
-    result = lint_steps.prune(state.conclusions.values(), cfg.pruneConfidenceThreshold)
-    for c in result.pruned:
-        del state.conclusions[c.id]
-        state.removed[c.id] = "pruned"
-    state.record("prune", started, [c.id for c in result.pruned], threshold=cfg.pruneConfidenceThreshold)
-    return state
-
-
-def persist(rt: MemoryCoordinator, state: LintState, started_ms: int) -> MaintenanceReport:
-    """Write changed conclusions, delete removed ones, store the report, fire contradiction events."""
-    kept = [state.conclusions[i] for i in state.changed if i in state.conclusions]
-    validate_table("conclusions", _frame([c.model_dump() for c in kept], ["id", "text", "confidence", "type"]))
-    store = rt.conclusions
-    for conclusion_id in state.removed:
-        store.delete(state.user_id, conclusion_id)
-    store.save_records(kept)  # texts are unchanged (merges keep the winner's), so indexes stay valid
-    summary = {
-        "status": "completed",
-        "conclusionsBefore": state.before,
-        "conclusionsAfter": len(state.conclusions),
-        **{s["step"]: s["count"] for s in state.steps},
-        "contradictionPipeline": state.pipeline,
-        "durationMs": now_ms() - started_ms,
-    }
-    report = MaintenanceReport(timestamp=started_ms, user_id=state.user_id, summary=summary, steps=state.steps)
-    rt.maintenance.save(report)
-    for pair in state.contradictions:
-        if rt.maintenance.mark_emitted(state.user_id, f"{pair['a']}|{pair['b']}"):
-            rt.events.emit(CONTRADICTION_EVENT, {"user_id": state.user_id, **pair})
-    return report
-
-
-@dataclass(frozen=True)
-class LintSteps:
-    load: Callable[..., LintState]
-    stale: Callable[..., LintState]
-    decay: Callable[..., LintState]
-    merge: Callable[..., LintState]
-    orphans: Callable[..., LintState]
-    contradictions: Callable[..., LintState]
-    prune: Callable[..., LintState]
-    persist: Callable[..., MaintenanceReport]
-
-
-INLINE_STEPS = LintSteps(
-    load, step_stale, step_decay, step_merge, step_orphans, step_contradictions, step_prune, persist
+from agtos.memory.lint_pipeline import (
+    LintSteps,
+    load,
+    maintain,
+    persist,
+    step_contradictions,
+    step_decay,
+    step_merge,
+    step_orphans,
+    step_prune,
+    step_stale,
 )
+
 _opts: dict[str, Any] = {"cache_policy": NONE, "persist_result": False}
 PREFECT_STEPS = LintSteps(
     task(name="load-and-check", retries=2, retry_delay_seconds=1, **_opts)(load),
@@ -205,51 +36,9 @@ PREFECT_STEPS = LintSteps(
 )
 
 
-def run_lint(rt: MemoryCoordinator, user_id: str, steps: LintSteps = INLINE_STEPS) -> MaintenanceReport:
-    """One user's sweep, all six steps; raises MaintenanceDisabledError when switched off."""
-    cfg = rt.settings.maintenance
-    if not cfg.enabled:
-        raise MaintenanceDisabledError("memory maintenance is disabled (AGTOS_MAINTENANCE_ENABLED=false)")
-    started_ms = now_ms()
-    state = steps.load(rt, user_id)
-    state = steps.stale(state, cfg)
-    state = steps.decay(state, cfg)
-    state = steps.merge(state, cfg)
-    state = steps.orphans(state, cfg)
-    state = steps.contradictions(rt, state, cfg)
-    state = steps.prune(state, cfg)
-    return steps.persist(rt, state, started_ms)
-
-
-def maintain(
-    rt: MemoryCoordinator,
-    user_id: str,
-    steps: LintSteps = INLINE_STEPS,
-    sleep: Callable[[float], None] = time.sleep,
-) -> MaintenanceReport:
-    """Lint gated by the ResourceGuard: wait (retries × delay) while deferred, then skip."""
-    cfg = rt.settings.maintenance
-    if not cfg.enabled:
-        raise MaintenanceDisabledError("memory maintenance is disabled (AGTOS_MAINTENANCE_ENABLED=false)")
-    outcome = run_when_safe(
-        rt.guard,
-        lambda: run_lint(rt, user_id, steps),
-        retries=cfg.guard_retries,
-        delay_s=cfg.guard_delay_s,
-        sleep=sleep,
-        slot=rt.settings.llm_slot("maintenance"),
-    )
-    if outcome.ran and outcome.result is not None:
-        return outcome.result
-    return MaintenanceReport(
-        user_id=user_id,
-        summary={"status": "deferred", "reasons": outcome.reasons, "attempts": outcome.attempts},
-    )
-
-
 @flow(name="memory-lint", log_prints=False, validate_parameters=False)
 def lint_flow(user_id: str | None = None) -> list[dict[str, Any]]:
     """Lint one user, or every known user (the nightly deployment)."""
     rt = runtime()
-    users = [user_id] if user_id else rt.known_users()
+    users = [user_id] if user_id else rt.users.known()
     return [maintain(rt, uid, PREFECT_STEPS).model_dump() for uid in users]

@@ -1,75 +1,49 @@
-"""MemoryCoordinator: the one facade over working, episodic and (later) semantic memory."""
+"""MemoryCoordinator: the API and CLI facade over the services of one process.
+
+It validates ids, applies the privacy rules and composes the memory services (sessions here;
+recall, ingestion, Dreamer, lint and health in their modules). The Prefect flows never see it:
+they work on :class:`agtos.memory.services.Services`.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agtos.config import Settings
-from agtos.events import EventBus
-from agtos.flows.dreamer import DreamReport, run_dreamer
+from agtos.memory import recall
 from agtos.memory.dreamer import DreamerScheduler
-from agtos.memory.entities import EntityMemory
-from agtos.memory.episodic import build_episode, segment_key, session_episode_id
-from agtos.memory.privacy import Privacy
-from agtos.memory.query_ingest import QueryIngestGate
-from agtos.memory.semantic import SemanticMemory
-from agtos.memory.working import WorkingMemory, WorkingMemoryStore
-from agtos.providers.embeddings import Embedder, EmbeddingError, build_embedder
-from agtos.providers.llm import LLMError, LLMProvider, build_llm
+from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
+from agtos.memory.episodic import build_episode, segment_key
+from agtos.memory.health import health
+from agtos.memory.ingestion_pipeline import IngestionReport, run_ingestion
+from agtos.memory.query_ingest import response_episode
+from agtos.memory.recall import SearchHit
+from agtos.memory.services import Services
+from agtos.memory.source_import import import_sources
+from agtos.memory.working import WorkingMemory
+from agtos.providers.embeddings import Embedder
+from agtos.providers.llm import LLMProvider
 from agtos.schemas import (
     Conclusion,
     Episode,
-    EpisodeType,
     IngestItem,
     MaintenanceReport,
     Memory,
     ProfileUpdate,
-    Role,
     Turn,
     UserProfile,
 )
-from agtos.schemas.records import now_ms
+from agtos.schemas.api import MaintenanceRun
 from agtos.storage.conclusions import ConclusionStore
-from agtos.storage.dream_markers import DreamMarkers
-from agtos.storage.episodes import EpisodeStore
-from agtos.storage.keys import GlobalKeys, check_record_id, check_user_id
-from agtos.storage.maintenance import MaintenanceStore
-from agtos.storage.nli_cache import NLICache
-from agtos.storage.opt_outs import OptOutStore
-from agtos.storage.profiles import ProfileStore
-from agtos.storage.record_reads import RecordReads
+from agtos.storage.keys import check_record_id, check_user_id
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
-from agtos.storage.session_journal import SessionJournal
-from agtos.storage.users import UserDirectory
-from agtos.tasks.context import ContextItem, assemble
-from agtos.tasks.contradiction import NLIModel, build_nli
-from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
-from agtos.tasks.distil import memory_kind
-from agtos.tasks.expansion import expand_query
-from agtos.tasks.extract import extract
-from agtos.tasks.ner import build_recognizer
-from agtos.tasks.ranking import display_score, rerank_by_recency
-from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard
-from agtos.tasks.summarize import build_summariser, extractive_summary
-from agtos.tasks.text import content_words
-
-if TYPE_CHECKING:
-    from agtos.flows.ingestion import IngestionReport
 
 log = logging.getLogger(__name__)
 
 SESSION_ENDED = "sessionEnded"
-MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
-_PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="health-probe")
 
 
 @dataclass(frozen=True)
@@ -88,22 +62,8 @@ class SessionEndResult:
         }
 
 
-@dataclass(frozen=True)
-class SearchHit:
-    episode: Episode
-    score: float
-    match_type: str
-
-    @property
-    def timestamp(self) -> int:
-        return self.episode.timestamp
-
-    def public(self) -> dict[str, Any]:
-        return {**self.episode.public(), "score": self.score, "matchType": self.match_type}
-
-
 class MemoryCoordinator:
-    """Owns the tiers of one service process; the API and CLI call only this."""
+    """Owns the services of one service process; the API and CLI call only this."""
 
     def __init__(
         self,
@@ -112,76 +72,30 @@ class MemoryCoordinator:
         llm: LLMProvider | None = None,
         embedder: Embedder | None = None,
     ) -> None:
-        self.settings = settings
-        self.keys = GlobalKeys(settings.key_prefix)
-        self.connector = connector or RedisConnector(settings.redis_url, settings.data_dir, settings.redis_timeout_s)
-        self.llm = llm if llm is not None else build_llm(settings.llm_slot("summarize"))
-        self.summariser = build_summariser(self.llm)
-        self.working = WorkingMemoryStore(settings.working, self.summariser)
-        self.episodes = EpisodeStore(self.connector, self.keys, settings.episode_ttl_seconds)
-        self.profiles = ProfileStore(self.connector, self.keys)
-        self.events = EventBus()
-        self.semantic = SemanticMemory(
-            self.connector,
-            self.keys,
-            self.episodes,
-            (lambda: embedder) if embedder is not None else lambda: self._build_embedder(),
-            default_mode=settings.search_mode,
-            similarity_threshold=settings.similarity_threshold,
-            hnsw_build_threads=settings.hnsw_build_threads,
-            hnsw_ef_search=settings.hnsw_ef_search,
-            expander=self._build_expander(),
-        )
-        self.recognizer: Any = build_recognizer(eager=False)  # NER of the ingestion flow (loads lazily)
-        self.entities = EntityMemory(self.connector, self.keys, self.semantic, self.llm)
-        self.activity = ActivityTracker()
-        self.guard = ResourceGuard(
-            settings.llm_slot("consolidation"),
-            config=GuardConfig.from_settings(settings),
-            activity=self.activity,
-        )
-        self.consolidation_llm = build_llm(settings.llm_slot("consolidation"))
-        self.dialectic_llm = build_llm(settings.llm_slot("dialectic"))
-        self._conclusions: ConclusionStore | None = None
-        self.maintenance = MaintenanceStore(self.connector, self.keys)
-        self.privacy = Privacy(self)
-        self.maintenance_llm = build_llm(settings.llm_slot("maintenance"))
-        self.nli_cache = NLICache(self.connector, self.keys)
-        self.journal = SessionJournal(self.connector, self.keys, settings.session_journal_ttl_seconds)
-        self.opt_outs = OptOutStore(self.connector, self.keys)
-        self.dream_markers = DreamMarkers(self.connector, self.keys)
-        self.users = UserDirectory(self.connector, self.keys)
-        self.reads = RecordReads(self.connector, self.keys)
-        self._nli_model: NLIModel | None = None
-        self.dreamer = DreamerScheduler(self, settings.dreamer_retries, settings.dreamer_retry_delay_s)
-        self.events.subscribe(SESSION_ENDED, self.dreamer.on_session_ended)
-        self.query_ingest = QueryIngestGate(
-            self.connector,
-            self.keys,
-            threshold=settings.query_ingest_threshold,
-            max_per_session=settings.query_ingest_max_per_session,
-            ttl_s=settings.session_journal_ttl_seconds,
-        )
+        self.services = s = Services(settings, connector, llm, embedder)
+        # what callers reach through the facade (the API's routers, the CLI, tests)
+        self.settings = s.settings
+        self.keys = s.keys
+        self.connector = s.connector
+        self.events = s.events
+        self.working = s.working
+        self.episodes = s.episodes
+        self.profiles = s.profiles
+        self.maintenance = s.maintenance
+        self.semantic = s.semantic
+        self.entities = s.entities
+        self.recognizer = s.recognizer
+        self.nli_cache = s.nli_cache
+        self.summariser = s.summariser
+        self.activity = s.activity
+        self.privacy = s.privacy
+        # the one trigger of the Dreamer: the sessionEnded event
+        self.dreamer = DreamerScheduler(s, settings.dreamer_retries, settings.dreamer_retry_delay_s)
+        s.events.subscribe(SESSION_ENDED, self.dreamer.on_session_ended)
 
     @property
     def conclusions(self) -> ConclusionStore:
-        """Conclusion records + their semantic index (created on first use: it sizes to the embedder)."""
-        if self._conclusions is None:
-            self._conclusions = ConclusionStore(self.connector, self.keys, self.semantic.store("conclusion"))
-        return self._conclusions
-
-    def _build_expander(self) -> Callable[[str], list[str]] | None:
-        """Query expansion through the ``expansion`` LLM slot, when switched on and configured."""
-        if not self.settings.query_expansion:
-            return None
-        llm = build_llm(self.settings.llm_slot("expansion"))
-        if llm is None:
-            log.warning("AGTOS_MEMORY_QUERY_EXPANSION is on but no LLM is configured; expansion disabled")
-            return None
-        return lambda query: expand_query(llm, query)
-
-    def _build_embedder(self) -> Embedder:
-        return build_embedder(config=self.settings.embedding, derived_dir=self.settings.data_dir / "models")
+        return self.services.conclusions
 
     # -- working memory ---------------------------------------------------------------
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
@@ -216,13 +130,13 @@ class MemoryCoordinator:
 
     def _journal(self, user_id: str, session_id: str, turn: Turn) -> None:
         try:
-            self.journal.append(user_id, session_id, turn)
+            self.services.journal.append(user_id, session_id, turn)
         except StorageUnavailable:
             log.warning("session journal not written (Redis unavailable); turn kept in working memory")
 
     def _journal_turns(self, user_id: str, session_id: str) -> list[Turn]:
         try:
-            return self.journal.turns(user_id, session_id)
+            return self.services.journal.turns(user_id, session_id)
         except StorageUnavailable:
             return []
 
@@ -255,11 +169,10 @@ class MemoryCoordinator:
             self._clear_session(user_id, session_id)
             return SessionEndResult(session_id, False, draft.decision.reason, None)
         self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=draft.episode)])
-        self.query_ingest.mark_interaction_saved(user_id, session_id)
+        self.services.query_ingest.mark_interaction_saved(user_id, session_id)
         self._clear_session(user_id, session_id)
-        payload = {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id}
-        self.dreamer.on_session_ended(payload)  # the direct call; subscribers of the event below too
-        self.events.emit(SESSION_ENDED, payload)  # (the Dreamer's Redis marker makes it run once)
+        # the Dreamer (subscribed above) and any other subscriber; its Redis marker keeps it once per episode
+        self.events.emit(SESSION_ENDED, {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id})
         return SessionEndResult(session_id, True, draft.decision.reason, draft.episode)
 
     def end_idle_sessions(self, idle_s: float | None = None) -> list[SessionEndResult]:
@@ -276,94 +189,59 @@ class MemoryCoordinator:
 
     def _clear_session(self, user_id: str, session_id: str) -> None:
         self.working.drop(user_id, session_id)
-        self.journal.clear(user_id, session_id)
+        self.services.journal.clear(user_id, session_id)
 
     def list_episodes(self, user_id: str, limit: int = 20) -> list[Episode]:
         return self.episodes.recent(check_user_id(user_id), limit)
 
     def ingest(self, items: list[IngestItem]) -> IngestionReport:
         """Run the ingestion steps in-process (the Prefect flow runs the same steps as tasks)."""
-        from agtos.flows.ingestion import IngestionReport, run_ingestion
-
         allowed = [i for i in items if not self.privacy.is_opted_out(i.user_id)]
-        report = run_ingestion(self, allowed) if allowed else IngestionReport()
+        report = run_ingestion(self.services, allowed) if allowed else IngestionReport()
         report.received = len(items)
         report.skipped += [
             {"sessionId": i.session_id, "reason": "user opted out of persistence"} for i in items if i not in allowed
         ]
         return report
 
-    def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
-        """Episodes by hybrid (default), vector or BM25 search, best first.
-
-        A wider candidate pool is re-ranked by relevance × recency (see ``rerank_by_recency``),
-        so when a later session restates or updates a fact it outranks the superseded one
-        without burying strong older matches.
-        """
-        found = self.semantic.search("episode", check_user_id(user_id), query, min(100, limit * 2), mode)
-        hits = [
-            SearchHit(
-                Episode.model_validate_json(r.payload),
-                display_score(r.score, found.mode, found.max_score),
-                r.match_type,
-            )
-            for r in found.results
-            if r.payload is not None
-        ]
-        return rerank_by_recency(hits)[:limit]
-
-    def search_memories(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[Memory]:
-        """Semantic memories (facts, preferences) relevant to ``query``, best first."""
-        found = self.semantic.search("memory", check_user_id(user_id), query, limit, mode)
-        return [Memory.model_validate_json(r.payload) for r in found.results if r.payload is not None]
-
-    @property
-    def nli_model(self) -> NLIModel | None:
-        """Stage 2 of contradiction detection (None when AGTOS_NLI_ENABLED=false)."""
-        cfg = self.settings.maintenance
-        if cfg.nli_enabled and self._nli_model is None:
-            self._nli_model = build_nli(True, cfg.nli_model_dir)
-        return self._nli_model if cfg.nli_enabled else None
-
     def import_sources(
         self, user_id: str, sources: list[str] | None = None, home: Path | None = None
     ) -> dict[str, Any]:
         """Import other tools' chat history and memory files as episodes and memories (idempotent)."""
-        from agtos.importers import collect
-
         self.privacy.require_persistence(check_user_id(user_id))
-        found = collect(home or self.settings.import_home, sources)
-        items = [IngestItem(user_id=user_id, session_id=s.session_key, turns=s.turns) for s in found.sessions]
-        existing = self.episodes.existing_ids(user_id, [session_episode_id(user_id, i.session_id) for i in items])
-        report = self.ingest(items) if items else None
-        memories = [
-            Memory(id=m.key, user_id=user_id, text=m.text[:20_000], kind=memory_kind(m.text)) for m in found.memories
-        ]
-        known_memories = set(self.semantic.records("memory", user_id, [m.id for m in memories]))
-        if memories:
-            self.semantic.store_batch([], memories, self.semantic.embed_or_none([m.text for m in memories]))
-        stored = report.episode_ids if report else []
-        return {
-            "sessions": len(items),
-            "episodesAdded": len([i for i in stored if i not in existing]),
-            "episodesUpdated": len([i for i in stored if i in existing]),
-            "skipped": report.skipped if report else [],
-            "memoriesAdded": len([m for m in memories if m.id not in known_memories]),
-            "warnings": found.warnings,
-        }
+        return import_sources(self.services, self.ingest, user_id, sources, home)
 
     def known_users(self) -> list[str]:
         """Every user with stored memory (the nightly lint walks them)."""
-        return self.users.known()
+        return self.services.users.known()
 
-    def maintain(self, user_id: str) -> MaintenanceReport:
-        """One lint sweep for a user, gated by the ResourceGuard (see flows/lint.py)."""
-        from agtos.flows.lint import maintain
+    # -- recall -----------------------------------------------------------------------
+    def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
+        """Episodes by hybrid (default), vector or BM25 search, best first, re-ranked by recency."""
+        return recall.search_episodes(self.services, check_user_id(user_id), query, limit, mode)
 
-        self.privacy.require_persistence(check_user_id(user_id))
-        return maintain(self, user_id)
+    def search_memories(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[Memory]:
+        """Semantic memories (facts, preferences) relevant to ``query``, best first."""
+        return recall.search_memories(self.services, check_user_id(user_id), query, limit, mode)
 
-    # -- conclusions, dialectic, query-as-ingest -------------------------------------
+    def build_context(
+        self,
+        user_id: str,
+        query: str,
+        session_id: str | None = None,
+        budget_tokens: int = 800,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """Working + episodic + semantic recall → dedup → rank → budget → a system-prompt section."""
+        check_user_id(user_id)
+        wm = self.session(user_id, session_id) if session_id else None
+        return recall.build_context(self.services, user_id, query, wm, budget_tokens, limit)
+
+    def ask(self, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
+        """Dialectic: answer a question about the user from profile, conclusions, memories, episodes."""
+        return recall.ask(self.services, check_user_id(user_id), question, limit)
+
+    # -- conclusions, Dreamer, lint, query-as-ingest ------------------------------------
     def list_conclusions(self, user_id: str, limit: int = 50, kind: str | None = None) -> list[Conclusion]:
         return self.conclusions.recent(check_user_id(user_id), limit, kind)
 
@@ -373,39 +251,20 @@ class MemoryCoordinator:
 
     def dream(self, user_id: str) -> DreamReport:
         """Run the Dreamer for a user now (manual trigger; the session-end path is automatic)."""
-        return run_dreamer(self, check_user_id(user_id))
+        return run_dreamer(self.services, check_user_id(user_id))
 
-    def ask(self, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
-        """Dialectic: answer a question about the user from profile, conclusions, memories, episodes."""
-        check_user_id(user_id)
-        evidence = [Evidence(i.id, "profile", i.text, i.relevance) for i in self._profile_items(user_id, question)]
-        for namespace, kind in (("conclusion", "conclusion"), ("memory", "memory")):
-            found = self.semantic.search(namespace, user_id, question, limit)
-            for hit in found.results:
-                if hit.payload is not None:
-                    text = json.loads(hit.payload)["text"]
-                    evidence.append(Evidence(hit.id, kind, text, display_score(hit.score, found.mode, found.max_score)))
-        evidence += [
-            Evidence(h.episode.id, "episode", h.episode.summary, h.score)
-            for h in self.search_episodes(user_id, question, limit)
-        ]
-        source = "extractive"
-        answer = extractive_answer(question, evidence)
-        if self.dialectic_llm is not None:
-            try:
-                answer, source = (
-                    llm_answer(self.dialectic_llm, question, evidence),
-                    f"llm:{self.dialectic_llm.name}",
-                )
-            except LLMError:
-                log.warning("dialectic LLM failed; answering extractively", exc_info=True)
-        return {
-            "question": question,
-            "answer": answer,
-            "source": source,
-            "evidence": [e.public() for e in evidence],
-            "evidenceIds": list(dict.fromkeys(e.id for e in evidence)),
-        }
+    def maintain(self, user_id: str) -> MaintenanceReport:
+        """One lint sweep for a user, gated by the ResourceGuard (see memory/lint_pipeline.py)."""
+        from agtos.memory.lint_pipeline import maintain  # Polars and DuckDB load with the first sweep
+
+        self.privacy.require_persistence(check_user_id(user_id))
+        return maintain(self.services, user_id)
+
+    def maintain_run(self, run: MaintenanceRun) -> MaintenanceRun:
+        """Carry out a run requested over HTTP (queued by the API; its state saved at each step)."""
+        from agtos.memory.lint_pipeline import maintain_run
+
+        return maintain_run(self.services, run)
 
     def ingest_response(
         self,
@@ -420,93 +279,16 @@ class MemoryCoordinator:
         check_user_id(user_id)
         check_record_id(session_id, "session id")
         self.privacy.require_persistence(user_id)
-        decision = self.query_ingest.evaluate(
+        decision = self.services.query_ingest.evaluate(
             user_id, session_id, response, tool_calls=tool_calls, reasoning_steps=reasoning_steps
         )
         episode = None
         if decision.ingest:
-            digest = hashlib.sha256(f"{user_id}\x00{session_id}\x00{response}".encode()).hexdigest()[:16]
-            found = extract([Turn(role=Role.assistant, content=response)])
-            summary = (f"Asked: {query.strip()[:300]}. " if query else "") + extractive_summary(
-                [Turn(role=Role.assistant, content=response)]
-            )
-            episode = Episode(
-                id=f"ep-r{digest}",
-                user_id=user_id,
-                session_id=session_id,
-                summary=summary[:20_000],
-                keywords=found.keywords,
-                topic=found.topic,
-                importance=min(1.0, decision.score.score / 12),
-                type=EpisodeType.response_ingest,
-            )
+            episode = response_episode(user_id, session_id, response, query, decision.score)
             self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=episode)])
         return {**decision.public(), "episode": episode.public() if episode else None}
 
-    # -- context assembly -------------------------------------------------------------
-    def build_context(
-        self,
-        user_id: str,
-        query: str,
-        session_id: str | None = None,
-        budget_tokens: int = 800,
-        limit: int = 10,
-    ) -> dict[str, Any]:
-        """Working + episodic + semantic recall → dedup → rank → budget → a system-prompt section."""
-        check_user_id(user_id)
-        items: list[ContextItem] = []
-        wm = self.session(user_id, session_id) if session_id else None
-        if wm is not None:
-            items += [
-                ContextItem("working", f"summary-{i}", t.content, 0.9, t.timestamp)
-                for i, t in enumerate(wm.messages)
-                if t.is_summary
-            ]
-        available = True
-        try:
-            items += self._profile_items(user_id, query)
-            memories = self.semantic.search("memory", user_id, query, limit)
-            for hit in memories.results:
-                if hit.payload is not None:
-                    memory = Memory.model_validate_json(hit.payload)
-                    relevance = (
-                        hit.similarity
-                        if hit.similarity is not None
-                        else display_score(hit.score, memories.mode, memories.max_score)
-                    )
-                    items.append(ContextItem("semantic", memory.id, memory.text, relevance, memory.created_at))
-            for ep_hit in self.search_episodes(user_id, query, limit):
-                ep = ep_hit.episode
-                items.append(ContextItem("episodic", ep.id, ep.summary, ep_hit.score, ep.timestamp))
-        except StorageUnavailable:
-            available = False
-        chosen, text, used = assemble(items, budget_tokens, now_ms())
-        return {
-            "context": text,
-            "tokens": used,
-            "items": [{"tier": i.tier, "id": i.id, "text": i.text, "relevance": round(i.relevance, 4)} for i in chosen],
-            "available": available,
-        }
-
-    def _profile_items(self, user_id: str, query: str) -> list[ContextItem]:
-        profile = self.profiles.get(user_id)
-        query_terms = set(content_words(query))
-        lines = [f"User's name is {profile.name}"] if profile.name else []
-        if profile.communication_style:
-            lines.append(f"Communication style: {profile.communication_style}")
-        lines += profile.preferences + profile.patterns + profile.facts
-        return [
-            ContextItem(
-                "profile",
-                f"profile-{i}",
-                line,
-                0.9 if query_terms & set(content_words(line)) else 0.5,
-                profile.updated_at,
-            )
-            for i, line in enumerate(lines)
-        ]
-
-    # -- profile ----------------------------------------------------------------------
+    # -- profile, health --------------------------------------------------------------
     def get_profile(self, user_id: str) -> UserProfile:
         return self.profiles.get(check_user_id(user_id))
 
@@ -514,81 +296,8 @@ class MemoryCoordinator:
         self.privacy.require_persistence(check_user_id(user_id))
         return self.profiles.merge(user_id, update)
 
-    # -- health -----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        redis_info = self.connector.describe()
-        embedder_ok = self.semantic.embedder_available()
-        semantic: dict[str, Any] = {
-            "available": redis_info["available"] and embedder_ok,
-            "searchMode": self.settings.search_mode if embedder_ok else "bm25",
-            "embedder": self.semantic.embedder.name if embedder_ok else None,
-        }
-        if not embedder_ok:
-            semantic["degradedTo"] = "keyword search (embedder unavailable)"
-            semantic["error"] = self.semantic.embedder_error
-        tiers = {
-            "working": {"available": True, "sessions": len(self.working.active_sessions())},
-            "episodic": {"available": redis_info["available"], "redis": redis_info},
-            "semantic": semantic,
-        }
-        degraded = [name for name, tier in tiers.items() if not tier["available"]]
-        return {
-            "status": "degraded" if degraded else "ok",
-            "degraded": degraded,
-            "tiers": tiers,
-            "checks": {
-                "memory-maintenance": self._maintenance_check(),
-                "memory-semantic": self._semantic_check(embedder_ok),
-                "resource-guard": self._guard_info(),
-            },
-            "llm": {"provider": self.llm.name if self.llm else "builtin", "summariser": self.summariser.name},
-        }
-
-    def _maintenance_check(self) -> dict[str, Any]:
-        """Unhealthy when no lint sweep ran in the last 48 h (counters live in Redis)."""
-        if not self.settings.maintenance.enabled:
-            return {"healthy": True, "enabled": False, "reason": "maintenance disabled by configuration"}
-        try:
-            status = self.maintenance.status()
-        except StorageUnavailable as exc:
-            return {"healthy": False, "reason": f"Redis unavailable: {exc}"}
-        last = status["lastMaintenanceAt"]
-        healthy = last is not None and now_ms() - last <= MAINTENANCE_MAX_AGE_MS
-        reason = None if healthy else ("no sweep yet" if last is None else "no sweep in the last 48 h")
-        return {"healthy": healthy, **status, "reason": reason}
-
-    def _semantic_check(self, embedder_ok: bool) -> dict[str, Any]:
-        """Probe the vector and keyword indexes loaded here (doc count, size) within 1 s."""
-        if not embedder_ok:
-            return {"healthy": False, "reason": "embedder unavailable"}
-
-        def probe() -> dict[str, Any]:
-            store = self.semantic.store("episode")
-            stats, keyword = store.vectors.stats(), store.bm25.stats()
-            return {
-                "backend": stats["backend"],
-                "docs": stats["docs"],
-                "memoryBytes": stats["memoryBytes"],
-                "keywordIndex": {k: keyword[k] for k in ("backend", "docs", "memoryBytes")},
-            }
-
-        future = _PROBES.submit(probe)
-        try:
-            return {"healthy": True, **future.result(timeout=1.0)}
-        except FutureTimeout:
-            return {"healthy": False, "reason": "vector index probe timed out (1 s)"}
-        except (StorageUnavailable, EmbeddingError) as exc:
-            return {"healthy": False, "reason": str(exc)}
-
-    def _guard_info(self) -> dict[str, Any]:
-        """Informational: why background work would run or wait right now."""
-        last_end = self.activity.last_session_ended_at()
-        return {
-            "informational": True,
-            "policy": self.guard.config.policy.value,
-            "activeSessions": self.activity.active_session_count(),
-            "secondsSinceLastSessionEnd": None if last_end is None else round(time.time() - last_end, 1),
-        }
+        return health(self.services)
 
     def close(self) -> None:
-        self.connector.close()
+        self.services.close()

@@ -1,8 +1,8 @@
 """When the Dreamer runs: once per ended session, deferred by the ResourceGuard for LLM work.
 
-It listens to ``sessionEnded`` on the coordinator's event bus, so every path that ends a
-session (the API, imports, an idle sweep, another component emitting the event) triggers
-it; a Redis marker makes sure each session is consolidated once.
+It listens to ``sessionEnded`` on the services' event bus, the one path that triggers it: every
+way a session ends (the API, imports, an idle sweep, another component emitting the event)
+emits that event, and a Redis marker makes sure each ended session is consolidated once.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agtos.flows.dreamer import DreamReport, run_dreamer
+from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.resource_guard import run_when_safe
 
 if TYPE_CHECKING:
-    from agtos.memory.coordinator import MemoryCoordinator
+    from agtos.memory.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +26,12 @@ log = logging.getLogger(__name__)
 class DreamerScheduler:
     def __init__(
         self,
-        coordinator: MemoryCoordinator,
+        services: Services,
         retries: int = 5,
         delay_s: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.coordinator = coordinator
+        self.services = services
         self.retries = retries
         self.delay_s = delay_s
         self.sleep = sleep
@@ -42,13 +42,13 @@ class DreamerScheduler:
         user_id, session_id = str(payload["user_id"]), str(payload["session_id"])
         try:
             # a session id continued after its end gives a new episode, dreamed again
-            if not self.coordinator.dream_markers.claim(user_id, str(payload.get("episode_id") or session_id)):
+            if not self.services.dream_markers.claim(user_id, str(payload.get("episode_id") or session_id)):
                 return
         except StorageUnavailable:
             log.warning("Dreamer skipped for %s/%s: Redis unavailable", user_id, session_id)
             return
-        if self.coordinator.consolidation_llm is None:
-            self.last_report = run_dreamer(self.coordinator, user_id)  # rules: cheap, run now
+        if self.services.consolidation_llm is None:
+            self.last_report = run_dreamer(self.services, user_id)  # rules: cheap, run now
             return
         thread = threading.Thread(target=self._guarded, args=(user_id,), name=f"dreamer-{user_id}", daemon=True)
         self._threads.append(thread)
@@ -57,12 +57,12 @@ class DreamerScheduler:
     def _guarded(self, user_id: str) -> None:
         """LLM consolidation waits for the guard: retried with back-off, then given up."""
         outcome = run_when_safe(
-            self.coordinator.guard,
-            lambda: run_dreamer(self.coordinator, user_id),
+            self.services.guard,
+            lambda: run_dreamer(self.services, user_id),
             retries=self.retries,
             delay_s=self.delay_s,
             sleep=self.sleep,
-            slot=self.coordinator.settings.llm_slot("consolidation"),
+            slot=self.services.settings.llm_slot("consolidation"),
         )
         if outcome.ran:
             self.last_report = outcome.result

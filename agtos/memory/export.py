@@ -23,7 +23,7 @@ from agtos.storage.maintenance import REPORTS_KEPT
 from agtos.tasks.export import MANIFEST, SnapshotWriter, build_manifest, chunks
 
 if TYPE_CHECKING:
-    from agtos.memory.coordinator import MemoryCoordinator
+    from agtos.memory.services import Services
 
 BATCH = 500
 
@@ -31,7 +31,7 @@ Batches = Iterator[tuple[str, Sequence[BaseModel]]]
 
 
 def export_snapshot(
-    coordinator: MemoryCoordinator,
+    services: Services,
     out_dir: Path,
     users: list[str] | None = None,
     on_user: Callable[[str], None] | None = None,
@@ -42,14 +42,14 @@ def export_snapshot(
     is replaced only if it is empty or a previous snapshot (has a manifest).
     """
     out_dir = Path(out_dir).absolute()
-    targets = [check_user_id(u) for u in (users if users is not None else coordinator.known_users())]
+    targets = [check_user_id(u) for u in (users if users is not None else services.users.known())]
     _check_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
         with SnapshotWriter(tmp) as writer:
             for user_id in targets:
-                for kind, rows in user_batches(coordinator, user_id):
+                for kind, rows in user_batches(services, user_id):
                     writer.write(kind, rows)
                 if on_user is not None:
                     on_user(user_id)
@@ -62,33 +62,33 @@ def export_snapshot(
     return dict(writer.counts)
 
 
-def user_batches(coordinator: MemoryCoordinator, user_id: str) -> Batches:
+def user_batches(services: Services, user_id: str) -> Batches:
     """``(kind, records)`` batches of one user, read lazily."""
-    for batch in chunks(coordinator.episodes.iter_all(user_id, batch_size=BATCH), BATCH):
+    for batch in chunks(services.episodes.iter_all(user_id, batch_size=BATCH), BATCH):
         yield "episodes", batch
-    yield from _memories(coordinator, user_id)
-    yield "conclusions", coordinator.conclusions.all(user_id)
-    yield from _entity_graph(coordinator, user_id)
-    profile = coordinator.profiles.get(user_id)
+    yield from _memories(services, user_id)
+    yield "conclusions", services.conclusions.all(user_id)
+    yield from _entity_graph(services, user_id)
+    profile = services.profiles.get(user_id)
     if profile.updated_at > 0:  # a stored profile (the store returns a blank one with 0 otherwise)
         yield "profiles", [profile]
-    reports = coordinator.maintenance.history(user_id, limit=REPORTS_KEPT)
+    reports = services.maintenance.history(user_id, limit=REPORTS_KEPT)
     yield "maintenance_reports", list(reversed(reports))  # oldest sweep first
 
 
-def memory_keys(coordinator: MemoryCoordinator, user_id: str) -> list[str]:
+def memory_keys(services: Services, user_id: str) -> list[str]:
     """Record keys of the user's semantic memories (SCAN; index and collection keys skipped)."""
-    return coordinator.reads.memory_keys(user_id)
+    return services.reads.memory_keys(user_id)
 
 
-def _memories(coordinator: MemoryCoordinator, user_id: str) -> Batches:
-    for keys in chunks(memory_keys(coordinator, user_id), BATCH):
-        yield "memories", coordinator.reads.memories(user_id, keys)
+def _memories(services: Services, user_id: str) -> Batches:
+    for keys in chunks(memory_keys(services, user_id), BATCH):
+        yield "memories", services.reads.memories(user_id, keys)
 
 
-def _entity_graph(coordinator: MemoryCoordinator, user_id: str) -> Batches:
+def _entity_graph(services: Services, user_id: str) -> Batches:
     """Live entities, page by page, then the relationships leaving them."""
-    store = coordinator.entities.store
+    store = services.entities.store
     offset, seen_rels = 0, set[str]()
     while True:
         ids, total = store.page(user_id, None, offset, BATCH)

@@ -16,7 +16,7 @@ from agtos.tasks.polarity import polarity
 from agtos.tasks.text import normalise
 
 if TYPE_CHECKING:
-    from agtos.memory.coordinator import MemoryCoordinator
+    from agtos.memory.services import Services
 
 FORGETTABLE = ("episode", "memory", "conclusion", "entity")
 OPT_OUT_CACHE_S = 2.0
@@ -31,8 +31,8 @@ class OptedOutError(PermissionError):
 
 
 class Privacy:
-    def __init__(self, coordinator: MemoryCoordinator) -> None:
-        self.c = coordinator
+    def __init__(self, services: Services) -> None:
+        self.c = services
         self._opt_out_cache: dict[str, tuple[float, bool]] = {}
 
     # -- opt-out ----------------------------------------------------------------------

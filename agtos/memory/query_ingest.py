@@ -11,15 +11,19 @@ pass. The gate only decides; the caller builds and stores the episode.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agtos.schemas import Episode, EpisodeType, Role, Turn
 from agtos.storage.ingest_gate import IngestGateStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
+from agtos.tasks.extract import extract
 from agtos.tasks.response_scoring import ResponseScore, score_response
+from agtos.tasks.summarize import extractive_summary
 
 INGEST = "ingest"
 BELOW_THRESHOLD = "below-threshold"
@@ -101,3 +105,21 @@ class QueryIngestGate:
     def reset_session(self, user_id: str, session_id: str) -> None:
         """Forget the session's counters (e.g. when the session ends)."""
         self.state.reset(self.session_key(user_id, session_id))
+
+
+def response_episode(user_id: str, session_id: str, response: str, query: str | None, score: ResponseScore) -> Episode:
+    """The ``response_ingest`` episode of an admitted response (its id is a digest: re-ingesting updates it)."""
+    digest = hashlib.sha256(f"{user_id}\x00{session_id}\x00{response}".encode()).hexdigest()[:16]
+    turns = [Turn(role=Role.assistant, content=response)]
+    found = extract(turns)
+    summary = (f"Asked: {query.strip()[:300]}. " if query else "") + extractive_summary(turns)
+    return Episode(
+        id=f"ep-r{digest}",
+        user_id=user_id,
+        session_id=session_id,
+        summary=summary[:20_000],
+        keywords=found.keywords,
+        topic=found.topic,
+        importance=min(1.0, score.score / 12),
+        type=EpisodeType.response_ingest,
+    )

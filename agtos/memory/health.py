@@ -1,0 +1,98 @@
+"""Health of one process: the memory tiers, what degraded, and the maintenance, index and guard checks."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any
+
+from agtos.providers.embeddings import EmbeddingError
+from agtos.schemas.records import now_ms
+from agtos.storage.redis_conn import StorageUnavailable
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
+
+MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
+_PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="health-probe")
+
+
+def health(rt: Services) -> dict[str, Any]:
+    """Tiers (working, episodic, semantic) with what degraded, plus the maintenance, index and guard checks."""
+    redis_info = rt.connector.describe()
+    embedder_ok = rt.semantic.embedder_available()
+    semantic: dict[str, Any] = {
+        "available": redis_info["available"] and embedder_ok,
+        "searchMode": rt.settings.search_mode if embedder_ok else "bm25",
+        "embedder": rt.semantic.embedder.name if embedder_ok else None,
+    }
+    if not embedder_ok:
+        semantic["degradedTo"] = "keyword search (embedder unavailable)"
+        semantic["error"] = rt.semantic.embedder_error
+    tiers = {
+        "working": {"available": True, "sessions": len(rt.working.active_sessions())},
+        "episodic": {"available": redis_info["available"], "redis": redis_info},
+        "semantic": semantic,
+    }
+    degraded = [name for name, tier in tiers.items() if not tier["available"]]
+    return {
+        "status": "degraded" if degraded else "ok",
+        "degraded": degraded,
+        "tiers": tiers,
+        "checks": {
+            "memory-maintenance": _maintenance_check(rt),
+            "memory-semantic": _semantic_check(rt, embedder_ok),
+            "resource-guard": _guard_info(rt),
+        },
+        "llm": {"provider": rt.llm.name if rt.llm else "builtin", "summariser": rt.summariser.name},
+    }
+
+
+def _maintenance_check(rt: Services) -> dict[str, Any]:
+    """Unhealthy when no lint sweep ran in the last 48 h (counters live in Redis)."""
+    if not rt.settings.maintenance.enabled:
+        return {"healthy": True, "enabled": False, "reason": "maintenance disabled by configuration"}
+    try:
+        status = rt.maintenance.status()
+    except StorageUnavailable as exc:
+        return {"healthy": False, "reason": f"Redis unavailable: {exc}"}
+    last = status["lastMaintenanceAt"]
+    healthy = last is not None and now_ms() - last <= MAINTENANCE_MAX_AGE_MS
+    reason = None if healthy else ("no sweep yet" if last is None else "no sweep in the last 48 h")
+    return {"healthy": healthy, **status, "reason": reason}
+
+
+def _semantic_check(rt: Services, embedder_ok: bool) -> dict[str, Any]:
+    """Probe the vector and keyword indexes loaded here (doc count, size) within 1 s."""
+    if not embedder_ok:
+        return {"healthy": False, "reason": "embedder unavailable"}
+
+    def probe() -> dict[str, Any]:
+        store = rt.semantic.store("episode")
+        stats, keyword = store.vectors.stats(), store.bm25.stats()
+        return {
+            "backend": stats["backend"],
+            "docs": stats["docs"],
+            "memoryBytes": stats["memoryBytes"],
+            "keywordIndex": {k: keyword[k] for k in ("backend", "docs", "memoryBytes")},
+        }
+
+    future = _PROBES.submit(probe)
+    try:
+        return {"healthy": True, **future.result(timeout=1.0)}
+    except FutureTimeout:
+        return {"healthy": False, "reason": "vector index probe timed out (1 s)"}
+    except (StorageUnavailable, EmbeddingError) as exc:
+        return {"healthy": False, "reason": str(exc)}
+
+
+def _guard_info(rt: Services) -> dict[str, Any]:
+    """Informational: why background work would run or wait right now."""
+    last_end = rt.activity.last_session_ended_at()
+    return {
+        "informational": True,
+        "policy": rt.guard.config.policy.value,
+        "activeSessions": rt.activity.active_session_count(),
+        "secondsSinceLastSessionEnd": None if last_end is None else round(time.time() - last_end, 1),
+    }

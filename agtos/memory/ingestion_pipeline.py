@@ -1,0 +1,146 @@
+"""Ingestion: session/episode in → summarise → NER → distil memories → embed → index → entities.
+
+``run_ingestion`` is the one composition of the steps. The Prefect flow (agtos.flows.ingestion)
+runs it with the steps as Prefect tasks (retries, observability); the API's session-end path runs
+it with the plain functions below, so one request does not pay a flow run's overhead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agtos.memory.entities import entity_text
+from agtos.memory.episodic import build_episode
+from agtos.providers.embeddings import EmbeddingError
+from agtos.schemas import Episode, IngestItem, Memory
+from agtos.tasks.distil import distil_memories
+from agtos.tasks.text import episode_text
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestionReport:
+    received: int = 0
+    stored: int = 0
+    memories: int = 0
+    entities: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    episode_ids: list[str] = field(default_factory=list)
+    degraded: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "received": self.received,
+            "stored": self.stored,
+            "memories": self.memories,
+            "entities": self.entities,
+            "skipped": self.skipped,
+            "episodeIds": self.episode_ids,
+            "degraded": self.degraded,
+        }
+
+
+@dataclass(frozen=True)
+class IngestionSteps:
+    summarise: Callable[..., tuple[list[Episode], list[dict[str, str]]]]
+    recognise: Callable[..., tuple[list[Episode], list[list[Any]]]]
+    distil: Callable[..., list[Memory]]
+    embed: Callable[..., np.ndarray]
+    index: Callable[..., int]
+    entities: Callable[..., int]
+
+
+def summarise_items(rt: Services, items: list[IngestItem]) -> tuple[list[Episode], list[dict[str, str]]]:
+    """Sessions become episodes (save heuristics applied); ready episodes pass through."""
+    episodes: list[Episode] = []
+    skipped: list[dict[str, str]] = []
+    for item in items:
+        if item.episode is not None:
+            episodes.append(item.episode)
+            continue
+        draft = build_episode(item.user_id, item.session_id, item.turns, rt.summariser)
+        if draft.decision.save:
+            episodes.append(draft.episode)
+        else:
+            skipped.append({"sessionId": item.session_id, "reason": draft.decision.reason})
+    return episodes, skipped
+
+
+def recognise_entities(rt: Services, episodes: list[Episode]) -> tuple[list[Episode], list[list[Any]]]:
+    """Entity mentions of each episode, and the episodes with their entity names set.
+
+    The mentions are handed on to the entity step, so NER runs once per episode.
+    """
+    recognizer = rt.recognizer
+    if recognizer is None or not episodes:
+        return episodes, [[] for _ in episodes]
+    mentions = recognizer.recognize_many([entity_text(e) for e in episodes])
+    named = [
+        e.model_copy(update={"entities": list(dict.fromkeys(m.text for m in found))[:256]})
+        for e, found in zip(episodes, mentions, strict=True)
+    ]
+    return named, mentions
+
+
+def distil(rt: Services, episodes: list[Episode]) -> list[Memory]:
+    """Facts and preferences of the batch as semantic memories (deduplicated)."""
+    return distil_memories(episodes)
+
+
+def embed_texts(rt: Services, texts: list[str]) -> np.ndarray:
+    """One embedding call for the whole batch."""
+    return rt.semantic.embedder.embed(texts)
+
+
+def index_batch(rt: Services, episodes: list[Episode], memories: list[Memory], vectors: np.ndarray | None) -> int:
+    """Store episodes and memories in Redis and every index; returns memories written."""
+    return rt.semantic.store_batch(episodes, memories, vectors)
+
+
+def upsert_entities(rt: Services, episodes: list[Episode], mentions: list[list[Any]]) -> int:
+    """Entities and relationships of the stored episodes into the entity graph (deduplicated)."""
+    if rt.recognizer is None or not episodes:
+        return 0
+    return rt.entities.ingest(episodes, mentions).entities
+
+
+INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch, upsert_entities)
+
+
+def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps = INLINE_STEPS) -> IngestionReport:
+    """The ingestion DAG: summarise → NER → distil → embed (one batch call) → index → entities.
+
+    If embedding still fails after its retries, the batch is indexed for keyword search
+    only and the report says so: nothing is lost.
+    """
+    report = IngestionReport(received=len(items))
+    episodes, report.skipped = steps.summarise(rt, items)
+    if not episodes:
+        return report
+    episodes, mentions = steps.recognise(rt, episodes)
+    memories = steps.distil(rt, episodes)
+    texts = [episode_text(e) for e in episodes] + [m.text for m in memories]
+    vectors: np.ndarray | None
+    try:
+        vectors = steps.embed(rt, texts)
+    except EmbeddingError as exc:
+        report.degraded = f"embedder unavailable, stored for keyword search only: {exc}"
+        vectors = None
+    report.memories = steps.index(rt, episodes, memories, vectors)
+    report.stored = len(episodes)
+    report.episode_ids = [e.id for e in episodes]
+    try:
+        report.entities = steps.entities(rt, episodes, mentions)
+    except Exception as exc:  # derived data: the stored batch stands without it (no 5xx, no re-ingest)
+        log.exception("entity graph not updated for %d episodes", len(episodes))
+        report.degraded = report.degraded or f"entity graph not updated: {exc}"
+    return report
