@@ -27,6 +27,7 @@ fuzz: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check agtos tests benchmarks tools
 	$(BIN)/ruff format --check agtos tests benchmarks tools
+	$(BIN)/lint-imports  # the layer contract of [tool.importlinter] in pyproject.toml
 
 # Mutation score of the core modules (docs/testing.md): mutmut 3 over [tool.mutmut] in pyproject.toml,
 # results kept in mutants/ (a rerun only retests changed functions); fails below 85 % in any module.
