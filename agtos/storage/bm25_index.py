@@ -19,7 +19,7 @@ log (a write by any process is seen by the next search of every process); with
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -158,7 +158,7 @@ class BM25Index:
             removed += self._write(user_id, "del", dict.fromkeys(doc_ids[start : start + WRITE_BATCH]))
         return removed
 
-    def _write(self, user_id: str, op: str, docs: dict[str, dict[str, int] | None]) -> int:
+    def _write(self, user_id: str, op: str, docs: Mapping[str, dict[str, int] | None]) -> int:
         """Run the write script and mirror it locally; how many documents it changed."""
         if not docs:
             return 0
@@ -268,10 +268,4 @@ class BM25Index:
             yield doc_id
 
     def _scan(self, user_id: str, part: str, batch_size: int = 1_000) -> Iterator[tuple[str, bytes]]:
-        key, cursor = self._key(user_id, part), 0
-        while True:
-            cursor, page = self.connector.run(lambda r, c=cursor: r.hscan(key, c, count=batch_size))
-            for doc_id, value in page.items():
-                yield doc_id.decode(), value
-            if not cursor:
-                return
+        return self.connector.scan_hash(self._key(user_id, part), batch_size)

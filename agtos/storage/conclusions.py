@@ -7,7 +7,7 @@ import redis
 
 from agtos.schemas import Conclusion
 from agtos.storage.keys import GlobalKeys
-from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.redis_conn import RedisConnector, members
 from agtos.storage.semantic import SemanticStore
 
 
@@ -28,8 +28,10 @@ class ConclusionStore:
         for user_id, idx in rows.items():
             docs = [(conclusions[i].id, conclusions[i].text, conclusions[i].model_dump_json()) for i in idx]
             self.index.upsert_many(user_id, docs, None if vectors is None else vectors[idx])
-            stamps = {conclusions[i].id: conclusions[i].updated_at for i in idx}
-            self.connector.run(lambda r, u=user_id, m=stamps: r.zadd(self._timeline(u), m))
+            self._set_times(user_id, {conclusions[i].id: conclusions[i].updated_at for i in idx})
+
+    def _set_times(self, user_id: str, stamps: dict[str, int]) -> None:
+        self.connector.run(lambda r: r.zadd(self._timeline(user_id), stamps))
 
     def save_records(self, conclusions: list[Conclusion]) -> None:
         """Rewrite records whose text did not change (confidence, stale flag, sources): no re-indexing."""
@@ -51,7 +53,7 @@ class ConclusionStore:
         return self.get_many(user_id, [conclusion_id]).get(conclusion_id)
 
     def all(self, user_id: str) -> list[Conclusion]:
-        ids = [i.decode() for i in self.connector.run(lambda r: r.zrevrange(self._timeline(user_id), 0, -1))]
+        ids = members(self.connector.run(lambda r: r.zrevrange(self._timeline(user_id), 0, -1)))
         found = self.get_many(user_id, ids)
         return [found[i] for i in ids if i in found]
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import redis
 
 from agtos.schemas import Episode
-from agtos.storage.keys import GlobalKeys
-from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.keys import GlobalKeys, UserKeys
+from agtos.storage.redis_conn import RedisConnector, members
 
 
 class EpisodeStore:
@@ -77,19 +77,21 @@ class EpisodeStore:
         uk = self.keys.user(user_id)
         start = 0
         while True:
-            ids = [
-                i.decode()
-                for i in self.connector.run(
-                    lambda r, s=start: r.zrevrange(uk.episode_timeline(), s, s + batch_size - 1)
-                )
-            ]
+            ids, episodes, expired = self._timeline_page(uk, start, batch_size)
             if not ids:
                 return
-            raws = self.connector.run(lambda r, ids=ids: r.mget([uk.episode(i) for i in ids]))
-            expired = [i for i, raw in zip(ids, raws, strict=True) if raw is None]
-            if expired:
-                self.connector.run(lambda r, e=expired: r.zrem(uk.episode_timeline(), *e))
-            yield [Episode.model_validate_json(raw) for raw in raws if raw is not None]
-            start += batch_size - len(expired)
+            yield episodes
+            start += batch_size - expired
             if len(ids) < batch_size:
                 return
+
+    def _timeline_page(self, uk: UserKeys, start: int, size: int) -> tuple[list[str], list[Episode], int]:
+        """One page of the timeline: its ids, their live episodes, and how many had expired (now unlisted)."""
+        ids = members(self.connector.run(lambda r: r.zrevrange(uk.episode_timeline(), start, start + size - 1)))
+        if not ids:
+            return [], [], 0
+        raws = self.connector.run(lambda r: r.mget([uk.episode(i) for i in ids]))
+        expired = [i for i, raw in zip(ids, raws, strict=True) if raw is None]
+        if expired:
+            self.connector.run(lambda r: r.zrem(uk.episode_timeline(), *expired))
+        return ids, [Episode.model_validate_json(raw) for raw in raws if raw is not None], len(expired)

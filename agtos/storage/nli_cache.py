@@ -67,7 +67,7 @@ class NLICache:
         def op(r: redis.Redis) -> None:
             pipe = r.pipeline(transaction=False)
             if field_expiry:
-                pipe.hset(self._hash(uk), mapping=payload)
+                pipe.hset(self._hash(uk), items=[part for pair in payload.items() for part in pair])  # field, value…
                 pipe.execute_command("HEXPIRE", self._hash(uk), self.ttl_s, "FIELDS", len(payload), *payload)
             else:
                 for key, value in payload.items():

@@ -16,7 +16,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +43,24 @@ def is_cluster_url(url: str) -> bool:
 
 class StorageUnavailable(RuntimeError):
     """Redis cannot be reached right now."""
+
+
+_PROBE_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, StorageUnavailable)
+
+
+def as_text(value: bytes | str) -> str:
+    """A reply as text: the connector reads bytes (redis-py's types also allow str)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """A binary reply (the connector never decodes; redis-py's types also allow str)."""
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def members(reply: Iterable[Any]) -> list[str]:
+    """The members of a set or range reply, as text."""
+    return [as_text(member) for member in reply]
 
 
 def _socket_answers(path: str) -> bool:
@@ -199,7 +217,7 @@ class RedisConnector:
         try:
             self._last_ok = bool(self.client.ping())
             self.last_error = None
-        except (StorageUnavailable, *REDIS_ERRORS) as exc:
+        except _PROBE_ERRORS as exc:
             self._last_ok = False
             self.last_error = str(exc)
         self._last_probe = now
@@ -215,6 +233,20 @@ class RedisConnector:
             raise StorageUnavailable(f"Redis is unavailable: {exc}") from exc
         self._last_ok, self._last_probe = True, time.monotonic()
         return result
+
+    def scan_hash(self, key: str, batch_size: int = 1_000) -> Iterator[tuple[str, bytes]]:
+        """Every (field, value) of a hash, one HSCAN call per page (order unspecified)."""
+        cursor = 0
+        while True:
+            cursor, page = self._hscan(key, cursor, batch_size)
+            for name, value in page.items():
+                yield as_text(name), as_bytes(value)
+            if not cursor:
+                return
+
+    def _hscan(self, key: str, cursor: int, batch_size: int) -> tuple[int, dict[bytes | str, bytes | str]]:
+        after, page = self.run(lambda r: r.hscan(key, cursor, count=batch_size))
+        return after, page if isinstance(page, dict) else {}  # a list only with NOVALUES, never asked for
 
     def close(self) -> None:
         if self._client is not None:

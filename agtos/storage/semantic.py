@@ -16,7 +16,7 @@ import redis
 
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys, check_record_id
-from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
+from agtos.storage.redis_conn import RedisConnector, StorageUnavailable, as_text
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_shard import LocalShard
 from agtos.tasks.ranking import DEFAULT_K, max_fused_score, reciprocal_rank_fusion
@@ -136,7 +136,7 @@ class SemanticStore:
             return {}
         keys = [self._record_key(user_id, doc_id) for doc_id in ids]
         raws = self.connector.run(lambda r: r.mget(keys))
-        return {doc_id: raw.decode() for doc_id, raw in zip(ids, raws, strict=True) if raw is not None}
+        return {doc_id: as_text(raw) for doc_id, raw in zip(ids, raws, strict=True) if raw is not None}
 
     def count(self, user_id: str) -> int:
         """Indexed vectors (records that expired but were not yet pruned included)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 
 from agtos.storage.keys import GlobalKeys
-from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.redis_conn import RedisConnector, members
 from agtos.storage.vector_redisearch import drop_indexes
 
 UNLINK_BATCH = 500
@@ -18,7 +18,7 @@ class UserDirectory:
 
     def known(self) -> list[str]:
         """Every user with stored memory, sorted (the nightly lint and the export walk them)."""
-        return sorted(u.decode() for u in self.connector.run(lambda r: r.smembers(self.keys.users())))
+        return sorted(members(self.connector.run(lambda r: r.smembers(self.keys.users()))))
 
     def delete_all(self, user_id: str) -> int:
         """UNLINK every key of the user (SCAN, in batches), drop their RediSearch indexes and their

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -167,7 +167,7 @@ class VectorIndex:
             removed += changed
         return removed
 
-    def _write(self, user_id: str, op: str, docs: dict[str, bytes | None]) -> tuple[int, int, bytes]:
+    def _write(self, user_id: str, op: str, docs: Mapping[str, bytes | None]) -> tuple[int, int, bytes]:
         """Run the write script (plus the RediSearch mirror); returns (version, changed, epoch)."""
         keys = [self._key(user_id, p) for p in ("meta", "changes", "data")]
         args: list[Any] = [op, uuid.uuid4().hex, self.max_change_log]
@@ -316,13 +316,7 @@ class VectorIndex:
         shard.loaded, shard.epoch, shard.version = True, epoch, version
 
     def _scan(self, user_id: str, batch_size: int = 1_000) -> Iterator[tuple[str, bytes]]:
-        key, cursor = self._key(user_id, "data"), 0
-        while True:
-            cursor, page = self.connector.run(lambda r, c=cursor: r.hscan(key, c, count=batch_size))
-            for doc_id, blob in page.items():
-                yield doc_id.decode(), blob
-            if not cursor:
-                return
+        return self.connector.scan_hash(self._key(user_id, "data"), batch_size)
 
     def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored unit vectors of ``ids`` (missing ones omitted), read straight from Redis."""
@@ -332,9 +326,9 @@ class VectorIndex:
         decoded = {doc_id: self._decode(doc_id, blob) for doc_id, blob in zip(ids, blobs, strict=True)}
         return {doc_id: vec for doc_id, vec in decoded.items() if vec is not None}
 
-    def _decode(self, doc_id: str, blob: bytes | None) -> np.ndarray | None:
+    def _decode(self, doc_id: str, blob: bytes | str | None) -> np.ndarray | None:
         """A stored blob as a unit vector; None when deleted or unusable."""
-        if blob is None:
+        if not isinstance(blob, bytes):  # None: deleted (the connector never decodes replies to str)
             return None
         vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
         if vec.shape[0] != self.dim:

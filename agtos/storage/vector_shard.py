@@ -118,7 +118,7 @@ class LocalShard:
         k = min(limit, len(self.rows))
         best = np.argpartition(-sims, k - 1)[:k] if k < n else np.arange(n)
         best = best[np.argsort(-sims[best], kind="stable")][:k]
-        return [(self.ids[r], float(sims[r])) for r in best if self.alive[r]]  # type: ignore[misc]
+        return [(self.ids[r], float(sims[r])) for r in best if self.alive[r]]
 
     def approximate(self, unit: np.ndarray, limit: int) -> list[tuple[str, float]]:
         """HNSW candidates, re-scored exactly on the float32 matrix."""
@@ -129,7 +129,7 @@ class LocalShard:
             return []
         sims = self.matrix[rows] @ unit
         order = np.argsort(-sims, kind="stable")[:limit]
-        return [(self.ids[rows[i]], float(sims[i])) for i in order]  # type: ignore[misc]
+        return [(self.ids[rows[i]], float(sims[i])) for i in order]
 
     def maybe_build(self, params: HnswParams) -> None:
         """(Re)build the graph when the shard is big enough or half its nodes are tombstones."""
