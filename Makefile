@@ -27,6 +27,7 @@ fuzz: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check agtos tests benchmarks tools
 	$(BIN)/ruff format --check agtos tests benchmarks tools
+	$(BIN)/mypy  # agtos/, configured by [tool.mypy] in pyproject.toml
 	$(BIN)/lint-imports  # the layer contract of [tool.importlinter] in pyproject.toml
 
 # Mutation score of the core modules (docs/testing.md): mutmut 3 over [tool.mutmut] in pyproject.toml,
