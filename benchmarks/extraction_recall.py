@@ -83,10 +83,12 @@ def session_turns(raw: list[dict[str, Any]], speaker_a: str, named: bool) -> lis
     return turns
 
 
-def measure(samples: list[dict[str, Any]], named: bool, embed: Callable[[list[str]], Any] | None) -> dict[str, Tally]:
+def measure(
+    samples: list[dict[str, Any]], named: bool, embed: Callable[[list[str]], Any] | None, max_chars: int = 0
+) -> dict[str, Tally]:
     from agtos.tasks.summarize import ExtractiveSummariser
 
-    summariser = ExtractiveSummariser(embed) if embed is not None else ExtractiveSummariser()
+    summariser = ExtractiveSummariser(embed, max_chars) if max_chars else ExtractiveSummariser(embed)
     tallies = {"speaker_a": Tally(), "speaker_b": Tally()}
     for sample in samples:
         conv, events = sample["conversation"], sample["event_summary"]
@@ -126,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--embed", action="store_true", help="summarise with the local ONNX embedder")
+    parser.add_argument("--max-chars", type=int, default=0, help="summary length bound (default: the product's)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if not args.path.exists():
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for label, named in (("'Name: ' prefix", False), ("Turn.name", True)):
-        tallies = measure(samples, named, embed)
+        tallies = measure(samples, named, embed, args.max_chars)
         for side, tally in tallies.items():
             print(f"| {label} | {side} | {tally.row()} |")
             out[f"{'name' if named else 'prefix'}:{side}"] = {
