@@ -10,7 +10,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings
-from agtos.memory.coordinator import MemoryCoordinator, SearchHit
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.recall import SearchHit
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import LLMSlot, Settings
@@ -90,6 +91,23 @@ def test_rerunning_the_dreamer_updates_instead_of_duplicating(client: TestClient
     assert again["source"] == "rules" and again["episodes"] == 3
     after = conclusions(client)
     assert sorted(c["id"] for c in after) == sorted(c["id"] for c in before)
+
+
+def test_ending_a_session_triggers_the_dreamer_by_one_path(client: TestClient, redis_url: str) -> None:
+    """The sessionEnded event is the Dreamer's only trigger: each ended session claims its run-once
+    marker with one SET NX (seen by MONITOR), not once per path that reacts to the end."""
+    sentinel = "dreamer-one-path-sentinel"
+    claims: list[str] = []
+    monitor_client = redis.Redis.from_url(redis_url, socket_timeout=10)
+    with monitor_client.monitor() as monitor:
+        episode_ids = play(client, "tom")
+        redis.Redis.from_url(redis_url).echo(sentinel)
+        while sentinel not in (seen := monitor.next_command())["command"]:
+            name, _, rest = seen["command"].partition(" ")
+            if name == "SET" and ":dreamed:" in rest:
+                claims.append(rest.split(" ", 1)[0].rsplit(":dreamed:", 1)[1])
+    monitor_client.close()
+    assert claims == episode_ids  # one claim per session end, in order
 
 
 def test_session_ended_event_alone_triggers_the_dreamer_once(coordinator: MemoryCoordinator) -> None:

@@ -141,7 +141,7 @@ def test_context_rejects_bad_input(client: TestClient) -> None:
 
 
 def test_recency_breaks_near_ties_by_absolute_age() -> None:
-    from agtos.memory.coordinator import SearchHit
+    from agtos.memory.recall import SearchHit
     from agtos.tasks.ranking import rerank_by_recency
 
     day = 86_400_000
