@@ -107,3 +107,8 @@ def test_a_failing_embedder_falls_back_to_the_lexical_summary() -> None:
 
     turns, room = _weekend()
     assert ExtractiveSummariser(broken, max_chars=room).summarise(turns) == f"User: {REQUEST} Assistant: {PALACES}"
+
+
+def test_a_short_personal_statement_is_content() -> None:
+    turns = [Turn(role="user", content="I'm vegetarian."), Turn(role="assistant", content="Noted.")]
+    assert extractive_summary(turns) == "User: I'm vegetarian."

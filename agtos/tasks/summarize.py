@@ -22,7 +22,7 @@ import numpy as np
 
 from agtos.providers.llm import LLMError, LLMProvider
 from agtos.schemas import Role, Turn
-from agtos.tasks.extract import informative_words, is_chit_chat
+from agtos.tasks.extract import informative_words
 from agtos.tasks.speakers import Utterance, human_names, utterances
 from agtos.tasks.text import content_words, sentences, words
 
@@ -72,11 +72,12 @@ def _candidates(said: list[Utterance]) -> list[_Candidate]:
     first_request = agent_chat
     for u in said:
         for sentence in sentences(u.text):
-            if is_chit_chat(sentence, names):
-                continue
+            personal = _FIRST_PERSON.search(sentence) is not None
+            if len(informative_words(sentence, names)) < (1 if personal and u.human else 2):
+                continue  # greetings, thanks, bare names, small talk ("I'm vegetarian" stays)
             weight = 1.0 if u.human or u.turn.is_summary else AGENT_WEIGHT
             weight *= QUESTION_WEIGHT if sentence.endswith("?") else 1.0
-            weight *= STATEMENT_WEIGHT if _FIRST_PERSON.search(sentence) else 1.0
+            weight *= STATEMENT_WEIGHT if personal else 1.0
             forced = first_request and u.human
             first_request &= not forced
             out.append(_Candidate(len(out), u.label, _clip(sentence), weight, forced))
