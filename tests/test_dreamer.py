@@ -93,7 +93,7 @@ def test_rerunning_the_dreamer_updates_instead_of_duplicating(client: TestClient
     assert sorted(c["id"] for c in after) == sorted(c["id"] for c in before)
 
 
-def test_ending_a_session_triggers_the_dreamer_by_one_path(client: TestClient, redis_url: str) -> None:
+def test_ending_a_session_triggers_the_dreamer_by_one_path(client: TestClient, redis_url: str, key_prefix: str) -> None:
     """The sessionEnded event is the Dreamer's only trigger: each ended session claims its run-once
     marker with one SET NX (seen by MONITOR), not once per path that reacts to the end."""
     sentinel = "dreamer-one-path-sentinel"
@@ -104,7 +104,7 @@ def test_ending_a_session_triggers_the_dreamer_by_one_path(client: TestClient, r
         redis.Redis.from_url(redis_url).echo(sentinel)
         while sentinel not in (seen := monitor.next_command())["command"]:
             name, _, rest = seen["command"].partition(" ")
-            if name == "SET" and ":dreamed:" in rest:
+            if name == "SET" and rest.startswith(key_prefix) and ":dreamed:" in rest:  # (Redis is shared)
                 claims.append(rest.split(" ", 1)[0].rsplit(":dreamed:", 1)[1])
     monitor_client.close()
     assert claims == episode_ids  # one claim per session end, in order
