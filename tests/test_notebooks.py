@@ -137,6 +137,9 @@ def store_counts(coordinator: MemoryCoordinator, user_id: str) -> dict[str, int]
     triples = entities.index(user_id, "triples")
     return {
         "episodes": len(list(coordinator.episodes.iter_all(user_id))),
+        "turns": coordinator.connector.run(
+            lambda r: sum(r.llen(k) for k in r.scan_iter(match=f"{coordinator.keys.user(user_id).base}:turns:*"))
+        ),
         "memories": coordinator.semantic.store("memory").count(user_id),
         "conclusions": len(coordinator.conclusions.all(user_id)),
         "entities": sum(entities.counts(user_id).values()),
@@ -149,6 +152,7 @@ def store_counts(coordinator: MemoryCoordinator, user_id: str) -> dict[str, int]
 # the export's record kinds (one Parquet file each) and the arrow schema of each
 EXPORT_KINDS = {
     "episodes": "episode",
+    "turns": "stored_turn",
     "memories": "memory",
     "conclusions": "conclusion",
     "entities": "entity",
@@ -164,6 +168,7 @@ def test_export_writes_the_contract_schemas_and_every_record(seeded: MemoryCoord
         for kind, n in store_counts(seeded, user_id).items():
             expected[kind] += n
     assert expected["entities"] >= 4 and expected["relationships"] >= 1 and expected["memories"] >= 1
+    assert expected["turns"] >= 2 * expected["episodes"]  # every turn of every session is exported
     assert expected["maintenance_reports"] == 2 and expected["conclusions"] >= 3
     manifest = json.loads((snapshot / "manifest.json").read_text())
     assert manifest["counts"] == expected and manifest["users"] == 2

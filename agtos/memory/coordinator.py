@@ -168,7 +168,7 @@ class MemoryCoordinator:
         if not draft.decision.save:
             self._clear_session(user_id, session_id)
             return SessionEndResult(session_id, False, draft.decision.reason, None)
-        self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=draft.episode)])
+        self.ingest([IngestItem(user_id=user_id, session_id=session_id, turns=turns, episode=draft.episode)])
         self.services.query_ingest.mark_interaction_saved(user_id, session_id)
         self._clear_session(user_id, session_id)
         # the Dreamer (subscribed above) and any other subscriber; its Redis marker keeps it once per episode

@@ -66,6 +66,7 @@ def user_batches(services: Services, user_id: str) -> Batches:
     """``(kind, records)`` batches of one user, read lazily."""
     for batch in chunks(services.episodes.iter_all(user_id, batch_size=BATCH), BATCH):
         yield "episodes", batch
+        yield "turns", services.semantic.turns.of_episodes(user_id, [e.id for e in batch])
     yield from _memories(services, user_id)
     yield "conclusions", services.conclusions.all(user_id)
     yield from _entity_graph(services, user_id)

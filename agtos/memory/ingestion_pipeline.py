@@ -20,6 +20,7 @@ from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory
 from agtos.tasks.distil import distil_memories
 from agtos.tasks.text import episode_text
+from agtos.tasks.turns import TurnBatch, batch_turns
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -101,9 +102,20 @@ def embed_texts(rt: Services, texts: list[str]) -> np.ndarray:
     return rt.semantic.embedder.embed(texts)
 
 
-def index_batch(rt: Services, episodes: list[Episode], memories: list[Memory], vectors: np.ndarray | None) -> int:
-    """Store episodes and memories in Redis and every index; returns memories written."""
-    return rt.semantic.store_batch(episodes, memories, vectors)
+def index_batch(
+    rt: Services,
+    episodes: list[Episode],
+    memories: list[Memory],
+    vectors: np.ndarray | None,
+    turns: TurnBatch | None = None,
+) -> int:
+    """Store episodes, memories and the episodes' verbatim turns in Redis and every index; returns
+    memories written. ``vectors``: the episode rows, then the memory rows, then the turn units' rows."""
+    n = len(episodes) + len(memories)
+    written = rt.semantic.store_batch(episodes, memories, None if vectors is None else vectors[:n])
+    if turns is not None and turns.turns:
+        rt.semantic.turns.save(turns.turns, turns.units, None if vectors is None else vectors[n:])
+    return written
 
 
 def upsert_entities(rt: Services, episodes: list[Episode], mentions: list[list[Any]]) -> int:
@@ -128,14 +140,15 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
         return report
     episodes, mentions = steps.recognise(rt, episodes)
     memories = steps.distil(rt, episodes)
-    texts = [episode_text(e) for e in episodes] + [m.text for m in memories]
+    turns = TurnBatch.of(batch_turns(items, episodes))
+    texts = [episode_text(e) for e in episodes] + [m.text for m in memories] + [u.text for u in turns.units]
     vectors: np.ndarray | None
     try:
         vectors = steps.embed(rt, texts)
     except EmbeddingError as exc:
         report.degraded = f"embedder unavailable, stored for keyword search only: {exc}"
         vectors = None
-    report.memories = steps.index(rt, episodes, memories, vectors)
+    report.memories = steps.index(rt, episodes, memories, vectors, turns)
     report.stored = len(episodes)
     report.episode_ids = [e.id for e in episodes]
     try:

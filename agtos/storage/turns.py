@@ -152,6 +152,18 @@ class TurnStore(SemanticStore):
         raws = self.connector.run(lambda r: r.lrange(self._list_key(user_id, episode_id), 0, -1))
         return [StoredTurn.model_validate_json(raw) for raw in raws]
 
+    def of_episodes(self, user_id: str, episode_ids: Sequence[str]) -> list[StoredTurn]:
+        """The turns of several episodes, episode by episode (one round trip)."""
+
+        def op(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for episode_id in episode_ids:
+                pipe.lrange(self._list_key(user_id, episode_id), 0, -1)
+            return pipe.execute()
+
+        raws = self.connector.run(op) if episode_ids else []
+        return [StoredTurn.model_validate_json(raw) for listed in raws for raw in listed]
+
     def get_many(self, user_id: str, ids: Iterable[str]) -> dict[str, str]:
         """The turn JSON of each doc id whose turn is stored (one LINDEX each, one round trip)."""
         wanted = [(doc_id, place) for doc_id in dict.fromkeys(ids) if (place := parse_turn_doc_id(doc_id))]

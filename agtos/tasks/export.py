@@ -25,6 +25,7 @@ from agtos.schemas.arrow import (
     PROFILE_SCHEMA,
     RELATIONSHIP_SCHEMA,
     REPORT_SCHEMA,
+    STORED_TURN_SCHEMA,
     to_table,
 )
 
@@ -33,6 +34,7 @@ FORMAT_VERSION = 1
 
 KINDS: dict[str, pa.Schema] = {
     "episodes": EPISODE_SCHEMA,
+    "turns": STORED_TURN_SCHEMA,
     "memories": MEMORY_SCHEMA,
     "conclusions": CONCLUSION_SCHEMA,
     "entities": ENTITY_SCHEMA,

@@ -94,3 +94,15 @@ def turn_units(turns: Sequence[StoredTurn]) -> list[TurnUnit]:
         for chunk, (start, end) in enumerate(chunk_spans(body, room)):
             units.append(TurnUnit(turn.user_id, turn.episode_id, turn.position, chunk, prefix + body[start:end]))
     return units
+
+
+@dataclass(frozen=True)
+class TurnBatch:
+    """An ingestion batch's stored turns and their index units (embedded with the rest of the batch)."""
+
+    turns: list[StoredTurn]
+    units: list[TurnUnit]
+
+    @classmethod
+    def of(cls, turns: list[StoredTurn]) -> TurnBatch:
+        return cls(turns, turn_units(turns))
