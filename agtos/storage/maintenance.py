@@ -8,7 +8,7 @@ import redis
 
 from agtos.schemas import MaintenanceReport
 from agtos.storage.keys import GlobalKeys
-from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.redis_conn import RedisConnector, members
 
 REPORTS_KEPT = 200
 
@@ -35,19 +35,19 @@ class MaintenanceStore:
             meta.hset(self.keys.meta("maintenance"), "lastMaintenanceAt", report.timestamp)
             meta.hincrby(self.keys.meta("maintenance"), "totalSweeps", 1)
             meta.execute()
-            stale = r.zrange(history, 0, -REPORTS_KEPT - 1)
+            stale = members(r.zrange(history, 0, -REPORTS_KEPT - 1))
             if stale:
-                r.delete(*[uk.record("lintreport", s.decode()) for s in stale])
+                r.delete(*[uk.record("lintreport", s) for s in stale])
                 r.zrem(history, *stale)
 
         self.connector.run(op)
 
     def history(self, user_id: str, limit: int = 20) -> list[MaintenanceReport]:
-        stamps = self.connector.run(lambda r: r.zrevrange(self._history(user_id), 0, limit - 1))
+        stamps = members(self.connector.run(lambda r: r.zrevrange(self._history(user_id), 0, limit - 1)))
         uk = self.keys.user(user_id)
         if not stamps:
             return []
-        raws = self.connector.run(lambda r: r.mget([uk.record("lintreport", s.decode()) for s in stamps]))
+        raws = self.connector.run(lambda r: r.mget([uk.record("lintreport", s) for s in stamps]))
         return [MaintenanceReport.model_validate_json(raw) for raw in raws if raw]
 
     def get(self, user_id: str, timestamp: int) -> MaintenanceReport | None:
