@@ -184,7 +184,7 @@ class EntityMemory:
         report = EntityIngestReport()
         texts = [entity_text(e) for e in episodes]
         if hasattr(found, "recognize_many"):
-            found = found.recognize_many(texts)  # type: ignore[union-attr]
+            found = found.recognize_many(texts)
         candidates = [[c for c in collect_entities(mentions) if len(c.name) <= MAX_NAME_CHARS] for mentions in found]
         relations = [  # before taking the lock: an LLM extractor may take a while
             self.extractor.extract(text, mentions) if len(cands) > 1 else []
