@@ -1,0 +1,42 @@
+"""A chat between two named people through the HTTP API: both people's facts kept, in their names."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from tests.helpers import user
+
+TURNS = [
+    {"role": "user", "name": "Gina", "content": "Hey Jon!"},
+    {"role": "assistant", "name": "Jon", "content": "Hey Gina! How are you?"},
+    {"role": "user", "name": "Gina", "content": "Not great. I lost my job at Door Dash last week."},
+    {
+        "role": "assistant",
+        "name": "Jon",
+        "content": "Oh no, sorry to hear that. I just opened my own studio in Denver.",
+    },
+    {"role": "user", "name": "Gina", "content": "Thanks! Good luck with the studio."},
+]
+
+
+def test_both_named_people_are_remembered_by_name(client: TestClient) -> None:
+    posted = client.post("/api/memory/sessions/chat-1/turns", json={"turns": TURNS}, headers=user("pair"))
+    assert posted.status_code == 200, posted.text
+    ended = client.post("/api/memory/sessions/chat-1/end", headers=user("pair")).json()
+    assert ended["saved"] is True
+    assert ended["episode"]["summary"] == (
+        "Gina: I lost my job at Door Dash last week. Jon: I just opened my own studio in Denver."
+    )
+    for query, fact in (
+        ("What happened to Gina's job?", "Gina lost their job at Door Dash last week"),
+        ("What did Jon open in Denver?", "Jon just opened their own studio in Denver"),
+    ):
+        context = client.post("/api/memory/context", json={"query": query}, headers=user("pair")).json()["context"]
+        assert fact in context and "- User " not in context
+
+
+def test_greetings_between_named_people_are_not_saved(client: TestClient) -> None:
+    hello = [TURNS[0], TURNS[1], {"role": "user", "name": "Gina", "content": "Good, thanks!"}]
+    client.post("/api/memory/sessions/chat-2/turns", json={"turns": hello}, headers=user("pair"))
+    ended = client.post("/api/memory/sessions/chat-2/end", headers=user("pair")).json()
+    assert ended["saved"] is False and ended["reason"] == "greeting or small talk only"
