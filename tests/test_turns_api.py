@@ -28,10 +28,13 @@ TWO_SPEAKERS = [
 ]
 
 
-def end(client: TestClient, user_id: str, session_id: str, turns: list[dict[str, Any]], at: int = MAY_8) -> str:
+def end(
+    client: TestClient, user_id: str, session_id: str, turns: list[dict[str, Any]], at: int = MAY_8, **extra: Any
+) -> str:
     """Post the turns (a minute apart from ``at``), end the session; the stored episode's id."""
     timed = [{**t, "timestamp": at + i * 60_000} for i, t in enumerate(turns)]
-    posted = client.post(f"/api/memory/sessions/{session_id}/turns", json={"turns": timed}, headers=user(user_id))
+    body = {"turns": timed, **extra}
+    posted = client.post(f"/api/memory/sessions/{session_id}/turns", json=body, headers=user(user_id))
     assert posted.status_code == 200, posted.text
     ended = client.post(f"/api/memory/sessions/{session_id}/end", headers=user(user_id))
     assert ended.status_code == 200, ended.text
@@ -67,8 +70,14 @@ def test_a_two_speaker_session_keeps_every_turn_with_its_speaker(
     client: TestClient, coordinator: MemoryCoordinator
 ) -> None:
     prefixed = [{"role": t["role"], "content": f"{t['name']}: {t['content']}"} for t in TWO_SPEAKERS]
-    for session_id, turns in (("s-named", TWO_SPEAKERS), ("s-prefixed", prefixed)):
-        episode_id = end(client, "pair", session_id, turns)
+    unnamed = [{"role": t["role"], "content": t["content"]} for t in TWO_SPEAKERS]
+    on_session = {"speakers": {"user": "Caroline", "assistant": "Melanie"}}  # names given on the session
+    for session_id, turns, extra in (
+        ("s-named", TWO_SPEAKERS, {}),
+        ("s-prefixed", prefixed, {}),
+        ("s-given", unnamed, on_session),
+    ):
+        episode_id = end(client, "pair", session_id, turns, **extra)
         kept = coordinator.semantic.turns.episode_turns("pair", episode_id)
         assert [(t.position, t.role, t.name, t.session_id) for t in kept] == [
             (0, "user", "Caroline", session_id),
@@ -83,6 +92,9 @@ def test_a_two_speaker_session_keeps_every_turn_with_its_speaker(
     assert (match.turn.name, match.turn.position) == ("Melanie", 1)
     assert [t.position for t in match.window] == [0, 1, 2]
     assert coordinator.semantic.search("turn", "someone-else", "charity race", 3, mode="bm25").results == []
+    body = {"turns": unnamed, "speakers": {"guest": "Ann"}}
+    bad = client.post("/api/memory/sessions/s-x/turns", json=body, headers=user("pair"))
+    assert bad.status_code == 422 and "speakers" in bad.text, bad.text  # speakers are named by role
 
 
 def test_turns_live_as_long_as_their_episode_and_are_exported(

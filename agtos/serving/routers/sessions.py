@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agtos.memory.working import WorkingMemory
-from agtos.schemas import Turn
+from agtos.schemas import Role, Turn
 from agtos.schemas.api import SessionEndOut, SessionOut
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
@@ -21,6 +21,16 @@ SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$", description=
 class TurnsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     turns: list[Turn] = Field(min_length=1, max_length=200)
+    speakers: dict[Role, Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        default_factory=dict, description="speaker names by role, given to the turns that carry no name"
+    )
+
+    def named_turns(self) -> list[Turn]:
+        """The turns, each named by its own ``name`` or else by ``speakers``."""
+        return [
+            t if t.name or t.role not in self.speakers else t.model_copy(update={"name": self.speakers[Role(t.role)]})
+            for t in self.turns
+        ]
 
 
 def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
@@ -39,7 +49,7 @@ def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
 def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> SessionOut:
     """Append one or more turns; older turns are summarised when the limits are passed."""
     wm = None
-    for turn in body.turns:
+    for turn in body.named_turns():
         wm = coordinator.add_turn(user_id, session_id, turn)
     assert wm is not None
     return _session_out(session_id, wm)
