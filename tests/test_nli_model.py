@@ -25,7 +25,7 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
-from agtos.tasks.contradiction import NLIVerdict, OnnxNLIModel, build_nli
+from agtos.tasks.contradiction import LexicalNegationNLI, NLIVerdict, OnnxNLIModel, build_nli
 from tests.helpers import inductive_conclusion, run_maintenance
 
 WORDS = ["user", "owns", "a", "zebra", "also", "rides", "bike", "likes", "tea", "the", "green"]
@@ -203,11 +203,35 @@ def test_a_model_that_cannot_be_trusted_falls_back_to_the_lexical_nli(
     assert any(str(target) in r.getMessage() and "fallback" in r.getMessage() for r in caplog.records)
 
 
+def squeeze_batch(path: Path) -> None:
+    """Rewrite the model so its output drops the batch axis (logits of shape (3,)), pins renewed."""
+    model = onnx.load(str(path / "model.onnx"))
+    model.graph.node[-1].output[0] = "rows"
+    model.graph.node.append(helper.make_node("ReduceSum", ["rows", "axis0"], ["logits"], keepdims=0))
+    model.graph.initializer.append(helper.make_tensor("axis0", TensorProto.INT64, [1], [0]))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, [3]))
+    onnx.save(model, str(path / "model.onnx"))
+    write_manifest(path, LABELS)
+
+
 @pytest.mark.parametrize(
-    "damage", ["corrupt-model-pinned", "corrupt-tokenizer-pinned", "labels-for-2-logits", "duplicate-labels"]
+    ("damage", "message"),
+    [
+        ("corrupt-model-pinned", r"NLI model or tokenizer could not be read: \S"),
+        ("corrupt-tokenizer-pinned", r"NLI model or tokenizer could not be read: \S"),
+        ("labels-for-2-logits", r"NLI model gives logits of shape \(1, 3\) for one pair, not \(1, 2\)$"),
+        ("squeezed-output", r"NLI model gives logits of shape \(3,\) for one pair, not \(1, 3\)$"),
+        (
+            "duplicate-labels",
+            r"NLI manifest labels \['contradiction', 'neutral', 'contradiction'\] must be distinct and include"
+            r" 'contradiction'$",
+        ),
+    ],
 )
-def test_a_broken_model_with_valid_pins_is_refused_at_load(damage: str, model_dir: Path, tmp_path: Path) -> None:
-    """Files that match their pins but cannot serve: refused at load (→ fallback), never at lint time."""
+def test_a_broken_model_with_valid_pins_is_refused_at_load(damage: str, message: str, model_dir: Path) -> None:
+    """Files that match their pins but cannot serve: refused at load (→ fallback), never at lint time,
+    with the reason the lint report shows (contradictionPipeline.nliError)."""
     if damage == "corrupt-model-pinned":
         (model_dir / "model.onnx").write_bytes(b"not an onnx graph")
         write_manifest(model_dir, LABELS)
@@ -216,11 +240,17 @@ def test_a_broken_model_with_valid_pins_is_refused_at_load(damage: str, model_di
         write_manifest(model_dir, LABELS)
     elif damage == "duplicate-labels":  # 3 labels for 3 logits, but one of them twice
         write_manifest(model_dir, ["contradiction", "neutral", "Contradiction"])
+    elif damage == "squeezed-output":  # an export without the batch axis
+        squeeze_batch(model_dir)
     else:
         write_manifest(model_dir, ["contradiction", "entailment"])  # 2 labels, 3 logits
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=f"^{message}") as refused:
         OnnxNLIModel(model_dir).load()
-    assert build_nli(True, str(model_dir)).name == "lexical-negation-fallback"
+    fallback = build_nli(True, str(model_dir))
+    assert isinstance(fallback, LexicalNegationNLI)
+    assert fallback.load_error == (
+        f"NLI model at {model_dir} could not be loaded ({refused.value}); using the lexical-negation fallback"
+    )
 
 
 def test_a_failed_reload_keeps_the_model_in_service(model_dir: Path, tmp_path: Path) -> None:

@@ -168,13 +168,13 @@ class OnnxNLIModel:
             tokenizer = Tokenizer.from_file(str(self.model_dir / manifest["tokenizer"]))
             tokenizer.enable_truncation(max_length=256)
             tokenizer.enable_padding()
-            width = _logits(session, tokenizer, [("probe", "probe")]).shape
+            shape = _logits(session, tokenizer, [("probe", "probe")]).shape
         except (KeyError, OSError, ValueError):
             raise
         except Exception as exc:
             raise ValueError(f"NLI model or tokenizer could not be read: {exc}") from exc
-        if width != (1, len(labels)):
-            raise ValueError(f"NLI model gives {width[-1]} logits for {len(labels)} manifest labels")
+        if shape != (1, len(labels)):  # one row, one logit per label; a 1-D or 3-D output is refused too
+            raise ValueError(f"NLI model gives logits of shape {shape} for one pair, not (1, {len(labels)})")
         with self._lock:  # swap only after everything above succeeded
             self._session, self._tokenizer, self._labels = session, tokenizer, labels
 
