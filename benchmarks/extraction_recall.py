@@ -14,6 +14,25 @@ crude suffix stemmer) occur in what the saved episode stores (facts + summary; a
 heuristics drop stores nothing). Figures are per speaker (``agent_a`` is ``speaker_a``); the
 "attributed" column only counts the facts and summary sentences that name that speaker.
 ``--embed`` hands the local ONNX embedder to the summariser (centrality over sentence vectors).
+
+Figures on realtalk-dev (4 chats, 81 sessions, 195 gold events; both ways of sending the turns
+give the same figures after the change), speaker_a / speaker_b, before (commit 42f7248) -> after:
+
+====================================  ===================  ===================
+measure                               before               after
+====================================  ===================  ===================
+recalled, >= 50 % of words            0.578 / 0.366        0.916 / 0.893
+attributed to the speaker (prefix)    0.482 / 0.161        0.892 / 0.884
+attributed to the speaker (Turn.name) 0.036 / 0.009        0.892 / 0.884
+by facts alone                        0.482 / 0.205        0.843 / 0.839
+by the summary alone                  0.241 / 0.196        0.470 / 0.491
+recalled, >= 75 % of words            0.386 / 0.152        0.723 / 0.732
+====================================  ===================  ===================
+
+Summary alone with ``--embed`` (TF-IDF and embedding cosine mixed): 0.446 / 0.455, so lexical
+centrality is the default; ``--max-chars 900`` lifts the summary alone to 0.627 / 0.616 but
+facts + summary only to 0.940 / 0.902. 15.0 facts and ~1.8k stored characters per session
+(before: 4.4 and ~0.7k) of ~4.9k characters of turns.
 """
 
 from __future__ import annotations
@@ -84,7 +103,11 @@ def session_turns(raw: list[dict[str, Any]], speaker_a: str, named: bool) -> lis
 
 
 def measure(
-    samples: list[dict[str, Any]], named: bool, embed: Callable[[list[str]], Any] | None, max_chars: int = 0
+    samples: list[dict[str, Any]],
+    named: bool,
+    embed: Callable[[list[str]], Any] | None,
+    max_chars: int = 0,
+    threshold: float = COVERED,
 ) -> dict[str, Tally]:
     from agtos.tasks.summarize import ExtractiveSummariser
 
@@ -117,10 +140,10 @@ def measure(
                     if not want:
                         continue
                     tally.gold += 1
-                    tally.stored += len(want & have) / len(want) >= COVERED
-                    tally.attributed += len(want & have_mine) / len(want) >= COVERED
-                    tally.in_facts += len(want & have_facts) / len(want) >= COVERED
-                    tally.in_summary += len(want & have_summary) / len(want) >= COVERED
+                    tally.stored += len(want & have) / len(want) >= threshold
+                    tally.attributed += len(want & have_mine) / len(want) >= threshold
+                    tally.in_facts += len(want & have_facts) / len(want) >= threshold
+                    tally.in_summary += len(want & have_summary) / len(want) >= threshold
     return tallies
 
 
@@ -128,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--embed", action="store_true", help="summarise with the local ONNX embedder")
+    parser.add_argument("--threshold", type=float, default=COVERED, help="share of an event's words to count it")
     parser.add_argument("--max-chars", type=int, default=0, help="summary length bound (default: the product's)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -146,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for label, named in (("'Name: ' prefix", False), ("Turn.name", True)):
-        tallies = measure(samples, named, embed, args.max_chars)
+        tallies = measure(samples, named, embed, args.max_chars, args.threshold)
         for side, tally in tallies.items():
             print(f"| {label} | {side} | {tally.row()} |")
             out[f"{'name' if named else 'prefix'}:{side}"] = {
