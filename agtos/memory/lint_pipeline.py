@@ -20,6 +20,7 @@ import polars as pl
 
 from agtos.config import MaintenanceConfig
 from agtos.memory.contradiction_pipeline import detect_contradictions
+from agtos.memory.errors import MaintenanceDisabledError
 from agtos.schemas import Conclusion, Episode, MaintenanceReport
 from agtos.schemas.records import now_ms
 from agtos.tasks import lint_steps
@@ -32,10 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 CONTRADICTION_EVENT = "memory.contradiction.detected"
-
-
-class MaintenanceDisabledError(RuntimeError):
-    """AGTOS_MAINTENANCE_ENABLED=false: no lint path may run."""
 
 
 @dataclass

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from agtos.memory.lint_pipeline import MaintenanceDisabledError
+from agtos.memory.errors import MaintenanceDisabledError
 from agtos.serving.deps import Coordinator, UserId
 
 router = APIRouter(prefix="/api/memory/maintain", tags=["maintenance"])
