@@ -97,11 +97,12 @@ def read_env(section: type[_Section], prefix: str = "") -> dict[str, Any]:
 def _field(section: type[_Section], loc: tuple[int | str, ...]) -> FieldInfo | None:
     """The field an error location points at, through nested sections (keys are names or aliases)."""
     info: FieldInfo | None = None
+    model: Any = section
     for key in loc:
-        if not (isinstance(section, type) and issubclass(section, _Section)):
+        if not (isinstance(model, type) and issubclass(model, _Section)):
             return None
-        info = next((f for n, f in section.model_fields.items() if key in (n, f.validation_alias)), None)
-        section = info.annotation if info else None  # type: ignore[assignment]
+        info = next((f for n, f in model.model_fields.items() if key in (n, f.validation_alias)), None)
+        model = info.annotation if info else None
     return info
 
 

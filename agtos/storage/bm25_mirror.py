@@ -156,5 +156,5 @@ class BM25Mirror:
         if len(candidates) > limit:
             kth = np.partition(scores[candidates], len(candidates) - limit)[len(candidates) - limit]
             candidates = candidates[scores[candidates] >= kth]
-        ranked = sorted(((self.ids[r], float(scores[r])) for r in candidates), key=lambda hit: (-hit[1], hit[0]))
-        return ranked[:limit]  # type: ignore[return-value]
+        hits = ((doc_id, float(scores[r])) for r in candidates if (doc_id := self.ids[r]) is not None)
+        return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:limit]

@@ -127,6 +127,14 @@ def _decode(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_STATUSES: dict[str, Status] = {"ok": "ok", "conflict": "conflict", "taken": "taken"}
+
+
+def _result(status: Any, owner: Any) -> WriteResult:
+    """A write script's reply (a status word other than the three is a KeyError: a script bug)."""
+    return WriteResult(_STATUSES[_decode(status)], _decode(owner))
+
+
 def triple_key(source_id: str, rel_type: str, target_id: str, symmetric: bool = False) -> str:
     """The dedup key of an edge; symmetric types use the ends in sorted order."""
     if symmetric and target_id < source_id:
@@ -204,7 +212,7 @@ class EntityStore:
         status, owner = self._eval(_SAVE_ENTITY, keys, args)
         if _decode(status) == "ok" and expect == "":  # a new entity: the user has data now
             self.connector.run(lambda r: r.sadd(self.keys.users(), uid))
-        return WriteResult(_decode(status), _decode(owner))  # type: ignore[arg-type]
+        return _result(status, owner)
 
     def delete_entity(self, entity: Entity, index_keys: Sequence[str]) -> bool:
         """Remove the record, its index entries and its (already emptied) edge sets."""
@@ -319,7 +327,7 @@ class EntityStore:
         ]
         args = [rel.id, rel.model_dump_json(), expect, "force" if force else "strict", old_triple, triple]
         status, owner = self._eval(_SAVE_REL, keys, args)
-        return WriteResult(_decode(status), _decode(owner))  # type: ignore[arg-type]
+        return _result(status, owner)
 
     def delete_rel(self, rel: Relationship, triple: str) -> bool:
         uid = rel.user_id

@@ -189,7 +189,8 @@ class RedisConnector:
             "health_check_interval": 5,
         }
         if self.url and is_cluster_url(self.url):
-            return RedisCluster.from_url(self.url.replace("+cluster://", "://", 1), **opts)  # type: ignore[return-value]
+            cluster = RedisCluster.from_url(self.url.replace("+cluster://", "://", 1), **opts)
+            return cluster  # type: ignore[return-value]  # not a redis.Redis subclass, but answers the same commands
         if self.url:
             return redis.Redis.from_url(self.url, **opts)
         if self.embedded is None:

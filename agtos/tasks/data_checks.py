@@ -59,10 +59,11 @@ def _expectations(table: str, params: dict[str, Any]) -> list[Any]:
 def _context() -> Any:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     try:
-        context.variables.progress_bars = {"globally": False, "metric_calculations": False}  # type: ignore[assignment]
+        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     except Exception:
         log.debug("could not switch off GX progress bars", exc_info=True)
     return context

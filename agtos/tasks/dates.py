@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime
 
-from dateparser.date import DateDataParser  # type: ignore[import-untyped]
+from dateparser.date import DateDataParser
 
 from agtos.schemas import DatePeriod, ResolvedDate, StoredTurn
 

@@ -24,7 +24,7 @@ from agtos.tasks.text import _WORD, words
 
 DEFAULT_THRESHOLD = 0.85
 _EPS = 1e-9  # slack so float rounding of t * n can only lengthen a prefix, never shorten it
-PAIR_SCHEMA = {"a_id": pl.String, "b_id": pl.String, "jaccard": pl.Float64}
+PAIR_SCHEMA = pl.Schema({"a_id": pl.String, "b_id": pl.String, "jaccard": pl.Float64})
 
 _CANDIDATES_SQL = """
 WITH sig AS (
@@ -144,7 +144,7 @@ def _to_ids(pairs: pl.DataFrame, ids: Sequence[str]) -> pl.DataFrame:
     return (
         named.select(a_id=pl.min_horizontal("x", "y"), b_id=pl.max_horizontal("x", "y"), jaccard="jaccard")
         .sort(["a_id", "b_id"])
-        .cast(PAIR_SCHEMA)  # type: ignore[arg-type]
+        .cast(PAIR_SCHEMA)
     )
 
 
