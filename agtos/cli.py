@@ -46,11 +46,11 @@ def export_memory(
     from agtos.memory.export import export_snapshot
 
     with coordinator_from_env() as coordinator, _progress() as progress:
-        users = user or coordinator.known_users()  # type: ignore[attr-defined]
+        users = user or coordinator.known_users()
         bar = progress.add_task("exporting", total=len(users))
         advance = lambda _user: progress.advance(bar)  # noqa: E731
         try:
-            counts = export_snapshot(coordinator.services, Path(out), users, on_user=advance)  # type: ignore[attr-defined]
+            counts = export_snapshot(coordinator.services, Path(out), users, on_user=advance)
         except (FileExistsError, ValueError) as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(1) from exc

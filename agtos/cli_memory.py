@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -12,11 +13,14 @@ from rich.table import Table
 
 from agtos.config import Settings
 
+if TYPE_CHECKING:
+    from agtos.memory.coordinator import MemoryCoordinator
+
 console = Console()
 
 
 @contextmanager
-def coordinator_from_env() -> Iterator[object]:
+def coordinator_from_env() -> Iterator[MemoryCoordinator]:
     from agtos.memory.coordinator import MemoryCoordinator
 
     coordinator = MemoryCoordinator(Settings.from_env())
@@ -49,7 +53,7 @@ def register(memory_app: typer.Typer) -> None:
     ) -> None:
         """Search a user's episodes."""
         with coordinator_from_env() as coordinator:
-            hits = coordinator.search_episodes(user, query, limit, mode)  # type: ignore[attr-defined]
+            hits = coordinator.search_episodes(user, query, limit, mode)
         table = Table("score", "match", "topic", "summary", title=f"{len(hits)} result(s) for {query!r}")
         for hit in hits:
             table.add_row(f"{hit.score:.3f}", hit.match_type, hit.episode.topic, hit.episode.summary[:100])
@@ -86,7 +90,7 @@ def register(memory_app: typer.Typer) -> None:
             bar = progress.add_task("importing", total=len(chosen))
             for name in chosen:
                 progress.update(bar, description=f"importing {name}")
-                report = coordinator.import_sources(user, [name])  # type: ignore[attr-defined]
+                report = coordinator.import_sources(user, [name])
                 for key in totals:
                     totals[key] += report[key]
                 progress.advance(bar)
@@ -104,14 +108,14 @@ def register(memory_app: typer.Typer) -> None:
         from agtos.memory.errors import MaintenanceDisabledError
 
         with coordinator_from_env() as coordinator:
-            users = [user] if user else coordinator.known_users()  # type: ignore[attr-defined]
+            users = [user] if user else coordinator.known_users()
             reports = []
             with _progress() as progress:
                 bar = progress.add_task("linting", total=len(users))
                 for uid in users:
                     progress.update(bar, description=f"linting {uid}")
                     try:
-                        reports.append(coordinator.maintain(uid))  # type: ignore[attr-defined]
+                        reports.append(coordinator.maintain(uid))
                     except MaintenanceDisabledError as exc:
                         console.print(f"[yellow]{exc}[/yellow]")
                         raise typer.Exit(1) from exc
@@ -159,9 +163,9 @@ def register(memory_app: typer.Typer) -> None:
         with coordinator_from_env() as coordinator:
             try:
                 if kind == "all":
-                    result = coordinator.privacy.forget_all(user)  # type: ignore[attr-defined]
+                    result = coordinator.privacy.forget_all(user)
                 else:
-                    result = coordinator.privacy.forget_item(user, kind, item_id)  # type: ignore[attr-defined]
+                    result = coordinator.privacy.forget_item(user, kind, item_id)
             except (NotFoundError, ValueError) as exc:
                 console.print(f"[red]{exc}[/red]")
                 raise typer.Exit(1) from exc
