@@ -80,9 +80,9 @@ def utterances(turns: list[Turn]) -> list[Utterance]:
     for turn in turns:
         speaker, text = None, turn.content.strip()
         if turn.role in (Role.user.value, Role.assistant.value) and not turn.is_summary:
-            p = _prefix(text)
-            if p is not None and p in names.get(turn.role, ()):
-                speaker, text = p, text[_PREFIX.match(text).end() :]  # type: ignore[union-attr]
+            p, match = _prefix(text), _PREFIX.match(text)
+            if p is not None and match is not None and p in names.get(turn.role, ()):
+                speaker, text = p, text[match.end() :]
             if turn.name and turn.name.strip():
                 speaker = turn.name
         resolved.append((turn, display_name(speaker) if speaker else None, text))
