@@ -363,7 +363,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"Ingestion: {ing['saved']}/{ds['sessions']} sessions saved as episodes "
         f"({', '.join(f'{r}: {n}' for r, n in ing['skipped'].items()) or 'none skipped'}), {ing['seconds']} s; "
         f"search p50 {st['search_ms_p50']} ms; mean tokens of the agtos contexts: "
-        + ", ".join(f"{b}: {v}" for b, v in st["context_tokens_mean"].items())
+        + ", ".join(f"{b}: {v:.0f}" for b, v in st["context_tokens_mean"].items() if v is not None)
         + f"; embedder {st['embedder'] or 'UNAVAILABLE (no dense baseline)'}.",
         "agtos answer stored, within one exported record kind: "
         + (", ".join(f"{k} {v:.2f}" for k, v in summary["agtos_stored_by_record_kind"].items()) or "none")
