@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,23 @@ def talk(client: TestClient, user_id: str, session_id: str, *exchanges: tuple[st
     ended = client.post(f"/api/memory/sessions/{session_id}/end", headers=user(user_id))
     assert ended.status_code == 200, ended.text
     return ended.json()
+
+
+def run_maintenance(client: TestClient, user_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """``POST /api/memory/maintain`` (202 with a queued run), then poll the run until it is done;
+    returns the finished run (``status``, ``report``...)."""
+    response = client.post("/api/memory/maintain", headers=user(user_id))
+    assert response.status_code == 202, response.text
+    run = response.json()
+    assert response.headers["location"] == f"/api/memory/maintain/runs/{run['runId']}"
+    deadline = time.monotonic() + timeout_s
+    while run["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, f"maintenance run still {run['status']} after {timeout_s} s: {run}"
+        time.sleep(0.02)
+        polled = client.get(response.headers["location"], headers=user(user_id))
+        assert polled.status_code == 200, polled.text
+        run = polled.json()
+    return run
 
 
 def delete_prefix(redis_url: str, prefix: str) -> None:

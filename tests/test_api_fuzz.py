@@ -1,10 +1,12 @@
 """Bad input: schemathesis against the app's own OpenAPI schema, plus body and query size limits.
 
 Every operation gets a bounded, derandomized run (positive and negative examples):
-no response may be a 5xx, and every 4xx/5xx must be a JSON object with a non-empty
-string ``message``. The app runs on a real Redis under a unique key prefix, without
-Prefect (the inline paths), with the guard's waits turned off and the import home
-pointed at an empty folder, so nothing reads the real home directory. Nothing is excluded.
+no response may be a 5xx, every 4xx/5xx must be a JSON object with a non-empty
+string ``message``, and every response must conform to the schema (a documented status
+code and content type, a body valid against the declared response model). The app runs
+on a real Redis under a unique key prefix, without Prefect (the inline paths), with the
+guard's waits turned off and the import home pointed at an empty folder, so nothing reads
+the real home directory. Nothing is excluded.
 After each operation the seeded user's reads must still answer 200 and agtos must have
 logged no error (a corrupt stored record shows up there, not as a 500).
 
@@ -26,11 +28,17 @@ from typing import Any, cast
 import pytest
 import schemathesis
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
+from pydantic import BaseModel
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from schemathesis.generation.modes import GenerationMode
 from starlette.types import Message, Receive, Scope, Send
 
@@ -39,7 +47,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.serving.errors import install_error_handlers
 from agtos.serving.limits import BodySizeLimitMiddleware
-from tests.helpers import delete_prefix, talk, user
+from tests.helpers import delete_prefix, run_maintenance, talk, user
 from tests.hypothesis_profiles import selected as hypothesis_profile
 
 # per operation (x every operation of the schema): 30 in the dev and ci profiles, 300 under `make fuzz`
@@ -83,6 +91,15 @@ def error_has_json_message(
         if problem:
             raise AssertionError(problem)
     return None
+
+
+CHECKS = [
+    not_a_server_error,
+    error_has_json_message,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +154,8 @@ def seeded(fuzz_app: FastAPI) -> dict[str, str]:
             ("assistant", "Got it: Maria Lopez at Acme Corp in Berlin, and you prefer Python."),
         )
         assert client.post("/api/memory/dream", headers=user(FUZZ_USER)).status_code == 200
-        assert client.post("/api/memory/maintain", headers=user(FUZZ_USER)).status_code == 200
+        run = run_maintenance(client, FUZZ_USER)
+        assert run["status"] == "completed"
         live = client.post(
             "/api/memory/sessions/live/turns",
             json={"turns": [{"role": "user", "content": "still talking about Berlin"}]},
@@ -154,6 +172,7 @@ def seeded(fuzz_app: FastAPI) -> dict[str, str]:
         "conclusion_id": conclusions[0]["id"],
         "session_id": "live",
         "timestamp": str(reports[0]["timestamp"]),
+        "run_id": run["runId"],
     }
 
 
@@ -195,7 +214,7 @@ def _fuzz(
         suppress_health_check=list(HealthCheck),
     )
     def run(case: schemathesis.Case) -> None:
-        case.call_and_validate(checks=[not_a_server_error, error_has_json_message])
+        case.call_and_validate(checks=CHECKS)
 
     run()
 
@@ -228,10 +247,18 @@ def _assert_reads_still_work(app: FastAPI, headers: dict[str, str]) -> None:
             assert response.status_code == 200, (method, url, response.text)
 
 
-def test_the_fuzz_harness_catches_500s_and_plain_text_errors() -> None:
-    """The checks are not vacuous: a crash, a JSON 5xx and a non-JSON 4xx each fail the run."""
+def test_the_fuzz_harness_catches_500s_plain_text_errors_and_schema_drift() -> None:
+    """The checks are not vacuous: a crash, a JSON 5xx, a non-JSON 4xx and a body that breaks
+    its declared response model each fail the run."""
     tiny = FastAPI()
     install_error_handlers(tiny)
+
+    class Count(BaseModel):
+        count: int
+
+    @tiny.get("/drift", response_model=Count)
+    def drift(n: int) -> JSONResponse:
+        return JSONResponse({"count": "many"})  # a raw response skips the model: only the check sees it
 
     @tiny.get("/boom")
     def boom(n: int) -> dict[str, int]:
@@ -245,7 +272,13 @@ def test_the_fuzz_harness_catches_500s_and_plain_text_errors() -> None:
     def plain(n: int) -> PlainTextResponse:
         return PlainTextResponse("nope", status_code=400)
 
-    for label, expected in (("GET /boom", "crash"), ("GET /down", "[503]"), ("GET /plain", "is not JSON")):
+    cases = (
+        ("GET /boom", "crash"),
+        ("GET /down", "[503]"),
+        ("GET /plain", "is not JSON"),
+        ("GET /drift", "Response violates schema"),
+    )
+    for label, expected in cases:
         try:
             _fuzz(tiny, label, None, None, shrink=False)
         except BaseException as exc:  # schemathesis' FailureGroup (a BaseExceptionGroup) or the app's own exception

@@ -26,7 +26,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.lint_pipeline import CONTRADICTION_EVENT
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
-from tests.helpers import inductive_conclusion, user
+from tests.helpers import inductive_conclusion, run_maintenance
 from tests.stub_servers import RecordedRequest, StubModelServer
 
 U = "judge-user"
@@ -131,9 +131,7 @@ def judged_app(
 
 
 def maintain(client: TestClient, user_id: str = U) -> dict[str, Any]:
-    response = client.post("/api/memory/maintain", headers=user(user_id))
-    assert response.status_code == 200, response.text
-    report = response.json()
+    report = run_maintenance(client, user_id)["report"]
     assert report["summary"]["status"] == "completed", report
     return report
 

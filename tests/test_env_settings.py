@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
-from tests.helpers import delete_prefix, talk, user
+from tests.helpers import delete_prefix, run_maintenance, talk, user
 from tests.stub_servers import StubModelServer
 from tests.test_lint import U as LINT_USER
 from tests.test_lint import crafted
@@ -410,9 +410,7 @@ def test_query_ingest_max_per_session(serve: Serve) -> None:
 
 # -- maintenance and the resource guard ---------------------------------------------------
 def maintain(client: TestClient, user_id: str = LINT_USER) -> dict[str, Any]:
-    response = client.post("/api/memory/maintain", headers=user(user_id))
-    assert response.status_code == 200, response.text
-    return response.json()
+    return run_maintenance(client, user_id)["report"]
 
 
 def step_ids(report: dict[str, Any]) -> dict[str, list[str]]:

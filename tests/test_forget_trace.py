@@ -34,7 +34,7 @@ from agtos.memory.export import export_snapshot
 from agtos.serving.app import create_app
 from agtos.tasks.polarity import polarity
 from agtos.tasks.text import normalise
-from tests.helpers import delete_prefix, isolation_settings, key_owner, talk, user
+from tests.helpers import delete_prefix, isolation_settings, key_owner, run_maintenance, talk, user
 
 FAMILY = ("al", "alice", "a", "a.b", "a@b", "a_b", "a-b", "bob", "bob-2")
 NAMESPACES = ("episode", "memory", "conclusion")
@@ -125,9 +125,9 @@ def populate(env: Env, user_id: str, full: bool) -> None:
     body = {"session_id": "qa", "query": "which?", "response": answer, "tool_calls": 2}
     response = client.post("/api/memory/responses", json=body, headers=headers)
     assert response.status_code == 200 and response.json()["ingest"], response.text
-    report = client.post("/api/memory/maintain", headers=headers)
-    assert report.status_code == 200 and report.json()["steps"], report.text
-    assert report.json()["summary"]["contradictionPipeline"]["counters"]["nliChecked"] > 0, report.text
+    report = run_maintenance(client, user_id)["report"]
+    assert report["steps"], report
+    assert report["summary"]["contradictionPipeline"]["counters"]["nliChecked"] > 0, report
 
 
 @pytest.fixture(scope="module")

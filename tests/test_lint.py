@@ -12,7 +12,7 @@ from agtos.schemas import Conclusion, Episode
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
 from agtos.tasks.data_checks import DataCheckFailed
-from tests.helpers import user
+from tests.helpers import run_maintenance, user
 
 DAY = 86_400_000
 U = "lint-user"
@@ -169,7 +169,7 @@ def test_history_api_and_health(lint_settings: Settings, lint_coordinator: Memor
     with TestClient(create_app(coordinator=lint_coordinator)) as client:
         before = client.get("/health").json()["checks"]["memory-maintenance"]
         assert before["healthy"] is False and before["totalSweeps"] == 0
-        report = client.post("/api/memory/maintain", headers=user(U)).json()
+        report = run_maintenance(client, U)["report"]
         assert report["summary"]["status"] == "completed"
         history = client.get("/api/memory/maintain/history", headers=user(U)).json()
         assert history["count"] == 1 and history["reports"][0]["timestamp"] == report["timestamp"]

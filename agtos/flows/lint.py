@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import prefect.runtime as prefect_runtime
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
@@ -14,6 +15,7 @@ from agtos.memory.lint_pipeline import (
     LintSteps,
     load,
     maintain,
+    maintain_run,
     persist,
     step_contradictions,
     step_decay,
@@ -22,6 +24,7 @@ from agtos.memory.lint_pipeline import (
     step_prune,
     step_stale,
 )
+from agtos.schemas.api import MaintenanceRun
 
 _opts: dict[str, Any] = {"cache_policy": NONE, "persist_result": False}
 PREFECT_STEPS = LintSteps(
@@ -37,8 +40,14 @@ PREFECT_STEPS = LintSteps(
 
 
 @flow(name="memory-lint", log_prints=False, validate_parameters=False)
-def lint_flow(user_id: str | None = None) -> list[dict[str, Any]]:
-    """Lint one user, or every known user (the nightly deployment)."""
+def lint_flow(user_id: str | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Lint one user, or every known user (the nightly deployment); with ``run_id``, the
+    run the API queued for ``user_id`` (its status record follows the sweep)."""
     rt = runtime()
+    if user_id and run_id:
+        run = rt.maintenance.get_run(user_id, run_id) or MaintenanceRun(run_id=run_id, user_id=user_id)
+        run = run.model_copy(update={"flow_run_id": str(prefect_runtime.flow_run.id)})
+        done = maintain_run(rt, run, PREFECT_STEPS)
+        return [done.report.model_dump()] if done.report else []
     users = [user_id] if user_id else rt.users.known()
     return [maintain(rt, uid, PREFECT_STEPS).model_dump() for uid in users]

@@ -22,6 +22,7 @@ from agtos.config import MaintenanceConfig
 from agtos.memory.contradiction_pipeline import detect_contradictions
 from agtos.memory.errors import MaintenanceDisabledError
 from agtos.schemas import Conclusion, Episode, MaintenanceReport
+from agtos.schemas.api import MaintenanceRun
 from agtos.schemas.records import now_ms
 from agtos.tasks import lint_steps
 from agtos.tasks.data_checks import validate_table
@@ -49,6 +50,7 @@ class LintState:
     contradictions: list[dict[str, Any]] = field(default_factory=list)
     pipeline: dict[str, Any] = field(default_factory=dict)
     before: int = 0
+    run_id: str | None = None  # the API run this sweep answers (summary.runId)
 
     def record(self, name: str, started: float, ids: list[str], **extra: Any) -> None:
         self.steps.append(
@@ -160,6 +162,7 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
         **{s["step"]: s["count"] for s in state.steps},
         "contradictionPipeline": state.pipeline,
         "durationMs": now_ms() - started_ms,
+        **({"runId": state.run_id} if state.run_id else {}),
     }
     report = MaintenanceReport(timestamp=started_ms, user_id=state.user_id, summary=summary, steps=state.steps)
     rt.maintenance.save(report)
@@ -186,13 +189,16 @@ INLINE_STEPS = LintSteps(
 )
 
 
-def run_lint(rt: Services, user_id: str, steps: LintSteps = INLINE_STEPS) -> MaintenanceReport:
+def run_lint(
+    rt: Services, user_id: str, steps: LintSteps = INLINE_STEPS, run_id: str | None = None
+) -> MaintenanceReport:
     """One user's sweep, all six steps; raises MaintenanceDisabledError when switched off."""
     cfg = rt.settings.maintenance
     if not cfg.enabled:
         raise MaintenanceDisabledError("memory maintenance is disabled (AGTOS_MAINTENANCE_ENABLED=false)")
     started_ms = now_ms()
     state = steps.load(rt, user_id)
+    state.run_id = run_id
     state = steps.stale(state, cfg)
     state = steps.decay(state, cfg)
     state = steps.merge(state, cfg)
@@ -207,6 +213,7 @@ def maintain(
     user_id: str,
     steps: LintSteps = INLINE_STEPS,
     sleep: Callable[[float], None] = time.sleep,
+    run_id: str | None = None,
 ) -> MaintenanceReport:
     """Lint gated by the ResourceGuard: wait (retries × delay) while deferred, then skip."""
     cfg = rt.settings.maintenance
@@ -214,7 +221,7 @@ def maintain(
         raise MaintenanceDisabledError("memory maintenance is disabled (AGTOS_MAINTENANCE_ENABLED=false)")
     outcome = run_when_safe(
         rt.guard,
-        lambda: run_lint(rt, user_id, steps),
+        lambda: run_lint(rt, user_id, steps, run_id),
         retries=cfg.guard_retries,
         delay_s=cfg.guard_delay_s,
         sleep=sleep,
@@ -222,7 +229,22 @@ def maintain(
     )
     if outcome.ran and outcome.result is not None:
         return outcome.result
-    return MaintenanceReport(
-        user_id=user_id,
-        summary={"status": "deferred", "reasons": outcome.reasons, "attempts": outcome.attempts},
-    )
+    deferred = {"status": "deferred", "reasons": outcome.reasons, "attempts": outcome.attempts}
+    return MaintenanceReport(user_id=user_id, summary=deferred | ({"runId": run_id} if run_id else {}))
+
+
+def maintain_run(rt: Services, run: MaintenanceRun, steps: LintSteps = INLINE_STEPS) -> MaintenanceRun:
+    """Carry out a requested run: running, then completed/deferred with the report, or failed
+    with the error (re-raised); each state is saved for ``GET /api/memory/maintain/runs/{id}``."""
+    run = run.model_copy(update={"status": "running", "started_at": now_ms()})
+    rt.maintenance.save_run(run)
+    try:
+        rt.privacy.require_persistence(run.user_id)
+        report = maintain(rt, run.user_id, steps, run_id=run.run_id)
+    except Exception as exc:
+        failed = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "finished_at": now_ms()}
+        rt.maintenance.save_run(run.model_copy(update=failed))
+        raise
+    run = run.model_copy(update={"status": report.summary["status"], "report": report, "finished_at": now_ms()})
+    rt.maintenance.save_run(run)
+    return run

@@ -16,6 +16,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.errors import install_error_handlers
 from agtos.serving.knowledge import mount_knowledge
 from agtos.serving.limits import BodySizeLimitMiddleware
+from agtos.serving.maintenance_runs import MaintenanceRunner
 from agtos.serving.routers import (
     entities,
     health,
@@ -51,6 +52,7 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     """Build the API around a coordinator (created from ``settings`` or the environment)."""
     owned = coordinator is None
     coord = coordinator or MemoryCoordinator(settings or Settings.from_env())
+    runner = MaintenanceRunner(coord)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -59,6 +61,7 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
         yield
         stop.set()
         await sweeper
+        await run_in_threadpool(runner.drain)
         if owned:
             coord.close()
 
@@ -69,6 +72,7 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
         lifespan=lifespan,
     )
     app.state.coordinator = coord
+    app.state.maintenance_runner = runner
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=coord.settings.max_body_bytes)
     routers = (health, memory, sessions, insight, maintenance, privacy, imports, metrics, entities)

@@ -7,10 +7,12 @@ from typing import Any
 import redis
 
 from agtos.schemas import MaintenanceReport
+from agtos.schemas.api import MaintenanceRun
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector, members
 
 REPORTS_KEPT = 200
+RUN_TTL_S = 7 * 86_400  # a requested run's status stays readable for a week
 
 
 class MaintenanceStore:
@@ -60,6 +62,15 @@ class MaintenanceStore:
             "lastMaintenanceAt": int(raw[b"lastMaintenanceAt"]) if b"lastMaintenanceAt" in raw else None,
             "totalSweeps": int(raw.get(b"totalSweeps", 0)),
         }
+
+    def save_run(self, run: MaintenanceRun) -> None:
+        """Write a requested run's current state (its status record expires after RUN_TTL_S)."""
+        key = self.keys.user(run.user_id).record("lintrun", run.run_id)
+        self.connector.run(lambda r: r.set(key, run.model_dump_json(), ex=RUN_TTL_S))
+
+    def get_run(self, user_id: str, run_id: str) -> MaintenanceRun | None:
+        raw = self.connector.run(lambda r: r.get(self.keys.user(user_id).record("lintrun", run_id)))
+        return MaintenanceRun.model_validate_json(raw) if raw else None
 
     def mark_emitted(self, user_id: str, pair_key: str) -> bool:
         """True the first time a contradiction pair is reported (events fire once per pair)."""

@@ -1,40 +1,71 @@
-"""Memory lint: run a sweep, read its history."""
+"""Memory lint: request a sweep (it runs off the request), follow the run, read the history."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 
-from agtos.memory.errors import MaintenanceDisabledError
+from agtos.schemas import MaintenanceReport
+from agtos.schemas.api import MaintenanceHistoryOut, MaintenanceRun
 from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.maintenance_runs import MaintenanceRunner
 
-router = APIRouter(prefix="/api/memory/maintain", tags=["maintenance"])
+router = APIRouter(prefix="/api/memory/maintain", tags=["maintenance"], responses=USER_ERRORS)
 
-
-@router.post("")
-def maintain(coordinator: Coordinator, user_id: UserId) -> dict[str, Any]:
-    """Run the six-step lint for this user now (waits while the ResourceGuard defers)."""
-    try:
-        return coordinator.maintain(user_id).model_dump()
-    except MaintenanceDisabledError as exc:
-        raise HTTPException(409, str(exc)) from exc
+RUN_LOCATION = {"Location": {"description": "the run's status URL", "schema": {"type": "string"}}}
 
 
-@router.get("/history")
+def _runner(request: Request) -> MaintenanceRunner:
+    return request.app.state.maintenance_runner
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=MaintenanceRun,
+    responses={202: {"description": "Run queued", "headers": RUN_LOCATION}, **errors(403, 409)},
+)
+def maintain(request: Request, response: Response, coordinator: Coordinator, user_id: UserId) -> MaintenanceRun:
+    """Queue the six-step lint for this user; poll ``runs/{runId}`` for its report (a completed
+    sweep's report also enters the history, with ``summary.runId``). While a run of the user is
+    still queued, asking again returns that run."""
+    if not coordinator.settings.maintenance.enabled:
+        raise HTTPException(409, "memory maintenance is disabled (AGTOS_MAINTENANCE_ENABLED=false)")
+    coordinator.privacy.require_persistence(user_id)
+    run = _runner(request).submit(user_id)
+    response.headers["Location"] = f"{router.prefix}/runs/{run.run_id}"
+    return run
+
+
+@router.get("/runs/{run_id}", response_model=MaintenanceRun, responses=errors(404))
+def run_status(
+    request: Request,
+    user_id: UserId,
+    run_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$")],
+) -> MaintenanceRun:
+    """A requested run: ``queued``, ``running``, then ``completed``/``deferred`` with its report, or ``failed``."""
+    found = _runner(request).get(user_id, run_id)
+    if found is None:
+        raise HTTPException(404, f"no maintenance run {run_id!r} for this user")
+    return found
+
+
+@router.get("/history", response_model=MaintenanceHistoryOut)
 def history(
     coordinator: Coordinator, user_id: UserId, limit: Annotated[int, Query(ge=1, le=200)] = 20
-) -> dict[str, Any]:
+) -> MaintenanceHistoryOut:
     """Past sweep reports, newest first."""
     reports = coordinator.maintenance.history(user_id, limit)
-    return {"reports": [r.model_dump() for r in reports], "count": len(reports)}
+    return MaintenanceHistoryOut(reports=reports, count=len(reports))
 
 
-@router.get("/history/{timestamp}")
+@router.get("/history/{timestamp}", response_model=MaintenanceReport, responses=errors(404))
 def report(
     coordinator: Coordinator, user_id: UserId, timestamp: Annotated[int, Path(ge=0, le=10**14)]
-) -> dict[str, Any]:
+) -> MaintenanceReport:
     found = coordinator.maintenance.get(user_id, timestamp)
     if found is None:
         raise HTTPException(404, f"no maintenance report at {timestamp} for this user")
-    return found.model_dump()
+    return found

@@ -1,0 +1,88 @@
+"""Lint sweeps requested over HTTP run off the request.
+
+``POST /api/memory/maintain`` stores a queued :class:`MaintenanceRun` and returns at once; a
+one-thread executor owned by the app then sweeps (inline steps), or, when a Prefect API is
+configured, submits the ``memory-lint/nightly-lint`` deployment with the run's id and lets
+the worker sweep. Either way the run's record (queued, running, completed/deferred/failed)
+is in Redis. Prefect is imported on that thread only, never by a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas.api import MaintenanceRun
+from agtos.schemas.records import new_id
+
+log = logging.getLogger(__name__)
+
+LINT_DEPLOYMENT = "memory-lint/nightly-lint"
+
+
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="maintenance-run")
+
+
+class MaintenanceRunner:
+    """Queues runs (one queued run per user: a second request returns it) and sweeps them in turn."""
+
+    def __init__(self, coordinator: MemoryCoordinator) -> None:
+        self.coordinator = coordinator
+        self._pool = _pool()
+        self._queued: dict[str, MaintenanceRun] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, user_id: str) -> MaintenanceRun:
+        """Record a queued run for ``user_id`` and hand it to the worker thread."""
+        with self._lock:
+            waiting = self._queued.get(user_id)
+            if waiting is not None:
+                return waiting
+            run = MaintenanceRun(run_id=new_id("run"), user_id=user_id)
+            self.coordinator.maintenance.save_run(run)
+            self._queued[user_id] = run
+            self._pool.submit(self._execute, run)
+        return run
+
+    def get(self, user_id: str, run_id: str) -> MaintenanceRun | None:
+        return self.coordinator.maintenance.get_run(user_id, run_id)
+
+    def drain(self) -> None:
+        """Finish the runs already accepted (their records would otherwise stay queued); later
+        requests get a fresh thread (an app's lifespan may start again, as in tests)."""
+        with self._lock:
+            pool, self._pool = self._pool, _pool()
+        pool.shutdown(wait=True)
+
+    def _execute(self, run: MaintenanceRun) -> None:
+        with self._lock:
+            if self._queued.get(run.user_id) is run:
+                del self._queued[run.user_id]
+        try:
+            if not self._submitted_to_prefect(run):
+                self.coordinator.maintain_run(run)
+        except Exception:
+            log.exception("maintenance run %s of %s failed", run.run_id, run.user_id)
+
+    def _submitted_to_prefect(self, run: MaintenanceRun) -> bool:
+        """True when the deployment took the run; False without a Prefect API or when it refused."""
+        from prefect.settings import get_current_settings
+
+        if not get_current_settings().api.url:
+            return False
+        from prefect.deployments import run_deployment
+
+        try:
+            run_deployment(
+                LINT_DEPLOYMENT,
+                parameters={"user_id": run.user_id, "run_id": run.run_id},
+                timeout=0,
+                idempotency_key=run.run_id,
+            )
+        except Exception:
+            log.warning("Prefect did not take %s (%s); sweeping here", run.run_id, LINT_DEPLOYMENT, exc_info=True)
+            return False
+        return True
