@@ -115,7 +115,7 @@ def entity_stats(coordinator: Coordinator, user_id: UserId) -> EntityStatsOut:
 @router.get("/{entity_id}", response_model=EntityEnvelope, responses=NOT_FOUND)
 def get_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityEnvelope:
     with _entity_errors():
-        return EntityEnvelope(entity=_views(coordinator).get(user_id, entity_id))
+        return EntityEnvelope(entity=EntityOut.model_validate(_views(coordinator).get(user_id, entity_id)))
 
 
 @router.put("/{entity_id}", response_model=EntityEnvelope, responses=errors(404, 409, 413))
@@ -123,7 +123,7 @@ def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: 
     """Edit name, type, aliases or confidence (409 when a name/alias belongs to another entity)."""
     with _entity_errors():
         entity = coordinator.entities.update(user_id, entity_id, body.model_dump(exclude_unset=True))
-    return EntityEnvelope(entity=entity)
+    return EntityEnvelope(entity=EntityOut.model_validate(entity))
 
 
 @router.delete("/{entity_id}", response_model=EntityDeletedOut, responses=NOT_FOUND)
@@ -140,7 +140,9 @@ def merge_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body
     with _entity_errors():
         report = coordinator.entities.merge(user_id, entity_id, body.duplicate_id)
     return EntityMergeOut(
-        entity=report.survivor, merged=report.duplicate_id, relationships=MergeCountsOut.model_validate(report)
+        entity=EntityOut.model_validate(report.survivor),
+        merged=report.duplicate_id,
+        relationships=MergeCountsOut.model_validate(report),
     )
 
 
