@@ -170,3 +170,14 @@ def test_timestamps_must_be_real_dates(client: TestClient) -> None:
     turn = {"role": "user", "content": "hello there", "timestamp": 10**17}
     response = client.post("/api/memory/sessions/s1/turns", json={"turns": [turn]}, headers=user("tim"))
     assert response.status_code == 422 and "timestamp" in response.json()["message"]
+
+
+def test_a_valuable_response_that_is_all_small_talk_keeps_its_own_words(client: TestClient) -> None:
+    """Scored 7 (baseline 4 + tool calls 3) but every sentence is small talk, so the extractive summary
+    keeps none: the episode's summary is the response itself (was a 500, found by schemathesis)."""
+    body = {"session_id": "qa", "response": "Thanks!", "tool_calls": 1}
+    response = client.post("/api/memory/responses", json=body, headers=user("erin"))
+    assert response.status_code == 200, response.text
+    assert response.json()["score"] == 7 and response.json()["episode"]["summary"] == "Thanks!"
+    blank = client.post("/api/memory/responses", json={**body, "response": " \n "}, headers=user("erin"))
+    assert blank.status_code == 422 and blank.json()["errors"][0]["field"] == "response"

@@ -112,7 +112,8 @@ def response_episode(user_id: str, session_id: str, response: str, query: str | 
     digest = hashlib.sha256(f"{user_id}\x00{session_id}\x00{response}".encode()).hexdigest()[:16]
     turns = [Turn(role=Role.assistant, content=response)]
     found = extract(turns)
-    summary = (f"Asked: {query.strip()[:300]}. " if query else "") + extractive_summary(turns)
+    said = extractive_summary(turns) or response.strip()  # all small talk: the summary keeps no sentence
+    summary = (f"Asked: {query.strip()[:300]}. " if query else "") + said
     return Episode(
         id=f"ep-r{digest}",
         user_id=user_id,

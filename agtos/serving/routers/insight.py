@@ -60,7 +60,7 @@ def ask(coordinator: Coordinator, user_id: UserId, body: AskRequest) -> AskOut:
 class ResponseIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     session_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")
-    response: str = Field(min_length=1, max_length=100_000)
+    response: str = Field(min_length=1, max_length=100_000, pattern=r"\S")
     query: str | None = Field(default=None, max_length=10_000)
     tool_calls: int = Field(default=0, ge=0, le=1_000)
     reasoning_steps: int | None = Field(default=None, ge=0, le=1_000)
