@@ -12,7 +12,7 @@ from typing import Any
 from prefect.schedules import Cron
 
 from agtos.config import Settings
-from agtos.flows.dreamer import dreamer_flow
+from agtos.flows.dreamer_flow import dreamer_flow
 from agtos.flows.ingestion import ingestion_flow
 from agtos.flows.lint import lint_flow
 

@@ -1,6 +1,6 @@
 """Dreamer: consolidate a user's recent episodes into conclusions and refresh the profile.
 
-Like ingestion, ``run_dreamer`` is the single composition; the Prefect flow (agtos.flows.dreamer)
+Like ingestion, ``run_dreamer`` is the single composition; the Prefect flow (agtos.flows.dreamer_flow)
 runs it with the steps as tasks, the session-end path with the plain functions below.
 """
 
