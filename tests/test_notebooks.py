@@ -22,7 +22,7 @@ from agtos.memory.export import export_snapshot, memory_keys
 from agtos.schemas import Conclusion, MaintenanceReport, Turn
 from agtos.schemas.arrow import ALL_SCHEMAS
 from agtos.schemas.records import now_ms
-from agtos.tasks.export import records_table
+from agtos.tasks.parquet_snapshot import records_table
 from tests.helpers import delete_prefix
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
