@@ -17,7 +17,7 @@ from agtos.memory import recall
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
 from agtos.memory.episodic import build_episode, segment_key
-from agtos.memory.health import health
+from agtos.memory.health_checks import health
 from agtos.memory.ingestion_pipeline import IngestionReport, run_ingestion
 from agtos.memory.query_ingest import response_episode
 from agtos.memory.recall import SearchHit
