@@ -29,7 +29,7 @@ from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
-from agtos.tasks.turns import stored_turns, turn_units
+from agtos.tasks.verbatim_turns import stored_turns, turn_units
 
 DIM = 384
 DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "realtalk-dev" / "realtalk-dev.json"

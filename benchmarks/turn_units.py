@@ -15,7 +15,7 @@ realtalk-dev (4 chats, 1,761 turns, 284 questions), recall@5 of the evidence tur
     unit                 BM25          vector        hybrid (RRF)
     turn                 0.442/0.525   0.269/0.372   0.389/0.478
     speaker+turn         0.473/0.556   0.299/0.363   0.432/0.493
-    dated speaker+turn   0.481/0.567   0.315/0.372   0.428/0.494   <- the index unit (tasks/turns.py)
+    dated speaker+turn   0.481/0.567   0.315/0.372   0.428/0.494   <- the index unit (tasks/verbatim_turns.py)
     previous+turn        0.455/0.526   0.219/0.374   0.345/0.503
     turn+next            0.408/0.531   0.270/0.364   0.366/0.500
 """
@@ -38,7 +38,7 @@ from agtos.schemas import Role, StoredTurn, Turn
 from agtos.tasks.bm25 import rank_texts
 from agtos.tasks.dates import format_turn, speaker
 from agtos.tasks.ranking import reciprocal_rank_fusion
-from agtos.tasks.turns import stored_turns
+from agtos.tasks.verbatim_turns import stored_turns
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "realtalk-dev" / "realtalk-dev.json"
 

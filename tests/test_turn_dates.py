@@ -14,7 +14,7 @@ import pytest
 from agtos.schemas import Episode, IngestItem, Turn
 from agtos.tasks.dates import format_turn, resolve_dates
 from agtos.tasks.tokens import count_tokens
-from agtos.tasks.turns import WINDOW_TOKENS, batch_turns, chunk_spans, stored_turns, turn_units
+from agtos.tasks.verbatim_turns import WINDOW_TOKENS, batch_turns, chunk_spans, stored_turns, turn_units
 
 MAY_8 = int(datetime(2023, 5, 8, 14, 30, tzinfo=UTC).timestamp() * 1000)  # a Monday afternoon (UTC)
 

@@ -17,7 +17,7 @@ from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic import SearchResult
 from agtos.storage.turns import TurnStore, parse_turn_doc_id, turn_doc_id
 from agtos.storage.vector_index import VectorIndex
-from agtos.tasks.turns import stored_turns, turn_units
+from agtos.tasks.verbatim_turns import stored_turns, turn_units
 
 T0 = 1_683_556_200_000  # 8 May 2023 14:30 UTC
 CHAT = [

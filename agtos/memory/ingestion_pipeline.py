@@ -20,7 +20,7 @@ from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory
 from agtos.tasks.distil import distil_memories
 from agtos.tasks.text import episode_text
-from agtos.tasks.turns import TurnBatch, batch_turns
+from agtos.tasks.verbatim_turns import TurnBatch, batch_turns
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services

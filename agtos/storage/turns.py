@@ -24,7 +24,7 @@ from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic import SearchResult, SemanticStore
 from agtos.storage.vector_index import VectorIndex
-from agtos.tasks.turns import TurnUnit, turn_units
+from agtos.tasks.verbatim_turns import TurnUnit, turn_units
 
 log = logging.getLogger(__name__)
 
