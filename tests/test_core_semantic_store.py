@@ -19,7 +19,7 @@ from agtos.config import Settings
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic import SearchResult, SemanticStore
+from agtos.storage.semantic_store import SearchResult, SemanticStore
 from agtos.storage.vector_index import VectorIndex
 from tests.helpers import bm25_oracle, user_key_names
 from tests.redis_process import RedisClusterProcesses, RedisProcess
@@ -371,7 +371,7 @@ def test_redis_dying_during_the_clean_up_keeps_the_live_hits_and_logs(
     put_ranked(store, 4)
     redis.Redis.from_url(private_redis.url).delete(record_key("h7", "d1"), record_key("h7", "d3"))
     die_after_vector_removal(store, private_redis, monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="agtos.storage.semantic"):
+    with caplog.at_level(logging.WARNING, logger="agtos.storage.semantic_store"):
         assert vector_ids(store, 2) == ["d2", "d4"]
     assert [r.getMessage() for r in caplog.records] == ["could not drop 2 expired memory ids from the indexes"]
     conn.close()

@@ -14,7 +14,7 @@ from agtos.config import Settings
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic import SearchResult, SemanticStore
+from agtos.storage.semantic_store import SearchResult, SemanticStore
 from agtos.storage.vector_index import VectorIndex
 
 DIM = 16

@@ -14,7 +14,7 @@ from agtos.schemas import StoredTurn, Turn
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic import SearchResult
+from agtos.storage.semantic_store import SearchResult
 from agtos.storage.turns import TurnStore, parse_turn_doc_id, turn_doc_id
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import stored_turns, turn_units

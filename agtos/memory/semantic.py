@@ -21,7 +21,7 @@ from agtos.storage.bm25_index import BM25Index
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic import SearchMode, SearchResult, SemanticStore
+from agtos.storage.semantic_store import SearchMode, SearchResult, SemanticStore
 from agtos.storage.turns import TURN_NAMESPACE, TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.ranking import fuse_expansions

@@ -8,7 +8,7 @@ import redis
 from agtos.schemas import Conclusion
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector, members
-from agtos.storage.semantic import SemanticStore
+from agtos.storage.semantic_store import SemanticStore
 
 
 class ConclusionStore:

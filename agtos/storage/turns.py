@@ -22,7 +22,7 @@ from agtos.schemas import StoredTurn
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic import SearchResult, SemanticStore
+from agtos.storage.semantic_store import SearchResult, SemanticStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import TurnUnit, turn_units
 
