@@ -19,6 +19,7 @@ from agtos.tasks.contradiction import (
     LLMJudge,
     _polar_pairs,
     candidate_pairs,
+    pair_cache_key,
     polarity_clash,
 )
 from tests.stub_servers import StubModelServer
@@ -181,3 +182,11 @@ def test_every_pair_appears_once_in_the_ten_pair_listing() -> None:
         LLMJudge(OllamaProvider("ollama", "judge", stub.url)).judge(listed)
         content = stub.requests_to("/api/chat")[0].body["messages"][-1]["content"]
     assert content.splitlines() == [f"{n}. A: {a} | B: {b}" for n, (_, _, a, b) in enumerate(listed)]
+
+
+def test_the_nli_cache_key_is_128_bits_of_sha256_over_model_and_both_texts() -> None:
+    """Cached verdicts outlive a restart or an upgrade only if the key format stays put: the first
+    32 hex digits of SHA-256("<model>\\0<text a>\\0<text b>") (literal from coreutils' sha256sum)."""
+    key = pair_cache_key("onnx-nli:tiny", "User is vegetarian", "User eats steak every day")
+    assert key == "67ef1ddea234fd8d9c508086be7ca2a8"
+    assert pair_cache_key("onnx-nli:tiny", "User eats steak every day", "User is vegetarian") != key  # ordered
