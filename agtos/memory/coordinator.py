@@ -53,14 +53,6 @@ class SessionEndResult:
     reason: str
     episode: Episode | None
 
-    def public(self) -> dict[str, Any]:
-        return {
-            "sessionId": self.session_id,
-            "saved": self.saved,
-            "reason": self.reason,
-            "episode": self.episode.public() if self.episode else None,
-        }
-
 
 class MemoryCoordinator:
     """Owns the services of one service process; the API and CLI call only this."""
@@ -286,7 +278,7 @@ class MemoryCoordinator:
         if decision.ingest:
             episode = response_episode(user_id, session_id, response, query, decision.score)
             self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=episode)])
-        return {**decision.public(), "episode": episode.public() if episode else None}
+        return {**decision.public(), "episode": episode}
 
     # -- profile, health --------------------------------------------------------------
     def get_profile(self, user_id: str) -> UserProfile:

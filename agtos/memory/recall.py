@@ -37,9 +37,6 @@ class SearchHit:
     def timestamp(self) -> int:
         return self.episode.timestamp
 
-    def public(self) -> dict[str, Any]:
-        return {**self.episode.public(), "score": self.score, "matchType": self.match_type}
-
 
 def search_episodes(
     rt: Services, user_id: str, query: str, limit: int = 10, mode: str | None = None
@@ -151,6 +148,6 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
         "question": question,
         "answer": answer,
         "source": source,
-        "evidence": [e.public() for e in evidence],
+        "evidence": evidence,
         "evidenceIds": list(dict.fromkeys(e.id for e in evidence)),
     }

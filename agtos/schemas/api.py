@@ -8,9 +8,9 @@ default are optional keys: routes that omit keys (health) serialise with ``exclu
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field
 from pydantic.alias_generators import to_camel
 
 from agtos.schemas.records import (
@@ -141,7 +141,7 @@ class EvidenceOut(ApiModel):
     id: str
     kind: Literal["profile", "conclusion", "memory", "episode"]
     text: str
-    score: float
+    score: Annotated[float, AfterValidator(lambda score: round(score, 4))]
 
 
 class AskOut(ApiModel):

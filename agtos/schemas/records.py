@@ -98,18 +98,6 @@ class Episode(Record):
     facts: list[str] = Field(default_factory=list, max_length=256)
     entities: list[str] = Field(default_factory=list, max_length=256)
 
-    def public(self) -> dict[str, Any]:
-        """The API view (the shape in the episodes list)."""
-        return {
-            "id": self.id,
-            "summary": self.summary,
-            "keywords": self.keywords,
-            "topic": self.topic,
-            "timestamp": self.timestamp,
-            "importance": self.importance,
-            "type": self.type,
-        }
-
 
 class IngestItem(Record):
     """One unit of ingestion: a finished session's turns, or a ready episode."""

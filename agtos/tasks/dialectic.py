@@ -15,9 +15,6 @@ class Evidence:
     text: str
     score: float
 
-    def public(self) -> dict[str, object]:
-        return {"id": self.id, "kind": self.kind, "text": self.text, "score": round(self.score, 4)}
-
 
 def extractive_answer(question: str, evidence: list[Evidence], max_items: int = 3) -> str:
     """The evidence sentences that share the most words with the question, best first; a sentence

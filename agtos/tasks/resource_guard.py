@@ -117,9 +117,6 @@ class GuardDecision:
     reason: str
     detail: str = ""
 
-    def public(self) -> dict[str, Any]:
-        return {"safe": self.safe, "reason": self.reason, "detail": self.detail}
-
 
 class ActivitySource(Protocol):
     """What the guard needs to know about interactive use."""
