@@ -17,6 +17,7 @@ from agtos.memory.dreamer_pipeline import (
     run_dreamer,
     store_conclusions,
 )
+from agtos.schemas.api import DreamOut
 
 _opts: dict[str, Any] = {"cache_policy": NONE, "persist_result": False}
 PREFECT_STEPS = DreamerSteps(
@@ -30,4 +31,4 @@ PREFECT_STEPS = DreamerSteps(
 @flow(name="dreamer", log_prints=False, validate_parameters=False)
 def dreamer_flow(user_id: str) -> dict[str, Any]:
     """Consolidation of one user's recent episodes as a Prefect flow."""
-    return run_dreamer(runtime(), user_id, PREFECT_STEPS).public()
+    return DreamOut.model_validate(run_dreamer(runtime(), user_id, PREFECT_STEPS)).model_dump(by_alias=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode
@@ -30,15 +30,6 @@ class DreamReport:
     conclusions: list[Conclusion] = field(default_factory=list)
     source: str = "rules"
     note: str | None = None
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "userId": self.user_id,
-            "episodes": self.episodes,
-            "conclusions": [c.model_dump() for c in self.conclusions],
-            "source": self.source,
-            "note": self.note,
-        }
 
 
 @dataclass(frozen=True)
