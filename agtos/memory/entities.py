@@ -23,7 +23,7 @@ from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embeddings import EmbeddingError
 from agtos.providers.llm import LLMProvider
 from agtos.schemas import Entity, EntityType, Episode, Relationship
-from agtos.storage.entities import EntityStore, WriteResult, triple_key
+from agtos.storage.entity_store import EntityStore, WriteResult, triple_key
 from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_index import VectorIndex
