@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Conclusion, ConclusionType
-from agtos.tasks.ner import normalise_entity_name
+from agtos.tasks.mentions import normalise_entity_name
 from tests.helpers import talk, user
 
 SCRIPT = (

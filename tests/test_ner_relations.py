@@ -10,14 +10,9 @@ import pytest
 
 from agtos.providers.llm import LLMError
 from agtos.schemas import EntityType
-from agtos.tasks.ner import (
-    Mention,
-    RuleRecognizer,
-    SpacyRecognizer,
-    build_recognizer,
-    collect_entities,
-    normalise_entity_name,
-)
+from agtos.tasks.mentions import Mention, collect_entities, normalise_entity_name
+from agtos.tasks.ner import SpacyRecognizer, build_recognizer
+from agtos.tasks.ner_rules import RuleRecognizer
 from agtos.tasks.relations import (
     RELATION_TYPES,
     ExtractedRelation,

@@ -27,7 +27,7 @@ from agtos.storage.entity_store import EntityStore, WriteResult, triple_key
 from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_index import VectorIndex
-from agtos.tasks.ner import EntityCandidate, EntityRecognizer, Mention, collect_entities, normalise_entity_name
+from agtos.tasks.mentions import EntityCandidate, EntityRecognizer, Mention, collect_entities, normalise_entity_name
 from agtos.tasks.relations import SYMMETRIC_TYPES, build_relation_extractor
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 from agtos.memory.entities import EntityMemory, name_keys
 from agtos.schemas import Entity, Episode
 from agtos.storage.record_reads import RecordReads
-from agtos.tasks.ner import normalise_entity_name
+from agtos.tasks.mentions import normalise_entity_name
 
 _TOKEN = re.compile(r"[a-z0-9]+[+#]*")
 

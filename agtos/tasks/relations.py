@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
 from agtos.schemas import EntityType
-from agtos.tasks.ner import Mention, normalise_entity_name
+from agtos.tasks.mentions import Mention, normalise_entity_name
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,118 @@
+"""Entity mentions: what a recognizer returns, the name key that merges them, and their grouping.
+
+A mention's ``label`` is the NER model's (the keys of :data:`MODEL_LABELS`, see :mod:`agtos.tasks.ner`)
+or a rule's (:mod:`agtos.tasks.ner_rules`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agtos.schemas import EntityType
+
+#: the NER model's labels that are kept, and the entity type each becomes
+MODEL_LABELS: dict[str, EntityType] = {
+    "PERSON": EntityType.person,
+    "GPE": EntityType.place,
+    "LOC": EntityType.place,
+    "FAC": EntityType.place,
+    "ORG": EntityType.organization,
+    "EVENT": EntityType.event,
+    "PRODUCT": EntityType.thing,
+    "WORK_OF_ART": EntityType.thing,
+    "LAW": EntityType.thing,
+    "LANGUAGE": EntityType.thing,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """One entity mention: surface text, type, character span, confidence and source label."""
+
+    text: str
+    type: EntityType
+    start: int
+    end: int
+    confidence: float
+    label: str
+
+    @property
+    def key(self) -> str:
+        """The alias-dedup key (see :func:`normalise_entity_name`)."""
+        return normalise_entity_name(self.text)
+
+
+class EntityRecognizer(Protocol):
+    """Text in, entity mentions out."""
+
+    @property
+    def name(self) -> str: ...
+
+    def recognize(self, text: str) -> list[Mention]: ...
+
+    def recognize_many(self, texts: Iterable[str]) -> list[list[Mention]]: ...
+
+
+# --------------------------------------------------------------------------- normalisation
+
+CORPORATE_SUFFIXES = frozenset(
+    "corp corporation inc incorporated ltd limited llc llp plc gmbh ag co company sa sas sarl bv nv "
+    "pty oy ab srl spa kg se".split()
+)
+_NAME_TOKEN = re.compile(r"[a-z0-9]+[+#]*")
+
+
+def normalise_entity_name(name: str) -> str:
+    """Case-, accent- and punctuation-free key; drops a leading "the", a possessive "'s" and
+    corporate suffixes, so "Acme Corp.", "ACME" and "the Acme" all give "acme"."""
+    text = unicodedata.normalize("NFKD", name)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold()
+    text = re.sub(r"['’]s\b", "", text)
+    tokens = _NAME_TOKEN.findall(text)
+    while len(tokens) > 1 and tokens[0] == "the":
+        tokens.pop(0)
+    while len(tokens) > 1 and tokens[-1] in CORPORATE_SUFFIXES:
+        tokens.pop()
+    return " ".join(tokens)
+
+
+@dataclass
+class EntityCandidate:
+    """Mentions of one entity merged by normalised name: the longest surface is the name."""
+
+    name: str
+    type: EntityType
+    key: str
+    aliases: list[str] = field(default_factory=list)
+    confidence: float = 0.0
+    labels: list[str] = field(default_factory=list)
+
+
+def collect_entities(mentions: Iterable[Mention]) -> list[EntityCandidate]:
+    """Group mentions by :func:`normalise_entity_name`; type = most confident type overall."""
+    groups: dict[str, list[Mention]] = {}
+    for mention in mentions:
+        if mention.key:
+            groups.setdefault(mention.key, []).append(mention)
+    out: list[EntityCandidate] = []
+    for key, group in groups.items():
+        surfaces = sorted({m.text for m in group}, key=lambda s: (-len(s), s))
+        weight: dict[EntityType, float] = {}
+        for m in group:
+            weight[m.type] = weight.get(m.type, 0.0) + m.confidence
+        best_type = max(weight, key=lambda t: weight[t])
+        out.append(
+            EntityCandidate(
+                name=surfaces[0],
+                type=best_type,
+                key=key,
+                aliases=surfaces[1:],
+                confidence=max(m.confidence for m in group if m.type == best_type),
+                labels=sorted({m.label for m in group}),
+            )
+        )
+    return out

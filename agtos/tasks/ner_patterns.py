@@ -1,0 +1,188 @@
+"""The regular expressions and word lists of the NER rules (:mod:`agtos.tasks.ner_rules`).
+
+The strong rules' patterns (deadlines, dated events, projects, tools, person cues) serve with and
+without the model; the organisation, place and sentence-opening person heuristics serve the
+regex-only fallback.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agtos.tasks.text import STOPWORDS
+
+# --------------------------------------------------------------------------- rule building blocks
+
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_MONTH_FULL = r"(?:january|february|march|april|june|july|august|september|october|november|december)"
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+DATE_EXPR = (
+    r"(?:"
+    rf"(?:(?:this|next|coming|following)\s+)?{_WEEKDAY}(?:\s+(?:morning|afternoon|evening|night|noon))?"
+    rf"|{_MONTH}\.?\s+{_DAY}(?:,?\s+\d{{4}})?"
+    rf"|(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?"
+    r"|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}(?:/\d{2,4})?"
+    rf"|(?:the\s+)?end\s+of\s+(?:the\s+)?(?:day|week|month|quarter|year|{_MONTH_FULL})"
+    r"|(?:this|next)\s+(?:week|month|quarter|year)"
+    r"|today|tonight|tomorrow|eod|eow|eom"
+    r"|q[1-4](?:\s+\d{4})?"
+    rf"|{_MONTH_FULL}(?:\s+\d{{4}})?"
+    r")(?!\w)"
+)
+_CAP = r"[A-Z](?:[\w&+#-]|\.(?=\w))*"  # a capitalised token; inner dots only (Node.js)
+_CAPSEQ = rf"{_CAP}(?:\s+{_CAP}){{0,3}}"
+_PERSON = r"[A-Z][a-z]+(?:-[A-Z]?[a-z]+)?(?:\s+[A-Z][a-z]+(?:-[A-Z]?[a-z]+)?)?"
+_KIN = (
+    r"friends?(?:\s+(?:of|with))?|colleagues?(?:\s+(?:of|with))?|co-?workers?|boss|manager|wife|"
+    r"husband|partner|girlfriend|boyfriend|fianc[eé]e?|sister|brother|mother|mom|mum|father|dad|son|"
+    r"daughter|cousin|aunt|uncle|niece|nephew|neighbou?r|teammate|mentor|roommate|flatmate|classmate|"
+    r"grandma|grandpa|grandmother|grandfather"
+)
+
+DUE_RE = re.compile(rf"\bdue\s+(?:date\s+)?(?:is\s+)?(?:on\s+|by\s+|before\s+)?(?P<date>{DATE_EXPR})", re.I)
+DEADLINE_RE = re.compile(
+    rf"\bdeadlines?\b(?:[^.;!?\n]{{0,50}}?\b(?:is|was|on|by|of|for|:))?\s*(?:on\s+|by\s+)?(?P<date>{DATE_EXPR})",
+    re.I,
+)
+SHIP_RE = re.compile(
+    r"\b(?:ships?|shipping|launch(?:es|ing)?|goes\s+live|go\s+live|releases?|releasing|lands?)\s+"
+    rf"(?:on\s+|by\s+)?(?P<date>{DATE_EXPR})",
+    re.I,
+)
+BY_RE = re.compile(rf"\b(?:by|before|until|no\s+later\s+than)\s+(?:the\s+)?(?P<date>{DATE_EXPR})", re.I)
+_EVENT_NOUNS = (
+    r"launch|release|demo|kick-?off|go-live|presentation|review|meeting|conference|interview|wedding|"
+    r"appointment|offsite|workshop|hackathon|exam|party|trip|flight|ceremony|recital|match"
+)
+EVENT_RE = re.compile(
+    rf"\b(?:the\s+|our\s+|my\s+|their\s+|her\s+|his\s+|your\s+)?"
+    rf"(?P<event>(?-i:{_CAP}\s+)?(?:{_EVENT_NOUNS}))\s+(?:is\s+|was\s+|will\s+be\s+)?"
+    rf"(?:on|scheduled\s+for|set\s+for|planned\s+for|happening\s+on|takes\s+place\s+on)\s+(?:the\s+)?"
+    rf"(?P<date>{DATE_EXPR})",
+    re.I,
+)
+PROJECT_RES = (
+    re.compile(rf"\b[Pp]roject\s+(?:(?:called|named|codenamed)\s+)?(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})"),
+    re.compile(rf"(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})\s+[Pp]roject\b"),
+)
+NOT_PROJECT_NAMES = frozenset(
+    "manager management lead leader plan planning team owner board meeting update status deadline "
+    "side pet new big main next last first final every each another any some which what".split()
+)
+LEADING_NOISE = frozenset({"the", "a", "an", "my", "our", "your", "her", "his", "their", "this", "that"})
+
+_TOOL_LEXICON = frozenset(
+    """python javascript typescript java kotlin scala golang c++ c# php perl haskell elixir erlang
+    clojure lua matlab fortran cobol sql bash powershell html css docker kubernetes k8s git github
+    gitlab bitbucket jira confluence trello asana figma sketch photoshop illustrator blender unity
+    postgres postgresql mysql sqlite mongodb redis elasticsearch kafka rabbitmq airflow dbt snowflake
+    bigquery databricks tableau looker react angular vue svelte django fastapi pandas numpy pytorch
+    tensorflow scikit-learn jupyter vscode neovim vim emacs intellij pycharm xcode terraform ansible
+    jenkins circleci nginx apache aws gcp azure heroku vercel netlify linux ubuntu debian windows macos
+    android ios chatgpt copilot postman obsidian evernote dropbox whatsapp telegram discord webpack
+    graphql node.js nodejs next.js rails laravel spring kubectl helm grafana prometheus splunk
+    salesforce hubspot zapier airtable""".split()
+)
+_TOOL_PHRASES = (
+    "react native",
+    "vs code",
+    "visual studio code",
+    "visual studio",
+    "google sheets",
+    "google docs",
+    "microsoft teams",
+    "power bi",
+    "google cloud",
+    "ruby on rails",
+    "jetbrains rider",
+)
+_TOOL_NEEDS_CAPITAL = frozenset(
+    "go rust swift spark word teams excel notion slack zoom linear julia ruby dart elm flask chef "
+    "puppet keras outlook pages numbers keynote r".split()
+)
+TOOL_LEXICON_RE = re.compile(
+    r"(?<![\w.])(?:"
+    + "|".join(re.escape(t) for t in sorted((*_TOOL_LEXICON, *_TOOL_PHRASES), key=len, reverse=True))
+    + r")(?![\w+#])|(?<![\w.])(?-i:"
+    + "|".join(t.capitalize() for t in sorted(_TOOL_NEEDS_CAPITAL, key=len, reverse=True))
+    + r")(?![\w+#])",
+    re.I,
+)
+TOOL_CONTEXT_RE = re.compile(
+    r"\b(?i:using|use|uses|used|built\s+(?:with|on|in)|written\s+in|coded\s+in|programmed\s+in|"
+    r"switched\s+to|migrated\s+to|deployed\s+(?:on|to)|runs\s+on|running\s+on|installed|installing)\s+"
+    rf"(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})"
+)
+TECH_CONTEXT_RE = re.compile(rf"\b(?i:in|with|on|via)\s+(?P<name>{_CAP})")
+TECH_SHAPE = re.compile(r"^[A-Z]?[a-z]+[A-Z]\w*$|\d|\.(?:js|py|net)$|[+#]")
+
+PERSON_CUE_RES = (
+    re.compile(rf"\b(?i:{_KIN})\s+(?P<name>{_PERSON})"),
+    re.compile(rf"(?P<name>{_PERSON})(?:'s|’s)\s+(?:(?i:best|good|old|close|new|little|big)\s+)?(?i:{_KIN})\b"),
+)
+SOFT_PERSON_RES = (
+    re.compile(
+        r"\b(?i:met|meet|meeting|talked\s+(?:to|with)|spoke\s+(?:to|with)|chatted\s+with|texted|emailed|"
+        r"married|dating|works?\s+with|working\s+with|worked\s+with|hanging\s+out\s+with|hung\s+out\s+with)"
+        rf"\s+(?:with\s+)?(?P<name>{_PERSON})"
+    ),
+    re.compile(
+        rf"(?P<name>{_PERSON})(?:'s|’s)\s+(?i:project|team|idea|birthday|kids?|children|house|car|startup|company|business)\b"
+    ),
+)
+
+# fallback-only heuristics
+ORG_SUFFIX_RE = re.compile(
+    rf"\b(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}}\s+(?:Corp(?:oration)?|Inc|Ltd|LLC|GmbH|AG|PLC|plc|Co|Company|"
+    r"Group|Labs?|Technologies|Systems|Bank|University|Institute|Foundation|Agency|Studios?|Ventures|"
+    r"Partners|Holdings|Solutions|Software))\b"
+    rf"|\b(?P<name2>(?:University|Institute|Bank)\s+of\s+{_CAP}(?:\s+{_CAP})?)"
+)
+ORG_CONTEXT_RE = re.compile(
+    r"\b(?i:works?\s+(?:at|for)|working\s+(?:at|for)|worked\s+(?:at|for)|employed\s+(?:by|at)|joined|"
+    r"job\s+at|interns?\s+at|hired\s+by)\s+(?:the\s+)?"
+    rf"(?P<name>{_CAPSEQ})"
+)
+PLACE_CONTEXT_RE = re.compile(
+    r"\b(?i:lives?|living|lived|resides?|residing|moved|relocated|based|located|headquartered|born|"
+    r"grew\s+up|stays?|staying|travell?ing|flying|flew|trip)\s+(?i:in|to|at|near)\s+(?:the\s+)?"
+    rf"(?P<name>{_CAPSEQ})"
+)
+PLACE_FROM_RE = re.compile(rf"\b(?i:is|am|are|comes?|came)\s+from\s+(?P<name>{_CAPSEQ})")
+PLACE_IN_RE = re.compile(rf"\b(?i:in|near|to)\s+(?:the\s+)?(?P<name>{_CAPSEQ})")
+PERSON_START_RE = re.compile(
+    rf"(?P<name>{_PERSON})(?=\s+(?i:works?|worked|working|lives?|lived|is|was|has|had|joined|met|knows|"
+    r"said|says|told|moved|owns|leads|manages|likes|loves|wants|will|and|from|at|runs|started)\b)"
+)
+NOT_NAMES = frozenset(
+    {
+        *STOPWORDS,
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "yesterday",
+        "tonight",
+        "project",
+        "deadline",
+    }
+)

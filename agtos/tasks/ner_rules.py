@@ -1,0 +1,273 @@
+"""Rule mentions and their merge with the model's.
+
+Rules on top of the model: deadlines and dated events (label DEADLINE / EVENT), projects (PROJECT,
+type thing), tools and software (TOOL, type thing) and person cues ("my friend Carol"). A rule span
+that covers a model span replaces it (the model often calls projects ORG and tools PERSON); a model
+span larger than the rule span wins. Without a model, :class:`RuleRecognizer` adds capitalisation
+and context heuristics for people, organisations and places.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from agtos.schemas import EntityType
+from agtos.tasks.mentions import CORPORATE_SUFFIXES, MODEL_LABELS, Mention
+from agtos.tasks.ner_patterns import (
+    BY_RE,
+    DEADLINE_RE,
+    DUE_RE,
+    EVENT_RE,
+    LEADING_NOISE,
+    NOT_NAMES,
+    NOT_PROJECT_NAMES,
+    ORG_CONTEXT_RE,
+    ORG_SUFFIX_RE,
+    PERSON_CUE_RES,
+    PERSON_START_RE,
+    PLACE_CONTEXT_RE,
+    PLACE_FROM_RE,
+    PLACE_IN_RE,
+    PROJECT_RES,
+    SHIP_RE,
+    SOFT_PERSON_RES,
+    TECH_CONTEXT_RE,
+    TECH_SHAPE,
+    TOOL_CONTEXT_RE,
+    TOOL_LEXICON_RE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cand:
+    """A rule candidate: ``overrides`` lets it replace a model span it covers."""
+
+    mention: Mention
+    overrides: bool = True
+
+
+def _clean_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """Trim whitespace, trailing punctuation, a possessive and leading determiners."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and (text[end - 1].isspace() or text[end - 1] in ".,;:!?\"')"):
+        end -= 1
+    if text[start:end].endswith(("'s", "’s")):
+        end -= 2
+    while True:
+        head = re.match(r"(\w+)\s+", text[start:end])
+        if head and head.group(1).lower() in LEADING_NOISE and end - start > len(head.group(0)):
+            start += len(head.group(0))
+            continue
+        return start, end
+
+
+def clean_mention(text: str, start: int, end: int, etype: EntityType, confidence: float, label: str) -> Mention | None:
+    """The mention of ``text[start:end]`` trimmed by :func:`_clean_span`; None when nothing alphanumeric is left."""
+    start, end = _clean_span(text, start, end)
+    surface = text[start:end]
+    if not surface or not any(ch.isalnum() for ch in surface):
+        return None
+    return Mention(surface, etype, start, end, round(confidence, 3), label)
+
+
+def _name_ok(surface: str) -> bool:
+    first = surface.split()[0].lower() if surface.split() else ""
+    return bool(first) and first not in NOT_NAMES and surface.lower() not in NOT_NAMES
+
+
+def _add(
+    out: list[_Cand],
+    text: str,
+    match: re.Match[str],
+    group: str | int,
+    etype: EntityType,
+    conf: float,
+    label: str,
+    *,
+    overrides: bool = True,
+) -> None:
+    if match.group(group) is None:
+        return
+    mention = clean_mention(text, match.start(group), match.end(group), etype, conf, label)
+    if mention is not None:
+        out.append(_Cand(mention, overrides))
+
+
+def strong_rule_candidates(text: str) -> list[_Cand]:
+    """Deadlines, dated events, projects, tools and person cues (used with and without a model)."""
+    out: list[_Cand] = []
+    for regex, conf in ((DUE_RE, 0.8), (DEADLINE_RE, 0.8), (SHIP_RE, 0.7), (BY_RE, 0.6)):
+        for m in regex.finditer(text):
+            _add(out, text, m, "date", EntityType.event, conf, "DEADLINE")
+    for m in EVENT_RE.finditer(text):
+        _add(out, text, m, "event", EntityType.event, 0.7, "EVENT")
+        _add(out, text, m, "date", EntityType.event, 0.75, "DEADLINE")
+    for regex in PROJECT_RES:
+        for m in regex.finditer(text):
+            name = clean_mention(text, m.start("name"), m.end("name"), EntityType.thing, 0.8, "PROJECT")
+            if name and _name_ok(name.text) and name.text.split()[0].lower() not in NOT_PROJECT_NAMES:
+                out.append(_Cand(name))
+    for m in TOOL_LEXICON_RE.finditer(text):
+        _add(out, text, m, 0, EntityType.thing, 0.8, "TOOL")
+    for m in TOOL_CONTEXT_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.thing, 0.65, "TOOL")
+    for m in TECH_CONTEXT_RE.finditer(text):
+        if TECH_SHAPE.search(m.group("name")):
+            _add(out, text, m, "name", EntityType.thing, 0.6, "TOOL")
+    for regex in PERSON_CUE_RES:
+        for m in regex.finditer(text):
+            last = m.group("name").split()[-1].lower()
+            if _name_ok(m.group("name")) and last not in CORPORATE_SUFFIXES:
+                _add(out, text, m, "name", EntityType.person, 0.75, "PERSON_CUE")
+    for regex in SOFT_PERSON_RES:
+        for m in regex.finditer(text):
+            if _name_ok(m.group("name")):
+                _add(out, text, m, "name", EntityType.person, 0.6, "PERSON_CUE", overrides=False)
+    return out
+
+
+def _sentence_starts(text: str) -> list[int]:
+    starts = [0]
+    for m in re.finditer(r"[.;!?]+[\"')\]]*\s+|\n+", text):
+        starts.append(m.end())
+    return starts
+
+
+def weak_rule_candidates(text: str) -> list[_Cand]:
+    """Capitalisation-and-context heuristics for person, organisation and place (fallback only)."""
+    out: list[_Cand] = []
+    for m in ORG_SUFFIX_RE.finditer(text):
+        _add(out, text, m, "name", EntityType.organization, 0.7, "ORG_RULE", overrides=False)
+        _add(out, text, m, "name2", EntityType.organization, 0.7, "ORG_RULE", overrides=False)
+    for m in ORG_CONTEXT_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.organization, 0.6, "ORG_RULE", overrides=False)
+    for regex, conf in ((PLACE_CONTEXT_RE, 0.65), (PLACE_FROM_RE, 0.55), (PLACE_IN_RE, 0.45)):
+        for m in regex.finditer(text):
+            if _name_ok(m.group("name")):
+                _add(out, text, m, "name", EntityType.place, conf, "PLACE_RULE", overrides=False)
+    for start in _sentence_starts(text):
+        opener = PERSON_START_RE.match(text, start)
+        if opener and _name_ok(opener.group("name")):
+            _add(out, text, opener, "name", EntityType.person, 0.5, "PERSON_RULE", overrides=False)
+    return out
+
+
+def _overlaps(a: Mention, b: Mention) -> bool:
+    return a.start < b.end and b.start < a.end
+
+
+def _covers(outer: Mention, inner: Mention) -> bool:
+    return outer.start <= inner.start and inner.end <= outer.end
+
+
+def _greedy(cands: Sequence[_Cand]) -> list[_Cand]:
+    """Non-overlapping candidates: overriding (strong) first, then confidence, then length."""
+    ranked = sorted(
+        cands,
+        key=lambda c: (
+            not c.overrides,
+            -c.mention.confidence,
+            -(c.mention.end - c.mention.start),
+            c.mention.start,
+        ),
+    )
+    spans: list[tuple[int, int]] = []  # kept spans, sorted and disjoint
+    kept: list[_Cand] = []
+    for cand in ranked:
+        start, end = cand.mention.start, cand.mention.end
+        at = bisect.bisect_left(spans, (start, end))
+        if (at and spans[at - 1][1] > start) or (at < len(spans) and spans[at][0] < end):
+            continue
+        spans.insert(at, (start, end))
+        kept.append(cand)
+    return sorted(kept, key=lambda c: c.mention.start)
+
+
+_GENDERED_PRONOUN = re.compile(r"\b(?:she|he|her|his|him|hers|herself|himself)\b", re.I)
+
+
+def _pronoun_follows(text: str, mention: Mention, window: int = 200) -> bool:
+    return bool(_GENDERED_PRONOUN.search(text, mention.end, mention.end + window))
+
+
+def harmonise_types(mentions: Sequence[Mention]) -> list[Mention]:
+    """Give every mention of one normalised name the same type (rule evidence counts 1.2x)."""
+    weight: dict[tuple[str, EntityType], float] = {}
+    for m in mentions:
+        factor = 1.0 if m.label in MODEL_LABELS else 1.2
+        weight[(m.key, m.type)] = weight.get((m.key, m.type), 0.0) + m.confidence * factor
+    best: dict[str, tuple[float, EntityType]] = {}
+    for (key, etype), w in weight.items():
+        if key not in best or w > best[key][0]:
+            best[key] = (w, etype)
+    return [m if m.type == best[m.key][1] else replace(m, type=best[m.key][1]) for m in mentions]
+
+
+def merge_with_model(text: str, model: Sequence[Mention], rules: Sequence[_Cand]) -> list[Mention]:
+    """Model mentions plus rule mentions.
+
+    A strong rule replaces a model span it covers; a soft person cue replaces a one-word model
+    ORG/PRODUCT span only when a he/she pronoun follows ("Alice's project ... she"). Otherwise the
+    model wins and the clashing rule spans are dropped.
+    """
+    chosen = _greedy(rules)  # disjoint and sorted, so their ends are sorted too
+    ends = [c.mention.end for c in chosen]
+    result: list[Mention] = []
+    dropped: set[int] = set()
+    for m in model:
+        clashing: list[tuple[int, _Cand]] = []
+        i = bisect.bisect_right(ends, m.start)
+        while i < len(chosen) and chosen[i].mention.start < m.end:
+            if i not in dropped:
+                clashing.append((i, chosen[i]))
+            i += 1
+        if not clashing:
+            result.append(m)
+            continue
+        winners = [
+            (i, c)
+            for i, c in clashing
+            if (_covers(c.mention, m) or (c.overrides and " and " in m.text))
+            and (
+                c.overrides
+                or (
+                    c.mention.type == EntityType.person
+                    and m.type in (EntityType.organization, EntityType.thing)
+                    and " " not in m.text
+                    and _pronoun_follows(text, m)
+                )
+            )
+        ]
+        if winners:
+            i, c = winners[0]
+            if (c.mention.start, c.mention.end, c.mention.type) == (m.start, m.end, m.type):
+                boosted = min(0.95, max(c.mention.confidence, m.confidence) + 0.1)
+                chosen[i] = _Cand(replace(c.mention, confidence=round(boosted, 3)), c.overrides)
+            continue
+        dropped.update(i for i, _ in clashing)
+        result.append(m)
+    result.extend(c.mention for i, c in enumerate(chosen) if i not in dropped)
+    return harmonise_types(sorted(result, key=lambda m: (m.start, m.end)))
+
+
+class RuleRecognizer:
+    """Pure-regex fallback: rules plus capitalisation heuristics, no model. Lower confidence."""
+
+    name = "rules-fallback"
+
+    def recognize(self, text: str) -> list[Mention]:
+        """Mentions found by rules alone."""
+        if not text.strip():
+            return []
+        kept = _greedy([*strong_rule_candidates(text), *weak_rule_candidates(text)])
+        return harmonise_types(sorted((c.mention for c in kept), key=lambda m: (m.start, m.end)))
+
+    def recognize_many(self, texts: Iterable[str]) -> list[list[Mention]]:
+        """:meth:`recognize` for each text."""
+        return [self.recognize(t) for t in texts]
