@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -117,10 +119,40 @@ def test_served_lint_deployment_completes(
         assert _wait_for_runs(client, [run_id], 240) == {run_id: "COMPLETED"}
         reports = coordinator.maintenance.history(U)
         assert len(reports) == 1 and reports[0].summary["status"] == "completed"
+
+        run = _maintain_through_the_api(env, U)  # with PREFECT_API_URL: the deployment takes the run
+        assert run["status"] == "completed" and run["flowRunId"], run
+        assert _wait_for_runs(client, [run["flowRunId"]], 0) == {run["flowRunId"]: "COMPLETED"}
+        reports = coordinator.maintenance.history(U)
+        assert len(reports) == 2 and reports[0].summary["runId"] == run["runId"]
     finally:
         runner.terminate()
         runner.wait(timeout=30)
         coordinator.close()
+
+
+MAINTAIN_THROUGH_THE_API = """
+import json, sys, time
+from fastapi.testclient import TestClient
+from agtos.serving.app import create_app
+with TestClient(create_app()) as client:
+    headers = {"X-User-Id": sys.argv[1]}
+    run = client.post("/api/memory/maintain", headers=headers).json()
+    deadline = time.monotonic() + 240
+    while run["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(1)
+        run = client.get(f"/api/memory/maintain/runs/{run['runId']}", headers=headers).json()
+print(json.dumps(run))
+"""
+
+
+def _maintain_through_the_api(env: dict[str, str], user_id: str) -> dict[str, Any]:
+    """``POST /api/memory/maintain`` in an API process of ``env``; the run once it has finished."""
+    done = subprocess.run(
+        [sys.executable, "-c", MAINTAIN_THROUGH_THE_API, user_id], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def _prefect(env: dict[str, str], *args: str) -> None:
