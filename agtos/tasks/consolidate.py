@@ -17,6 +17,7 @@ from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
 from agtos.schemas import Conclusion, ConclusionType, Episode
 from agtos.schemas.records import now_ms
 from agtos.tasks.distil import memory_kind
+from agtos.tasks.prompts import CONSOLIDATION_PROMPT
 from agtos.tasks.text import normalise
 
 log = logging.getLogger(__name__)
@@ -129,15 +130,6 @@ class _LLMConclusion(BaseModel):
     source_episode_ids: list[str] = Field(min_length=1)
 
 
-SYSTEM_PROMPT = (
-    "You consolidate an assistant's memories of one user into conclusions. Types: explicit (the user "
-    "said it), deductive (follows logically), inductive (a pattern across at least two sessions), "
-    "abductive (the best explanation). Answer JSON only: "
-    '{"conclusions":[{"text":"User ...","type":"explicit|deductive|inductive|abductive",'
-    '"confidence":0.0-1.0,"source_episode_ids":["ep-..."]}]}'
-)
-
-
 def llm_conclusions(llm: LLMProvider, user_id: str, episodes: list[Episode]) -> list[Conclusion]:
     """Ask the LLM; raises LLMError when the reply as a whole is unusable, drops invalid items."""
     known = {e.id for e in episodes}
@@ -149,7 +141,7 @@ def llm_conclusions(llm: LLMProvider, user_id: str, episodes: list[Episode]) -> 
     )
     reply = parse_json_reply(
         llm.chat(
-            [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": listing}],
+            [{"role": "system", "content": CONSOLIDATION_PROMPT}, {"role": "user", "content": listing}],
             json_mode=True,
         )
     )

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
 from agtos.tasks.polarity import ANTONYMS, conflict_reason, polarity
+from agtos.tasks.prompts import CONTRADICTION_JUDGE_PROMPT
 
 log = logging.getLogger(__name__)
 
@@ -233,13 +234,6 @@ class _Verdicts(BaseModel):
     verdicts: list[_Verdict]
 
 
-JUDGE_PROMPT = (
-    "For each numbered pair of statements about the same user, decide whether they contradict each other "
-    "(cannot both be true now). Answer JSON only: "
-    '{"verdicts":[{"pair":0,"contradiction":true,"confidence":0.9,"explanation":"..."}]} with one verdict per pair.'
-)
-
-
 @dataclass(frozen=True)
 class Judgement:
     a: str
@@ -266,7 +260,10 @@ class LLMJudge:
             try:
                 reply = parse_json_reply(
                     self.llm.chat(
-                        [{"role": "system", "content": JUDGE_PROMPT}, {"role": "user", "content": listing}],
+                        [
+                            {"role": "system", "content": CONTRADICTION_JUDGE_PROMPT},
+                            {"role": "user", "content": listing},
+                        ],
                         json_mode=True,
                     )
                 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agtos.providers.llm import LLMError, LLMProvider
+from agtos.tasks.prompts import ANSWER_PROMPT
 from agtos.tasks.text import content_words, normalise
 
 
@@ -32,11 +33,7 @@ def llm_answer(llm: LLMProvider, question: str, evidence: list[Evidence]) -> str
     """Ask the LLM to answer from the evidence only (raises LLMError on failure)."""
     listing = "\n".join(f"[{e.id}] ({e.kind}) {e.text}" for e in evidence) or "(no evidence)"
     messages = [
-        {
-            "role": "system",
-            "content": "Answer the question about the user using only the evidence. Say you don't know "
-            "if it is not covered. Be brief.",
-        },
+        {"role": "system", "content": ANSWER_PROMPT},
         {"role": "user", "content": f"Evidence:\n{listing}\n\nQuestion: {question}"},
     ]
     answer = llm.chat(messages).strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
+from agtos.tasks.prompts import expansion_prompt
 
 log = logging.getLogger(__name__)
 
@@ -15,11 +16,7 @@ MAX_EXPANSION_CHARS = 300
 def expand_query(llm: LLMProvider, query: str, n: int = MAX_EXPANSIONS) -> list[str]:
     """Up to ``n`` distinct rephrasings; any provider or format failure yields none."""
     messages = [
-        {
-            "role": "system",
-            "content": f"Rewrite the search query in {n} different ways that could match stored memories. "
-            'Answer JSON only: {"queries": ["...", "..."]}',
-        },
+        {"role": "system", "content": expansion_prompt(n)},
         {"role": "user", "content": query},
     ]
     try:

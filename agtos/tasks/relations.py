@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
 from agtos.schemas import EntityType
 from agtos.tasks.mentions import Mention, normalise_entity_name
+from agtos.tasks.prompts import relations_prompt
 
 log = logging.getLogger(__name__)
 
@@ -419,14 +420,6 @@ class PatternRelationExtractor:
 
 # --------------------------------------------------------------------------- LLM extraction
 
-_SYSTEM_PROMPT = (
-    "You extract relationships between named entities from a text. Use ONLY the entity names listed "
-    "(spelled exactly as listed) and ONLY these relationship types:\n{types}\n"
-    "Include a relationship only if the text states or clearly implies it. Answer with JSON only: "
-    '{{"relationships": [{{"source": "<entity name>", "target": "<entity name>", "type": "<type>", '
-    '"confidence": <0..1>}}]}}. Use an empty list when there are none.'
-)
-
 
 def _find_sentence(spans: Sequence[tuple[int, int]], text: str, source: str, target: str) -> str:
     """The first sentence naming both ends (by normalised name), else one naming the source."""
@@ -506,14 +499,13 @@ class LLMRelationExtractor:
 
     def messages(self, text: str, mentions: Sequence[Mention]) -> list[dict[str, str]]:
         """The chat request: the allowed types, the entity list and the text."""
-        types = "\n".join(f"- {t}: {d}" for t, d in _DESCRIPTIONS.items())
         entities: dict[str, Mention] = {}
         for m in sorted(mentions, key=lambda m: -len(m.text)):
             entities.setdefault(m.key, m)
         listing = "\n".join(f"- {m.text} ({m.type})" for m in entities.values() if m.key)
         user = f"Entities:\n{listing}\n\nText:\n{text[: self.max_chars]}"
         return [
-            {"role": "system", "content": _SYSTEM_PROMPT.format(types=types)},
+            {"role": "system", "content": relations_prompt(_DESCRIPTIONS)},
             {"role": "user", "content": user},
         ]
 

@@ -23,6 +23,7 @@ import numpy as np
 from agtos.providers.llm import LLMError, LLMProvider
 from agtos.schemas import Role, Turn
 from agtos.tasks.extract import informative_words
+from agtos.tasks.prompts import SUMMARY_PROMPT
 from agtos.tasks.speakers import Utterance, human_names, utterances
 from agtos.tasks.text import content_words, sentences, words
 
@@ -192,12 +193,7 @@ class LLMSummariser:
     def summarise(self, turns: list[Turn]) -> str:
         transcript = "\n".join(f"{u.label}: {u.text}" for u in utterances(turns))
         messages = [
-            {
-                "role": "system",
-                "content": "Summarise this conversation in at most 3 sentences, in the third person, naming "
-                "each speaker as the transcript does ('User ...' when it says User). Keep names, numbers, "
-                "dates, preferences and decisions from every speaker; leave out greetings and thanks.",
-            },
+            {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": transcript},
         ]
         try:
