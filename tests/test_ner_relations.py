@@ -13,15 +13,9 @@ from agtos.schemas import EntityType
 from agtos.tasks.mentions import Mention, collect_entities, normalise_entity_name
 from agtos.tasks.ner import SpacyRecognizer, build_recognizer
 from agtos.tasks.ner_rules import RuleRecognizer
-from agtos.tasks.relations import (
-    RELATION_TYPES,
-    ExtractedRelation,
-    LLMRelationExtractor,
-    PatternRelationExtractor,
-    build_relation_extractor,
-    parse_llm_relations,
-    sentence_spans,
-)
+from agtos.tasks.relation_patterns import PatternRelationExtractor
+from agtos.tasks.relation_types import RELATION_TYPES, ExtractedRelation, sentence_spans
+from agtos.tasks.relations import LLMRelationExtractor, build_relation_extractor, parse_llm_relations
 
 SENTENCE = "Alice works at Acme Corp in Berlin; her project Falcon is due Friday."
 

@@ -28,7 +28,8 @@ from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.mentions import EntityCandidate, EntityRecognizer, Mention, collect_entities, normalise_entity_name
-from agtos.tasks.relations import SYMMETRIC_TYPES, build_relation_extractor
+from agtos.tasks.relation_types import SYMMETRIC_TYPES
+from agtos.tasks.relations import build_relation_extractor
 
 log = logging.getLogger(__name__)
 
