@@ -147,6 +147,12 @@ def step_prune(state: LintState, cfg: MaintenanceConfig) -> LintState:
     return state
 
 
+def prune_expired(rt: Services, user_id: str) -> dict[str, int]:
+    """Index entries of episodes and turns whose TTL ran out (search drops the ones it meets;
+    this sweeps the rest), per namespace."""
+    return {namespace: rt.semantic.store(namespace).prune(user_id) for namespace in ("episode", "turn")}
+
+
 def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceReport:
     """Write changed conclusions, delete removed ones, store the report, fire contradiction events."""
     kept = [state.conclusions[i] for i in state.changed if i in state.conclusions]
@@ -155,12 +161,14 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
     for conclusion_id in state.removed:
         store.delete(state.user_id, conclusion_id)
     store.save_records(kept)  # texts are unchanged (merges keep the winner's), so indexes stay valid
+    expired = prune_expired(rt, state.user_id)
     summary = {
         "status": "completed",
         "conclusionsBefore": state.before,
         "conclusionsAfter": len(state.conclusions),
         **{s["step"]: s["count"] for s in state.steps},
         "contradictionPipeline": state.pipeline,
+        "expiredIndexEntries": expired,
         "durationMs": now_ms() - started_ms,
         **({"runId": state.run_id} if state.run_id else {}),
     }
