@@ -6,27 +6,28 @@ merged into an existing one when (a) its normalised name equals the entity's nam
 ``similarity_threshold`` (0.85) cosine-similar to an existing entity's name of the same type
 (entity-name vectors live in the per-user vector index namespace ``entity``). Otherwise a new
 entity is created. Typed relationships between the entities of an episode are merged per
-(source, type, target). Reads (lists, search, views) live in :mod:`agtos.memory.entity_views`.
+(source, type, target). Loading, compare-and-set writes, name vectors and edges are
+:class:`agtos.memory.entity_graph.EntityGraph`'s; reads (lists, search, views) live in
+:mod:`agtos.memory.entity_views`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from agtos.memory.entity_graph import WRITE_RETRIES, EntityConflict, EntityGraph, EntityInvalid, EntityNotFound
 from agtos.memory.semantic import SemanticMemory
-from agtos.providers.embeddings import EmbeddingError
 from agtos.providers.llm import LLMProvider
-from agtos.schemas import Entity, EntityType, Episode, Relationship
-from agtos.storage.entity_store import EntityStore, WriteResult, triple_key
-from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.schemas import Entity, EntityType, Episode
+from agtos.storage.entity_store import triple_key
+from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.entity_records import MAX_NAME_CHARS, entity_text, merge_aliases, name_keys, union_ids
 from agtos.tasks.mentions import EntityCandidate, EntityRecognizer, Mention, collect_entities, normalise_entity_name
 from agtos.tasks.relation_types import SYMMETRIC_TYPES
 from agtos.tasks.relations import build_relation_extractor
@@ -34,26 +35,9 @@ from agtos.tasks.relations import build_relation_extractor
 log = logging.getLogger(__name__)
 
 SIMILARITY_THRESHOLD = 0.85
-MAX_ALIASES = 200
-MAX_NAME_CHARS = 256
-MAX_EPISODE_IDS = 1_000
-_RETRIES = 8
 
-
-class EntityNotFound(LookupError):
-    """No live entity with this id for this user."""
-
-
-class EntityInvalid(ValueError):
-    """An edit or merge that cannot be applied as asked."""
-
-
-class EntityConflict(ValueError):
-    """A name or alias already belongs to another entity."""
-
-    def __init__(self, message: str, owner_id: str) -> None:
-        super().__init__(message)
-        self.owner_id = owner_id
+# the errors stay importable from here for the entities router
+__all__ = ["EntityConflict", "EntityIngestReport", "EntityInvalid", "EntityMemory", "EntityNotFound", "MergeReport"]
 
 
 @dataclass
@@ -72,36 +56,7 @@ class MergeReport:
     dropped: int
 
 
-def entity_text(episode: Episode) -> str:
-    """The text NER reads: the summary and the facts (the turns are not kept)."""
-    return "\n".join(p for p in [episode.summary, *episode.facts] if p)
-
-
-def name_keys(entity: Entity) -> list[str]:
-    """Normalised name and aliases: the entity's lookup keys."""
-    keys = (normalise_entity_name(n) for n in [entity.name, *entity.aliases])
-    return list(dict.fromkeys(k for k in keys if k))
-
-
-def merge_aliases(name: str, aliases: Sequence[str], extra: Sequence[str]) -> list[str]:
-    """``aliases`` plus new surfaces of ``extra``: case-insensitively distinct, never the name."""
-    seen = {name.strip().casefold()}
-    out: list[str] = []
-    for alias in [*aliases, *extra]:
-        alias = " ".join(alias.split())
-        if alias and len(alias) <= MAX_NAME_CHARS and alias.casefold() not in seen and normalise_entity_name(alias):
-            seen.add(alias.casefold())
-            out.append(alias)
-    return out[:MAX_ALIASES]
-
-
-def union_ids(*groups: Sequence[str]) -> list[str]:
-    """Ids in first-seen order, keeping the newest ``MAX_EPISODE_IDS``."""
-    ids = list(dict.fromkeys(i for group in groups for i in group))
-    return ids[-MAX_EPISODE_IDS:]
-
-
-class EntityMemory:
+class EntityMemory(EntityGraph):
     """Entity graph writes: ingestion with dedup, edits, soft delete and merges."""
 
     def __init__(
@@ -112,67 +67,9 @@ class EntityMemory:
         llm: LLMProvider | None = None,
         similarity_threshold: float = SIMILARITY_THRESHOLD,
     ) -> None:
-        self.store = EntityStore(connector, keys)
-        self.connector = connector
-        self.keys = keys
-        self.semantic = semantic
+        super().__init__(connector, keys, semantic)
         self.extractor = build_relation_extractor(llm)
         self.similarity_threshold = similarity_threshold
-        self._vectors: VectorIndex | None = None
-        self._lock = threading.RLock()
-
-    # -- vectors ----------------------------------------------------------------------
-    def vector_index(self) -> VectorIndex | None:
-        """The ``entity`` vector namespace, or None without an embedder."""
-        with self._lock:
-            if self._vectors is None:
-                try:
-                    dim = self.semantic.embedder.dim
-                except EmbeddingError:
-                    return None
-                self._vectors = VectorIndex(self.connector, self.keys, "entity", dim)
-            return self._vectors
-
-    def embed_names(self, names: Sequence[str]) -> dict[str, np.ndarray]:
-        """One embedding call for ``names``; empty when the embedder is unavailable."""
-        names = list(dict.fromkeys(names))
-        if not names:
-            return {}
-        try:
-            matrix = self.semantic.embedder.embed(names)
-        except EmbeddingError as exc:
-            log.warning("entity names not embedded (alias dedup only): %s", exc)
-            return {}
-        return dict(zip(names, matrix, strict=True))
-
-    def _set_vector(self, user_id: str, entity_id: str, vector: np.ndarray | None) -> None:
-        index = self.vector_index()
-        if index is None:
-            return
-        if vector is None:
-            index.remove(user_id, entity_id)
-        else:
-            index.add(user_id, entity_id, vector)
-
-    # -- loading ----------------------------------------------------------------------
-    def load(self, user_id: str, entity_id: str) -> tuple[Entity, str] | None:
-        """A live entity and its stored JSON (for compare-and-set), or None."""
-        if not RECORD_ID_PATTERN.fullmatch(entity_id or ""):
-            return None
-        raw = self.store.get_raw(user_id, entity_id)
-        if raw is None:
-            return None
-        entity = Entity.model_validate_json(raw)
-        return None if entity.deleted else (entity, raw)
-
-    def require(self, user_id: str, entity_id: str) -> tuple[Entity, str]:
-        loaded = self.load(user_id, entity_id)
-        if loaded is None:
-            raise EntityNotFound(f"entity {entity_id!r} not found")
-        return loaded
-
-    def _write(self, new: Entity, raw: str, old: Entity, *, force: bool = False) -> WriteResult:
-        return self.store.save_entity(new, name_keys(new), expect=raw, old=old, old_keys=name_keys(old), force=force)
 
     # -- ingestion --------------------------------------------------------------------
     def ingest(
@@ -225,7 +122,7 @@ class EntityMemory:
     def observe(self, episode: Episode, cand: EntityCandidate, vector: np.ndarray | None) -> tuple[str | None, bool]:
         """Merge one mention into its entity (or create it): ``(entity id, created)``."""
         user_id, ts = episode.user_id, episode.timestamp
-        for _ in range(_RETRIES):
+        for _ in range(WRITE_RETRIES):
             owner = self.store.owners(user_id, [cand.key]).get(cand.key)
             target = self.load(user_id, owner) if owner else None
             if target is None and vector is not None:
@@ -271,53 +168,12 @@ class EntityMemory:
                 return loaded
         return None
 
-    def relate(
-        self, user_id: str, source_id: str, target_id: str, rtype: str, confidence: float, episode_id: str
-    ) -> str | None:
-        """Create the edge or merge into the same (source, type, target): ids union, max confidence."""
-        triple = triple_key(source_id, rtype, target_id, rtype in SYMMETRIC_TYPES)
-        incoming = Relationship(
-            user_id=user_id,
-            source_id=source_id,
-            target_id=target_id,
-            type=rtype,
-            confidence=confidence,
-            source_episode_ids=[episode_id],
-        )
-        for _ in range(_RETRIES):
-            owner = self.store.triple_owner(user_id, triple)
-            if owner is None or self.store.rel_raw(user_id, owner) is None:
-                if self.store.save_rel(incoming, triple, expect="", force=owner is not None).status == "ok":
-                    return incoming.id
-                continue
-            if self.absorb_rel(user_id, owner, incoming):
-                return owner
-        return None
-
-    def absorb_rel(self, user_id: str, rel_id: str, other: Relationship) -> bool:
-        """Fold ``other``'s confidence and episodes into the stored edge ``rel_id``."""
-        for _ in range(_RETRIES):
-            raw = self.store.rel_raw(user_id, rel_id)
-            if raw is None:
-                return False
-            rel = Relationship.model_validate_json(raw)
-            new = rel.model_copy(
-                update={
-                    "confidence": max(rel.confidence, other.confidence),
-                    "source_episode_ids": union_ids(rel.source_episode_ids, other.source_episode_ids),
-                }
-            )
-            triple = triple_key(rel.source_id, rel.type, rel.target_id, rel.type in SYMMETRIC_TYPES)
-            if new == rel or self.store.save_rel(new, triple, expect=raw, old=rel, old_triple=triple).status == "ok":
-                return True
-        return False
-
     # -- edits ------------------------------------------------------------------------
     def update(self, user_id: str, entity_id: str, changes: dict[str, Any]) -> Entity:
         """Edit name/type/aliases/confidence. A rename keeps the old name as an alias unless
         ``aliases`` is given too. Raises EntityNotFound, EntityInvalid or EntityConflict."""
         with self._lock:
-            for _ in range(_RETRIES):
+            for _ in range(WRITE_RETRIES):
                 old, raw = self.require(user_id, entity_id)
                 new = self._edited(old, changes)
                 if new == old:
@@ -357,7 +213,7 @@ class EntityMemory:
     def delete(self, user_id: str, entity_id: str) -> Entity:
         """Soft delete: ``deleted=true``, dropped from every index and from dedup lookups."""
         with self._lock:
-            for _ in range(_RETRIES):
+            for _ in range(WRITE_RETRIES):
                 old, raw = self.require(user_id, entity_id)
                 new = old.model_copy(update={"deleted": True})
                 if self._write(new, raw, old).status == "ok":
@@ -389,7 +245,7 @@ class EntityMemory:
             self.require(user_id, survivor_id)
             dup, _ = self.require(user_id, duplicate_id)
             moved, merged, dropped = self._move_edges(user_id, dup.id, survivor_id)
-            for _ in range(_RETRIES):
+            for _ in range(WRITE_RETRIES):
                 old, raw = self.require(user_id, survivor_id)
                 new = old.model_copy(
                     update={

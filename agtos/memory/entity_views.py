@@ -9,9 +9,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from agtos.memory.entities import EntityMemory, name_keys
+from agtos.memory.entities import EntityMemory
 from agtos.schemas import Entity, Episode
 from agtos.storage.record_reads import RecordReads
+from agtos.tasks.entity_records import name_keys
 from agtos.tasks.mentions import normalise_entity_name
 
 _TOKEN = re.compile(r"[a-z0-9]+[+#]*")

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agtos.memory.entities import entity_text
 from agtos.memory.episodic import build_episode
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory
 from agtos.tasks.distil import distil_memories
+from agtos.tasks.entity_records import entity_text
 from agtos.tasks.text import episode_text
 from agtos.tasks.verbatim_turns import TurnBatch, batch_turns
 

@@ -1,0 +1,149 @@
+"""The entity graph over its Redis store: loading with compare-and-set writes, the entity-name
+vectors (per-user vector index namespace ``entity``) and merged edges. :class:`agtos.memory.entities.EntityMemory`
+builds ingestion, edits and merges on it; reads live in :mod:`agtos.memory.entity_views`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from agtos.memory.semantic import SemanticMemory
+from agtos.providers.embeddings import EmbeddingError
+from agtos.schemas import Entity, Relationship
+from agtos.storage.entity_store import EntityStore, WriteResult, triple_key
+from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.entity_records import name_keys, union_ids
+from agtos.tasks.relation_types import SYMMETRIC_TYPES
+
+log = logging.getLogger(__name__)
+
+WRITE_RETRIES = 8  # compare-and-set attempts before a write gives up
+
+
+class EntityNotFound(LookupError):
+    """No live entity with this id for this user."""
+
+
+class EntityInvalid(ValueError):
+    """An edit or merge that cannot be applied as asked."""
+
+
+class EntityConflict(ValueError):
+    """A name or alias already belongs to another entity."""
+
+    def __init__(self, message: str, owner_id: str) -> None:
+        super().__init__(message)
+        self.owner_id = owner_id
+
+
+class EntityGraph:
+    """Entities and their edges in Redis, with the name vectors that dedup uses."""
+
+    def __init__(self, connector: RedisConnector, keys: GlobalKeys, semantic: SemanticMemory) -> None:
+        self.store = EntityStore(connector, keys)
+        self.connector = connector
+        self.keys = keys
+        self.semantic = semantic
+        self._vectors: VectorIndex | None = None
+        self._lock = threading.RLock()
+
+    # -- vectors ----------------------------------------------------------------------
+    def vector_index(self) -> VectorIndex | None:
+        """The ``entity`` vector namespace, or None without an embedder."""
+        with self._lock:
+            if self._vectors is None:
+                try:
+                    dim = self.semantic.embedder.dim
+                except EmbeddingError:
+                    return None
+                self._vectors = VectorIndex(self.connector, self.keys, "entity", dim)
+            return self._vectors
+
+    def embed_names(self, names: Sequence[str]) -> dict[str, np.ndarray]:
+        """One embedding call for ``names``; empty when the embedder is unavailable."""
+        names = list(dict.fromkeys(names))
+        if not names:
+            return {}
+        try:
+            matrix = self.semantic.embedder.embed(names)
+        except EmbeddingError as exc:
+            log.warning("entity names not embedded (alias dedup only): %s", exc)
+            return {}
+        return dict(zip(names, matrix, strict=True))
+
+    def _set_vector(self, user_id: str, entity_id: str, vector: np.ndarray | None) -> None:
+        index = self.vector_index()
+        if index is None:
+            return
+        if vector is None:
+            index.remove(user_id, entity_id)
+        else:
+            index.add(user_id, entity_id, vector)
+
+    # -- loading ----------------------------------------------------------------------
+    def load(self, user_id: str, entity_id: str) -> tuple[Entity, str] | None:
+        """A live entity and its stored JSON (for compare-and-set), or None."""
+        if not RECORD_ID_PATTERN.fullmatch(entity_id or ""):
+            return None
+        raw = self.store.get_raw(user_id, entity_id)
+        if raw is None:
+            return None
+        entity = Entity.model_validate_json(raw)
+        return None if entity.deleted else (entity, raw)
+
+    def require(self, user_id: str, entity_id: str) -> tuple[Entity, str]:
+        loaded = self.load(user_id, entity_id)
+        if loaded is None:
+            raise EntityNotFound(f"entity {entity_id!r} not found")
+        return loaded
+
+    def _write(self, new: Entity, raw: str, old: Entity, *, force: bool = False) -> WriteResult:
+        return self.store.save_entity(new, name_keys(new), expect=raw, old=old, old_keys=name_keys(old), force=force)
+
+    # -- edges ------------------------------------------------------------------------
+    def relate(
+        self, user_id: str, source_id: str, target_id: str, rtype: str, confidence: float, episode_id: str
+    ) -> str | None:
+        """Create the edge or merge into the same (source, type, target): ids union, max confidence."""
+        triple = triple_key(source_id, rtype, target_id, rtype in SYMMETRIC_TYPES)
+        incoming = Relationship(
+            user_id=user_id,
+            source_id=source_id,
+            target_id=target_id,
+            type=rtype,
+            confidence=confidence,
+            source_episode_ids=[episode_id],
+        )
+        for _ in range(WRITE_RETRIES):
+            owner = self.store.triple_owner(user_id, triple)
+            if owner is None or self.store.rel_raw(user_id, owner) is None:
+                if self.store.save_rel(incoming, triple, expect="", force=owner is not None).status == "ok":
+                    return incoming.id
+                continue
+            if self.absorb_rel(user_id, owner, incoming):
+                return owner
+        return None
+
+    def absorb_rel(self, user_id: str, rel_id: str, other: Relationship) -> bool:
+        """Fold ``other``'s confidence and episodes into the stored edge ``rel_id``."""
+        for _ in range(WRITE_RETRIES):
+            raw = self.store.rel_raw(user_id, rel_id)
+            if raw is None:
+                return False
+            rel = Relationship.model_validate_json(raw)
+            new = rel.model_copy(
+                update={
+                    "confidence": max(rel.confidence, other.confidence),
+                    "source_episode_ids": union_ids(rel.source_episode_ids, other.source_episode_ids),
+                }
+            )
+            triple = triple_key(rel.source_id, rel.type, rel.target_id, rel.type in SYMMETRIC_TYPES)
+            if new == rel or self.store.save_rel(new, triple, expect=raw, old=rel, old_triple=triple).status == "ok":
+                return True
+        return False
