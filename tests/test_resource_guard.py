@@ -16,8 +16,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
 from agtos.config import LLMSlot, Settings
-from agtos.serving.routers import metrics as metrics_router
-from agtos.tasks.resource_guard import (
+from agtos.memory.resource_guard import (
     ActivityTracker,
     GuardConfig,
     Policy,
@@ -27,6 +26,7 @@ from agtos.tasks.resource_guard import (
     parse_policy,
     run_when_safe,
 )
+from agtos.serving.routers import metrics as metrics_router
 from tests.stub_servers import StubModelServer
 
 NOW = 1_800_000_000.0  # 2027-01-15

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
+from agtos.memory.resource_guard import run_when_safe
 from agtos.storage.redis_conn import StorageUnavailable
-from agtos.tasks.resource_guard import run_when_safe
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services

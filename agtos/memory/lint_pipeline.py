@@ -21,13 +21,13 @@ import polars as pl
 from agtos.config import MaintenanceConfig
 from agtos.memory.contradiction_pipeline import detect_contradictions
 from agtos.memory.errors import MaintenanceDisabledError
+from agtos.memory.resource_guard import run_when_safe
 from agtos.schemas import Conclusion, Episode, MaintenanceReport
 from agtos.schemas.api import MaintenanceRun
 from agtos.schemas.records import now_ms
 from agtos.tasks import lint_steps
 from agtos.tasks.data_checks import validate_table
 from agtos.tasks.pair_selection import redundant_pairs
-from agtos.tasks.resource_guard import run_when_safe
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services

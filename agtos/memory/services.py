@@ -17,6 +17,7 @@ from agtos.events import EventBus
 from agtos.memory.entities import EntityMemory
 from agtos.memory.privacy import Privacy
 from agtos.memory.query_ingest import QueryIngestGate
+from agtos.memory.resource_guard import ActivityTracker, GuardConfig, ResourceGuard
 from agtos.memory.semantic import SemanticMemory
 from agtos.memory.working import WorkingMemoryStore
 from agtos.providers.embeddings import Embedder, build_embedder
@@ -36,7 +37,6 @@ from agtos.storage.users import UserDirectory
 from agtos.tasks.contradiction import NLIModel, build_nli
 from agtos.tasks.expansion import expand_query
 from agtos.tasks.ner import build_recognizer
-from agtos.tasks.resource_guard import ActivityTracker, GuardConfig, ResourceGuard
 from agtos.tasks.summarize import build_summariser
 
 log = logging.getLogger(__name__)
