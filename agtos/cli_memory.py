@@ -105,7 +105,7 @@ def register(memory_app: typer.Typer) -> None:
         verbose: bool = typer.Option(False, "--verbose", "-v", help="print every step of every report"),
     ) -> None:
         """Run the six-step memory lint now (waits while the ResourceGuard defers)."""
-        from agtos.memory.errors import MaintenanceDisabledError
+        from agtos.memory.service_errors import MaintenanceDisabledError
 
         with coordinator_from_env() as coordinator:
             users = [user] if user else coordinator.known_users()

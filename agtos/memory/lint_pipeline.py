@@ -20,8 +20,8 @@ import polars as pl
 
 from agtos.config import MaintenanceConfig
 from agtos.memory.contradiction_pipeline import detect_contradictions
-from agtos.memory.errors import MaintenanceDisabledError
 from agtos.memory.resource_guard import run_when_safe
+from agtos.memory.service_errors import MaintenanceDisabledError
 from agtos.schemas import Conclusion, Episode, MaintenanceReport
 from agtos.schemas.api import MaintenanceRun
 from agtos.schemas.records import now_ms
