@@ -73,6 +73,37 @@ def test_onnx_batch_equals_single(minilm: OnnxMiniLMEmbedder) -> None:
     np.testing.assert_allclose(minilm.embed(texts), singles, atol=1e-4)
 
 
+# Short, medium and long texts (the long ones past the 256-token window) in a mixed order.
+MIXED_LENGTHS = [
+    "hi",
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "ok",
+    "Melanie: " + "We camped by the lake, roasted marshmallows and told stories until the fire died down. " * 30,
+    "Jon: I lost my job at the bank, so I am opening a dance studio of my own next month.",
+    "Gina: Door Dash let me go last Friday. " * 12,
+    "thanks!",
+    "Evan: " + "The quarterly tax report is due and the spreadsheets do not add up. " * 45,
+]
+
+
+def test_length_buckets_sort_and_cap_texts_and_padded_tokens() -> None:
+    lengths = [5, 300, 7, 6, 100, 5]
+    assert emb.length_buckets(lengths, 2, 256) == [[0, 5], [3, 2], [4], [1]]
+    assert emb.length_buckets(lengths, 8, 256) == [[0, 5, 3, 2], [4], [1]]  # 5 x 100 > 256, 300 alone
+    assert emb.length_buckets(lengths, 8, 10_000) == [[0, 5, 3, 2, 4, 1]]
+    assert emb.length_buckets([], 8, 256) == []
+
+
+def test_onnx_length_buckets_give_the_one_at_a_time_vectors_in_input_order(minilm: OnnxMiniLMEmbedder) -> None:
+    bucketed = OnnxMiniLMEmbedder(batch_size=3, batch_tokens=512)  # several buckets, long texts alone
+    bucketed._session, bucketed._tokenizer = minilm._ensure_loaded()  # share the model
+    singles = np.stack([minilm.embed([t])[0] for t in MIXED_LENGTHS])
+    for vectors in (bucketed.embed(MIXED_LENGTHS), minilm.embed(MIXED_LENGTHS)):
+        cosines = np.sum(vectors * singles, axis=1)
+        assert cosines.min() >= 0.9999, cosines
+    assert singles[3] @ singles[7] < 0.9  # rows swapped between two long texts would show
+
+
 def test_onnx_semantic_similarity(minilm: OnnxMiniLMEmbedder) -> None:
     hiking, trekking, taxes = minilm.embed([HIKING, TREKKING, TAXES])
     assert hiking @ trekking > 0.5

