@@ -1,26 +1,35 @@
-"""Ingestion as a user's sessions go: turns appended → session end → searchable.
+"""Ingestion as a user's sessions go: turns appended → session end → searchable, in turns/s beside
+the raw embedder's own turns/s on the same turn texts, measured in the same run.
 
-    python -m benchmarks.ingest [--sessions 332] [--batch 32] [--redis-url URL]
+    python -m benchmarks.ingest [--dataset PATH] [--sessions N] [--batch 32] [--no-flow]
 
-The sessions are the retrieval dev set's (``benchmarks/eval/devset.json``: 332 dated persona
-conversations, greetings and small talk included, 1,272 turns), cycled with fresh user ids when
-``--sessions`` asks for more. In one run, on one coordinator (models loaded and warmed first):
+The sessions are a dataset's (default ``benchmarks/eval/convset.json``: long dated chats between
+two named people, greetings and small talk included; any ``load_dataset`` shape works), each turn
+with its speaker name and timestamp, cycled with fresh user ids when ``--sessions`` asks for more
+than one pass. In one run, on one coordinator (models loaded and warmed first):
 
 * **HTTP session API**: each turn ``POST /api/memory/sessions/{id}/turns`` (one turn per call, as
   an agent appends them), then ``POST .../end``: journal read → summarise + save heuristics →
-  spaCy NER → distil facts → ONNX embedding → Redis indexes → entity graph → Dreamer rules. Every
-  stage is the exclusive time of the library's own function, measured one after another (the
-  path is sequential), so stages + "other" = the total; wall and process CPU are given apart;
+  spaCy NER → distil facts → turn records (speakers, resolved dates, windows) → one embedding
+  call (episode + facts + turns) → Redis episode/memory indexes → verbatim turn store and turn
+  indexes → entity graph → Dreamer rules. Every stage is the exclusive time of the library's own
+  function, measured one after another (the path is sequential), so stages + "other" = the total;
+  wall and process CPU are given apart;
 * **batch, in process**: ``coordinator.ingest`` of the same sessions as turn items, ``--batch``
   sessions per call (summarise and save heuristics run in the pipeline's summarise step);
 * **Prefect ingestion flow**: ``ingestion_flow`` (the same steps as Prefect tasks, on a local
   ephemeral server) on the same batches; the server's start-up is excluded, reported apart;
-* **baseline**: the raw embedder's own throughput (texts/s) on exactly the texts the pipeline
-  embedded, in the same run, so pipeline figures read as ratios to it on a busy machine.
+* **raw embedder**, right after the HTTP path: the bundled embedder alone on exactly the turn
+  texts the HTTP path indexed (one call per session, as the pipeline makes them, and all in one
+  call) → the raw turns/s the pipeline is compared with (target: ≥ 70 %); and every text the path
+  embedded, in its own calls and in calls of 64, each once with length buckets (the embedder
+  today) and once padded to the longest text of 64 (the embedder before length buckets).
 
 After each path, outside the timing, every saved episode is checked to be listed and a sample
 is searched for (hybrid, its own summary as the query): that is what "searchable" means here.
-Writes ``benchmarks/results/ingest.json`` and ``.md``. Not a test.
+``--sweep`` instead times the embedder's bucket settings on the texts the pipeline embeds (how
+``DEFAULT_BATCH_TEXTS`` / ``DEFAULT_BATCH_TOKENS`` were picked). Writes
+``benchmarks/results/ingest.json`` and ``.md``. Not a test.
 """
 
 # ruff: noqa: I001 - benchmarks.recall first: it sets PREFECT_HOME and the import order agtos needs
@@ -44,14 +53,17 @@ from typing import Any
 import redis
 
 import agtos.memory.coordinator as coordinator_module
+import agtos.memory.ingestion_pipeline as pipeline_module
 from agtos.config import Settings
 from agtos.flows.ingestion import ingestion_flow
 from agtos.flows.runtime import use_runtime
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.providers.embeddings import MINILM_MAX_TOKENS
 from agtos.schemas import IngestItem, Turn
 from agtos.serving.app import create_app
+from benchmarks.eval.api_eval import turn_timestamps
 from benchmarks.eval.dataset import load_dataset
-from benchmarks.eval.harness import DEFAULT_DATASET, agtos_session_id
+from benchmarks.eval.harness import REPO, agtos_session_id
 from benchmarks.recall import (
     RESULTS_DIR,
     RUN_TMP,
@@ -65,13 +77,19 @@ from benchmarks.recall import (
 )
 from benchmarks.stamp import Stamp
 
+DEFAULT_DATASET = REPO / "benchmarks" / "eval" / "convset.json"
 SEARCH_SAMPLE = 40  # saved episodes searched for after each path
+PADDED = {"batch_size": 64, "batch_tokens": 64 * MINILM_MAX_TOKENS}  # the embedder before length buckets
+PADDED_SAMPLE = 8  # calls timed padded and bucketed (padded is ~10x slower: not all of them)
+SWEEP = [(1, 1 << 20), (8, 1 << 20), (16, 1 << 20), (64, 1 << 20), (8, 1024), (16, 1024), (16, 2048), (32, 4096)]
 STAGE_LABELS = {  # run_ingestion's steps (agtos/memory/ingestion_pipeline.py) as the README names them
     "summarise": "pipeline summarise step (a ready episode passes through)",
     "recognise": "spaCy NER",
     "distil": "distil facts",
-    "embed": "ONNX embedding (episode + facts)",
-    "index": "Redis record + BM25 + vector indexes",
+    "turn records": "turn records (speakers, resolved dates, token windows)",
+    "embed": "ONNX embedding (episode + facts + turns, one call)",
+    "index": "Redis episode/memory record + BM25 + vector indexes",
+    "turn store": "verbatim turn store + turn BM25 + vector indexes",
     "entities": "entity graph (entity names embedded too)",
 }
 
@@ -80,19 +98,24 @@ STAGE_LABELS = {  # run_ingestion's steps (agtos/memory/ingestion_pipeline.py) a
 class Session:
     user_id: str
     session_id: str
-    turns: list[dict[str, str]]
+    turns: list[dict[str, Any]]
 
 
-def sessions(path: str, count: int, tag: str) -> list[Session]:
-    """``count`` dev-set sessions in dataset order, the users renamed per pass and path (``tag``)."""
+def sessions(path: str, count: int | None, tag: str) -> list[Session]:
+    """``count`` (default: all) sessions in dataset order, each turn with its speaker name and
+    timestamp, the users renamed per pass and path (``tag``)."""
     data = load_dataset(path)
-    one_pass = [
-        (h.haystack_id, agtos_session_id(sid), [{"role": t.role, "content": t.content} for t in turns if t.content])
-        for h in data.haystacks
-        for sid, turns in zip(h.haystack_session_ids, h.haystack_sessions, strict=True)
-    ]
+    one_pass = []
+    for h in data.haystacks:
+        for sid, turns, stamps in zip(h.haystack_session_ids, h.haystack_sessions, turn_timestamps(h), strict=True):
+            said = [
+                {"role": t.role, "content": t.content, "timestamp": ts} | ({"name": t.name} if t.name else {})
+                for t, ts in zip(turns, stamps, strict=True)
+                if t.content.strip()
+            ]
+            one_pass.append((h.haystack_id, agtos_session_id(sid), said))
     out = []
-    for k in range(count):
+    for k in range(len(one_pass) if count is None else count):
         hid, sid, turns = one_pass[k % len(one_pass)]
         out.append(Session(f"bench-{tag}-{k // len(one_pass)}-{hid}", sid, turns))
     return out
@@ -111,6 +134,7 @@ class PathResult:
     stages_cpu: dict[str, float] = field(default_factory=dict)
     searchable: str = ""
     note: str = ""
+    raw: dict[str, float] = field(default_factory=dict)  # the embedder alone, timed after each session end
 
     def public(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()}
@@ -132,6 +156,9 @@ class Run:
         )
         self.coord = MemoryCoordinator(settings)
         self.calls: list[list[str]] = []  # the embed calls of the last timed path (the baseline's input)
+        self.turn_calls: list[list[str]] = []  # its turn-unit texts, one list per turn store call
+        self.turn_counts: list[int] = []  # and the turns each of those calls stored
+        self.embed = self.coord.semantic.embedder.embed  # the embedder itself, never patched
 
     def close(self) -> None:
         self.coord.close()
@@ -142,13 +169,16 @@ class Run:
         item = IngestItem(
             user_id="bench-warmup",
             session_id="w1",
-            turns=[Turn(role="user", content="Warm-up: Mia moved to Lisbon and prefers window seats.")],
+            turns=[Turn(role="user", content="Warm-up: Mia moved to Lisbon yesterday and prefers window seats.")],
         )
         self.coord.ingest([item])
 
     def http(self, todo: list[Session]) -> PathResult:
-        """The session API, one turn per call, then /end: the real path of a live agent."""
+        """The session API, one turn per call, then /end: the real path of a live agent. After each
+        session end (outside its timing) the raw embedder embeds the same session's turn texts, and
+        every text the end embedded, in the same calls: paired under the same load of the host."""
         res = PathResult("HTTP session API (turns → /end), one session at a time")
+        res.raw = dict.fromkeys(("turns_s", "turns_cpu_s", "texts_s", "texts_cpu_s"), 0.0)
         watch = Stopwatch()
         coord = self.coord
         turns_s = ends_s = 0.0
@@ -163,14 +193,20 @@ class Run:
                     )
                     turns_s += time.perf_counter() - t
                     assert r.status_code == 200, r.text
+                calls, turn_calls = len(self.calls), len(self.turn_calls)
                 t = time.perf_counter()
                 r = client.post(f"/api/memory/sessions/{s.session_id}/end", headers=headers)
                 ends_s += time.perf_counter() - t
                 assert r.status_code == 200, r.text
+                for key, groups in (("turns", self.turn_calls[turn_calls:]), ("texts", self.calls[calls:])):
+                    wall, cpu = self.timed(groups)
+                    res.raw[f"{key}_s"] += wall
+                    res.raw[f"{key}_cpu_s"] += cpu
                 res.saved += bool(r.json()["saved"])
                 res.turns += len(s.turns)
             res.sessions = len(todo)
-        res.cpu_s = time.process_time() - cpu0
+        res.cpu_s = time.process_time() - cpu0 - res.raw["turns_cpu_s"] - res.raw["texts_cpu_s"]
+        res.raw["turns_stored"] = sum(self.turn_counts)
         res.wall_s = turns_s + ends_s
         stages, cpu = watch.take(), watch.take_cpu()
         res.texts_embedded = sum(len(call) for call in self.calls)
@@ -232,23 +268,34 @@ class Run:
 
     def timed_session_end(self, watch: Stopwatch) -> Any:
         """Every stage of a session end, timed (exclusive): the pipeline steps, and around them
-        the journal read, summarise + save heuristics and the Dreamer's rules."""
+        the journal read, summarise + save heuristics, the turn records, the turn store and the
+        Dreamer's rules. Records the embed calls and the turn texts stored (the baseline's input)."""
         coord, embed = self.coord, self.coord.semantic.embedder.embed
+        turn_store = coord.semantic.turns
+        save_turns = watch.wrap("turn store", turn_store.save)
 
         def recording(texts: list[str]) -> Any:
             self.calls.append(list(texts))
             return embed(texts)
 
-        self.calls = []
+        def recording_turns(turns: Any, units: Any, vectors: Any) -> int:
+            self.turn_calls.append([u.text for u in units])
+            self.turn_counts.append(len(turns))
+            return int(save_turns(turns, units, vectors))
+
+        self.calls, self.turn_calls, self.turn_counts = [], [], []
         stack = ExitStack()
         stack.enter_context(timed_default_steps(watch))
         stack.enter_context(patched(coord.semantic.embedder, embed=recording))
+        stack.enter_context(patched(turn_store, save=recording_turns))
         stack.enter_context(patched(coord, _journal_turns=watch.wrap("journal read", coord._journal_turns)))
         stack.enter_context(
             patched(coord.dreamer, on_session_ended=watch.wrap("Dreamer (rules)", coord.dreamer.on_session_ended))
         )
         summarise = watch.wrap("summarise + save heuristics", coordinator_module.build_episode)
         stack.enter_context(patched_module(coordinator_module, build_episode=summarise))
+        records = watch.wrap("turn records", pipeline_module.batch_turns)
+        stack.enter_context(patched_module(pipeline_module, batch_turns=records))
         return stack
 
     def searchable(self, todo: list[Session], res: PathResult) -> None:
@@ -263,26 +310,56 @@ class Run:
         )
         res.searchable = f"{len(episodes)} listed; {found}/{len(sample)} found by searching their summary"
 
-    def baseline(self, calls: list[list[str]]) -> dict[str, float]:
-        """The raw embedder alone on the texts a path embedded: the same calls (one session's texts
-        per call on the session path), then all of them in batches of 64 (the embedder's batch)."""
+    def timed(self, groups: list[list[str]]) -> tuple[float, float]:
+        """Wall and process CPU seconds of the raw embedder on ``groups``, one call each."""
+        t, c = time.perf_counter(), time.process_time()
+        for group in groups:
+            self.embed(group)
+        return time.perf_counter() - t, time.process_time() - c
+
+    def baseline(self, calls: list[list[str]], turn_calls: list[list[str]]) -> dict[str, Any]:
+        """The raw embedder alone after a path: its turn texts in one call, and a sample of its
+        calls (as made, and cut into calls of 64) with length buckets and padded to the longest."""
         embedder = self.coord.semantic.embedder
-        texts = [t for call in calls for t in call]
-        t = time.perf_counter()
-        for call in calls:
-            embedder.embed(call)
-        same_calls = time.perf_counter() - t  # the session path's calls, as it made them
-        t = time.perf_counter()
-        for start in range(0, len(texts), 64):
-            embedder.embed(texts[start : start + 64])
-        batched = time.perf_counter() - t
-        return {
-            "texts": len(texts),
-            "calls": len(calls),
-            "same_calls_s": same_calls,
-            "same_calls_texts_per_s": len(texts) / same_calls,
-            "batched_texts_per_s": len(texts) / batched,
-        }
+        out: dict[str, Any] = {"turn_texts": sum(len(call) for call in turn_calls), "calls": len(calls)}
+        out["turns_one_call_s"], out["turns_one_call_cpu_s"] = self.timed([[t for c in turn_calls for t in c]])
+        sample = calls[:PADDED_SAMPLE]
+        texts = [t for call in sample for t in call]
+        of_64 = [texts[i : i + 64] for i in range(0, len(texts), 64)]
+        out["sample_calls"], out["sample_texts"] = len(sample), len(texts)
+        out["same_calls_s"], _ = self.timed(sample)
+        out["of_64_s"], _ = self.timed(of_64)
+        with patched(embedder, **PADDED):
+            out["padded_same_calls_s"], _ = self.timed(sample)
+            out["padded_of_64_s"], _ = self.timed(of_64)
+        return out
+
+
+def sweep(run: Run, todo: list[Session]) -> list[dict[str, float]]:
+    """The embedder's bucket settings, timed on the texts the batch path embeds (best of 3,
+    settings interleaved so a change in the host's load hits them all)."""
+    run.batch(todo)
+    texts = [t for call in run.calls for t in call]
+    random.Random(3).shuffle(texts)
+    embedder = run.coord.semantic.embedder
+    best: dict[tuple[int, int], list[float]] = {c: [float("inf"), float("inf")] for c in SWEEP}
+    for _ in range(3):
+        for size, tokens in SWEEP:
+            with patched(embedder, batch_size=size, batch_tokens=tokens):
+                t, c = time.perf_counter(), time.process_time()
+                embedder.embed(texts)
+                wall, cpu = time.perf_counter() - t, time.process_time() - c
+            best[size, tokens] = [min(best[size, tokens][0], wall), min(best[size, tokens][1], cpu)]
+    rows = [
+        {"batch_texts": s, "batch_tokens": k, "texts_per_s": len(texts) / w, "texts_per_cpu_s": len(texts) / c}
+        for (s, k), (w, c) in best.items()
+    ]
+    for r in rows:
+        log(
+            f"  ≤{r['batch_texts']} texts, ≤{r['batch_tokens']} tokens: {r['texts_per_s']:.1f} texts/s, "
+            f"{r['texts_per_cpu_s']:.1f} texts per CPU-s"
+        )
+    return rows
 
 
 def chunks(items: list[Session], size: int) -> Iterator[list[Session]]:
@@ -290,9 +367,17 @@ def chunks(items: list[Session], size: int) -> Iterator[list[Session]]:
         yield items[start : start + size]
 
 
+def ratio(pipeline: float, raw: float) -> str:
+    return f"{pipeline / raw:.0%}"
+
+
 def render(results: dict[str, Any]) -> str:
     """Markdown of one run (kept in ingest.json too: ``make bench`` puts it in the README)."""
     st, base = results["stamp"], results["baseline"]
+    http = results["paths"][0]
+    raw, turns = http["raw"], http["turns"]
+    stored = raw["turns_stored"]  # the raw embedder embeds the saved sessions' turns only
+    raw_turns, raw_one = stored / raw["turns_s"], stored / base["turns_one_call_s"]
     lines = [
         f"{st['date']}, commit {st['commit']}, {st['machine']}, load average {st['load_start']} → {st['load_end']}",
         "",
@@ -301,25 +386,42 @@ def render(results: dict[str, Any]) -> str:
     ]
     for p in results["paths"]:
         lines.append(
-            f"| {p['name']} | {p['sessions_per_s']:.1f} | {p['turns_per_s']:.1f} | {p['texts_per_s']:.1f} "
+            f"| {p['name']} | {p['sessions_per_s']:.2f} | {p['turns_per_s']:.1f} | {p['texts_per_s']:.1f} "
             f"| {p['saved']} / {p['sessions']} | {p['searchable']} |"
         )
     lines += [
-        f"| raw embedder alone, the session path's {base['calls']} calls | — | — | "
-        f"{base['same_calls_texts_per_s']:.1f} | — | — |",
-        f"| raw embedder alone, same {base['texts']} texts in batches of 64 | — | — | "
-        f"{base['batched_texts_per_s']:.1f} | — | — |",
+        f"| raw embedder alone on the HTTP path's {base['turn_texts']} turn texts, each session's after its end "
+        f"| — | {raw_turns:.1f} | {base['turn_texts'] / raw['turns_s']:.1f} | — | — |",
+        f"| raw embedder alone on the same turn texts, one call | — | {raw_one:.1f} "
+        f"| {base['turn_texts'] / base['turns_one_call_s']:.1f} | — | — |",
+        f"| raw embedder alone on every text the HTTP path embedded (episode + facts + turns + entity names), "
+        f"same calls | — | {stored / raw['texts_s']:.1f} | {http['texts_embedded'] / raw['texts_s']:.1f} | — | — |",
         "",
+        f"**The HTTP path ingests {http['turns_per_s']:.1f} turns/s: {ratio(http['turns_per_s'], raw_turns)} of the "
+        f"raw embedder's {raw_turns:.1f} turns/s on the same turn texts (target ≥ 70 %), "
+        f"{ratio(http['turns_per_s'], stored / raw['texts_s'])} of the raw embedder on every text the path "
+        f"embeds.** Process CPU per turn: {http['cpu_s'] / turns * 1e3:.0f} ms for the whole path, "
+        f"{raw['turns_cpu_s'] / stored * 1e3:.0f} ms for the embedder on the turn texts, "
+        f"{raw['texts_cpu_s'] / stored * 1e3:.0f} ms on every text ({stored} of the {turns} turns were in saved "
+        "sessions; the raw figures count those).",
+        "",
+        f"Length buckets (a call's texts sorted by token length, at most {results['buckets']['batch_texts']} texts "
+        f"and {results['buckets']['batch_tokens']} padded tokens per model call) against one batch padded to the "
+        f"longest of up to 64 texts (the embedder before), on the HTTP path's first {base['sample_calls']} calls "
+        f"({base['sample_texts']} texts):",
+        "",
+        "| calls | length buckets, texts/s | padded to the longest, texts/s | speed-up |",
+        "|---|---:|---:|---:|",
     ]
-    http = results["paths"][0]
+    for label, key in (("as the path made them", "same_calls_s"), ("cut into calls of 64 texts", "of_64_s")):
+        after, before = base["sample_texts"] / base[key], base["sample_texts"] / base[f"padded_{key}"]
+        lines.append(f"| {label} | {after:.1f} | {before:.1f} | ×{after / before:.1f} |")
     total = http["wall_s"]
     lines += [
-        f"The HTTP path takes {total / base['same_calls_s']:.1f}× the time the embedder alone needs for the same "
-        f"{base['calls']} calls: a session costs embedding plus the rest below.",
         "",
-        f"Where a session's time goes on the HTTP path ({http['sessions']} sessions, {total:.1f} s wall, "
-        f"{http['cpu_s']:.1f} s process CPU): stages in order, exclusive, measured one after another; "
-        "stages + other = total.",
+        f"Where a session's time goes on the HTTP path ({http['sessions']} sessions, {turns} turns, "
+        f"{total:.1f} s wall, {http['cpu_s']:.1f} s process CPU): stages in order, exclusive, measured one "
+        "after another; stages + other = total.",
         "",
         "| stage | ms per session (wall) | share | CPU ms per session |",
         "|---|---:|---:|---:|",
@@ -338,17 +440,24 @@ def render(results: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=332, help="sessions per path (the dev set has 332)")
+    parser.add_argument("--sessions", type=int, default=None, help="sessions per path (default: the dataset's)")
     parser.add_argument("--batch", type=int, default=32, help="sessions per batch call / flow run")
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR))
     parser.add_argument("--no-flow", action="store_true", help="skip the Prefect flow path")
+    parser.add_argument("--sweep", action="store_true", help="only time the embedder's bucket settings")
     args = parser.parse_args(argv)
     stamp = Stamp()
     run = Run(args)
+    embedder = run.coord.semantic.embedder
     try:
         run.warm_up()
+        if args.sweep:
+            rows = sweep(run, sessions(args.dataset, args.sessions, "sweep"))
+            out = Path(args.results_dir) / "ingest-sweep.json"
+            out.write_text(json.dumps({"rows": rows, "stamp": stamp.done()}, indent=1))
+            return 0
         paths = []
         for tag, fn in (("http", run.http), ("batch", run.batch), ("flow", run.flow)):
             if tag == "flow" and args.no_flow:
@@ -357,20 +466,31 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{tag}: {len(todo)} sessions")
             res = fn(todo)
             if tag == "http":
-                http_calls = run.calls
+                log("baseline: the raw embedder on the session path's texts")
+                base = run.baseline(run.calls, run.turn_calls)
             run.searchable(todo, res)
             log(f"  {res.sessions / res.wall_s:.1f} sessions/s, {res.turns / res.wall_s:.1f} turns/s; {res.searchable}")
             paths.append(res.public())
-        log("baseline: the raw embedder on the session path's texts")
-        base = run.baseline(http_calls)
     finally:
         run.close()
-    results = {"sessions": args.sessions, "batch": args.batch, "paths": paths, "baseline": base, "stamp": stamp.done()}
+    buckets = {"batch_texts": getattr(embedder, "batch_size", 0), "batch_tokens": getattr(embedder, "batch_tokens", 0)}
+    results = {
+        "dataset": Path(args.dataset).name,
+        "sessions": paths[0]["sessions"],
+        "batch": args.batch,
+        "buckets": buckets,
+        "paths": paths,
+        "baseline": base,
+        "stamp": stamp.done(),
+    }
     results["markdown"] = render(results)
     out = Path(args.results_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ingest.json").write_text(json.dumps(results, indent=1))
-    text = f"## Ingestion through the real path ({args.sessions} dev-set sessions per path)\n\n{results['markdown']}"
+    text = (
+        f"## Ingestion through the real path ({results['sessions']} sessions of {results['dataset']} per path)\n\n"
+        + results["markdown"]
+    )
     (out / "ingest.md").write_text(text)
     print(text)
     return 0
