@@ -170,6 +170,15 @@ def test_a_model_that_reads_token_type_ids_gets_the_second_statement_as_segment_
     assert scores_of(verdicts[1]) == pytest.approx(softmax([0.0, 0.0, 5.0]), rel=1e-5)  # 4 words + 1 in segment 1
 
 
+def test_a_pair_is_cut_to_256_tokens_from_the_longer_statement(tmp_path: Path) -> None:
+    """The tokenizer truncates each pair to 256 tokens (longest first): a cue in the 257th token is
+    not seen. With the cue voting 300, the 256 neutral votes of "tea" lose only while it is kept."""
+    model = OnnxNLIModel(build_model_dir(tmp_path / "long", vote=300.0))
+    fits = ("tea " * 100, "tea " * 155 + "zebra")  # 256 tokens
+    too_long = ("tea " * 100, "tea " * 156 + "zebra")  # 257: the last token of the longer text goes
+    assert labels_of(model, [fits, too_long]) == ["contradiction", "neutral"]
+
+
 @pytest.mark.parametrize(
     "damage",
     ["wrong-sha", "tampered-model", "missing-dir", "no-manifest", "manifest-without-labels", "corrupt-manifest"],
