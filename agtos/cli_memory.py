@@ -158,7 +158,7 @@ def register(memory_app: typer.Typer) -> None:
         what = f"ALL memory of {user}" if kind == "all" else f"{kind} {item_id} of {user}"
         if not yes and not typer.confirm(f"Forget {what}?"):
             raise typer.Exit(1)
-        from agtos.memory.privacy import NotFoundError
+        from agtos.memory.privacy_controls import NotFoundError
 
         with coordinator_from_env() as coordinator:
             try:

@@ -2,7 +2,7 @@
 checks of what forget and opt-out answer, delete and keep, with literal expectations.
 
 The slow end-to-end traces (every key family, prefix-related users) are in test_forget_trace.py;
-these are the cheap ones ``make mutation`` runs for every mutant of ``agtos/memory/privacy.py``.
+these are the cheap ones ``make mutation`` runs for every mutant of ``agtos/memory/privacy_controls.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.memory.privacy import OptedOutError
+from agtos.memory.privacy_controls import OptedOutError
 from agtos.schemas import Episode, IngestItem
 from agtos.schemas.records import now_ms
 from agtos.storage.keys import InvalidIdentifier

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agtos.memory.privacy import NotFoundError, OptedOutError
+from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
