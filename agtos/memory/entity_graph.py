@@ -1,5 +1,5 @@
 """The entity graph over its Redis store: loading with compare-and-set writes, the entity-name
-vectors (per-user vector index namespace ``entity``) and merged edges. :class:`agtos.memory.entities.EntityMemory`
+vectors (per-user vector index namespace ``entity``) and merged edges. :class:`agtos.memory.entity_memory.EntityMemory`
 builds ingestion, edits and merges on it; reads live in :mod:`agtos.memory.entity_views`.
 """
 

@@ -9,7 +9,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from agtos.memory.entities import EntityMemory
+from agtos.memory.entity_memory import EntityMemory
 from agtos.schemas import Entity, Episode
 from agtos.storage.record_reads import RecordReads
 from agtos.tasks.entity_records import name_keys

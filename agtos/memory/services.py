@@ -14,7 +14,7 @@ from typing import Any
 
 from agtos.config import Settings
 from agtos.events import EventBus
-from agtos.memory.entities import EntityMemory
+from agtos.memory.entity_memory import EntityMemory
 from agtos.memory.privacy_controls import Privacy
 from agtos.memory.query_ingest import QueryIngestGate
 from agtos.memory.resource_guard import ActivityTracker, GuardConfig, ResourceGuard

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agtos.memory.entities import EntityConflict, EntityInvalid, EntityNotFound
+from agtos.memory.entity_graph import EntityConflict, EntityInvalid, EntityNotFound
 from agtos.memory.entity_views import EntityViews
 from agtos.schemas import EntityType
 from agtos.schemas.api import (

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agtos.memory.entity_graph import WRITE_RETRIES, EntityConflict, EntityGraph, EntityInvalid, EntityNotFound
+from agtos.memory.entity_graph import WRITE_RETRIES, EntityConflict, EntityGraph, EntityInvalid
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.llm import LLMProvider
 from agtos.schemas import Entity, EntityType, Episode
@@ -35,9 +35,6 @@ from agtos.tasks.relations import build_relation_extractor
 log = logging.getLogger(__name__)
 
 SIMILARITY_THRESHOLD = 0.85
-
-# the errors stay importable from here for the entities router
-__all__ = ["EntityConflict", "EntityIngestReport", "EntityInvalid", "EntityMemory", "EntityNotFound", "MergeReport"]
 
 
 @dataclass
