@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from agtos.schemas.records import now_ms
 from agtos.storage.keys import check_user_id
-from agtos.storage.maintenance import REPORTS_KEPT
+from agtos.storage.maintenance_store import REPORTS_KEPT
 from agtos.tasks.parquet_snapshot import MANIFEST, SnapshotWriter, build_manifest, chunks
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from agtos.storage.conclusions import ConclusionStore
 from agtos.storage.dream_markers import DreamMarkers
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys
-from agtos.storage.maintenance import MaintenanceStore
+from agtos.storage.maintenance_store import MaintenanceStore
 from agtos.storage.nli_cache import NLICache
 from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.profiles import ProfileStore

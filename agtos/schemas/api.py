@@ -174,7 +174,7 @@ RunStatus = Literal["queued", "running", "completed", "deferred", "failed"]
 class MaintenanceRun(ApiModel):
     """One requested lint sweep: queued, running, then its report (completed or deferred) or error.
 
-    Stored as is (storage/maintenance.py); a completed run's report is also in the history,
+    Stored as is (storage/maintenance_store.py); a completed run's report is also in the history,
     with ``summary.runId`` naming this run.
     """
 
