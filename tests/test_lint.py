@@ -191,7 +191,7 @@ def test_history_api_and_health(lint_settings: Settings, lint_coordinator: Memor
 
 
 def test_lint_flow_runs_under_prefect(lint_coordinator: MemoryCoordinator) -> None:
-    from agtos.flows.lint import lint_flow
+    from agtos.flows.lint_flow import lint_flow
     from agtos.flows.runtime import use_runtime
 
     crafted(lint_coordinator)

@@ -5,7 +5,7 @@
 detection (3-stage pipeline) → (6) prune low confidence. Every step works on an in-memory
 working set; only the final ``persist`` step writes, after the data checks passed, so a
 failing step leaves Redis untouched. ``run_lint`` is the single composition, run inline by the
-API and with the steps as Prefect tasks by the flow (agtos.flows.lint).
+API and with the steps as Prefect tasks by the flow (agtos.flows.lint_flow).
 """
 
 from __future__ import annotations
