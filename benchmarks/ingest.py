@@ -55,7 +55,7 @@ import redis
 import agtos.memory.coordinator as coordinator_module
 import agtos.memory.ingestion_pipeline as pipeline_module
 from agtos.config import Settings
-from agtos.flows.ingestion import ingestion_flow
+from agtos.flows.ingestion_flow import ingestion_flow
 from agtos.flows.runtime import use_runtime
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.providers.embeddings import MINILM_MAX_TOKENS

@@ -296,7 +296,7 @@ def graph_state(coordinator: MemoryCoordinator) -> tuple[Any, ...]:
 def test_entity_step_is_wired_idempotent_and_never_fails_ingestion(coordinator: MemoryCoordinator) -> None:
     from dataclasses import replace
 
-    from agtos.flows.ingestion import PREFECT_STEPS
+    from agtos.flows.ingestion_flow import PREFECT_STEPS
     from agtos.memory.ingestion_pipeline import INLINE_STEPS, run_ingestion, upsert_entities
     from agtos.schemas import Episode, IngestItem
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from agtos.config import Settings
-from agtos.flows.ingestion import ingestion_flow
+from agtos.flows.ingestion_flow import ingestion_flow
 from agtos.flows.runtime import use_runtime
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.storage.episodes import EpisodeStore

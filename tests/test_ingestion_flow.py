@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agtos.flows.ingestion import ingestion_flow
+from agtos.flows.ingestion_flow import ingestion_flow
 from agtos.flows.runtime import use_runtime
 from agtos.memory.coordinator import MemoryCoordinator
 

@@ -13,7 +13,7 @@ from prefect.schedules import Cron
 
 from agtos.config import Settings
 from agtos.flows.dreamer_flow import dreamer_flow
-from agtos.flows.ingestion import ingestion_flow
+from agtos.flows.ingestion_flow import ingestion_flow
 from agtos.flows.lint_flow import lint_flow
 
 NIGHTLY_LINT_CRON = "0 3 * * *"

@@ -1,6 +1,6 @@
 """Ingestion: session/episode in → summarise → NER → distil memories → embed → index → entities.
 
-``run_ingestion`` is the one composition of the steps. The Prefect flow (agtos.flows.ingestion)
+``run_ingestion`` is the one composition of the steps. The Prefect flow (agtos.flows.ingestion_flow)
 runs it with the steps as Prefect tasks (retries, observability); the API's session-end path runs
 it with the plain functions below, so one request does not pay a flow run's overhead.
 """
