@@ -1,6 +1,6 @@
 """Ranking core: RRF, BM25 and context assembly against literals from the spec and an independent BM25.
 
-Expected values are written out (RRF k = 60, BM25 k1 = 1.2 / b = 0.75, a 30-day recency half-life,
+Expected values are written out (RRF k = 60, BM25 k1 = 1.2 / b = 0.75, context tier weights over k = 10,
 Jaccard 0.8) or computed by ``bm25s`` (a maintained BM25 implementation), never by the code under test.
 """
 
@@ -12,9 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from agtos.schemas import ResolvedDate, StoredTurn
 from agtos.tasks import bm25
-from agtos.tasks.context import ContextItem, assemble, dedupe, fit_budget, format_section
-from agtos.tasks.ranking import reciprocal_rank_fusion
+from agtos.tasks.context import ContextItem, assemble, fit_budget, format_section, prioritise, turn_items
+from agtos.tasks.ranking import fuse_evidence, max_evidence_score, reciprocal_rank_fusion
 from agtos.tasks.tokens import count_tokens
 from tests.helpers import bm25_oracle
 
@@ -51,6 +52,21 @@ def test_rrf_weights_scale_each_list_and_order_is_by_descending_score() -> None:
 
 
 # -- BM25 tokenisation ----------------------------------------------------------------
+def test_fuse_evidence_ranks_owners_by_their_best_evidence_or_their_first_depth_items() -> None:
+    owners = {"turn": ["e1", "e1", "e2"], "episode": ["e2", "e3"]}
+    weights = {"turn": 1.0, "episode": 0.5}
+    # e1: 1/61 = 0.01639; e2: 1/63 + 0.5/61 = 0.02407; e3: 0.5/62 = 0.00806
+    fused = fuse_evidence(owners, weights)
+    assert [o for o, _ in fused] == ["e2", "e1", "e3"]
+    assert [v for _, v in fused] == pytest.approx([1 / 63 + 0.5 / 61, 1 / 61, 0.5 / 62])
+    # depth 2: e1 also counts its second turn, 1/61 + 1/62 = 0.03252
+    assert [o for o, _ in fuse_evidence(owners, weights, depth=2)] == ["e1", "e2", "e3"]
+    assert max_evidence_score(weights) == pytest.approx(1.5 / 61)
+    assert max_evidence_score(weights, depth=2) == pytest.approx(1.5 / 61 + 1.5 / 62)
+    with pytest.raises(ValueError):
+        fuse_evidence(owners, weights, depth=0)
+
+
 def test_light_stem_folds_plurals_only() -> None:
     cases = {
         "dogs": "dog",
@@ -148,39 +164,47 @@ def test_rank_texts_empty_inputs_and_limit() -> None:
 
 
 # -- context assembly -----------------------------------------------------------------
-def item(tier: str, text: str, relevance: float = 1.0, age_days: float = 0.0, id_: str = "") -> ContextItem:
-    return ContextItem(tier, id_ or text[:12], text, relevance, int(NOW_MS - age_days * DAY_MS))
+def item(
+    tier: str, text: str, relevance: float = 1.0, age_days: float = 0.0, id_: str = "", **kw: object
+) -> ContextItem:
+    return ContextItem(tier, id_ or text[:12], text, relevance, int(NOW_MS - age_days * DAY_MS), **kw)  # type: ignore[arg-type]
 
 
-def test_rank_halves_the_recency_bonus_every_30_days_down_to_half() -> None:
-    assert item("semantic", "t", 0.8).rank(NOW_MS) == pytest.approx(0.8)
-    assert item("semantic", "t", 1.0, age_days=30).rank(NOW_MS) == pytest.approx(0.75, abs=1e-12)  # a day: 86.4M ms
-    assert item("semantic", "t", 1.0, age_days=60).rank(NOW_MS) == pytest.approx(0.625)
-    assert item("semantic", "t", 1.0, age_days=3000).rank(NOW_MS) == pytest.approx(0.5)
-    assert item("semantic", "t", 0.6, age_days=-5).rank(NOW_MS) == pytest.approx(0.6)  # future: no bonus above 1
+def test_prioritise_is_weighted_reciprocal_rank_per_tier_and_ignores_age() -> None:
+    # weight / (10 + rank in the tier): turn 1.0, semantic 0.6, neighbour 0.4, episodic 0.3
+    turns = [item("turn", f"turn {n}", relevance=1 - n / 100, id_=f"t{n}") for n in range(1, 10)]
+    old_fact = item("semantic", "fact", relevance=1.0, age_days=3_000, id_="s1")  # 0.6/11 = 0.0545
+    neighbour = item("turn", "said next", relevance=1.0, id_="n1", neighbour=True)  # 0.4/11 = 0.0364
+    summary = item("episodic", "summary", relevance=1.0, id_="e1")  # 0.3/11 = 0.0273
+    ranked = [i.id for i in prioritise([summary, neighbour, old_fact, *reversed(turns)])]
+    # turn 8 scores 1/18 = 0.0556 > 0.0545 > turn 9's 1/19 = 0.0526
+    assert ranked == ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "s1", "t9", "n1", "e1"]
 
 
-def test_dedupe_collapses_at_jaccard_08_and_identical_normalised_text() -> None:
-    base = item("semantic", "alpha beta gamma delta epsilon", id_="base")
-    four_of_five = item("episodic", "alpha beta gamma delta", id_="dup")  # 4/5 = 0.8: a duplicate
-    three_of_five = item("episodic", "alpha beta gamma zeta", id_="keep")  # 3/5 = 0.6
-    same_text = item("working", "Alpha, BETA gamma delta epsilon!", id_="same")
-    stop_only = item("profile", "the and of", id_="stop1")  # no content words: compared by text only
-    stop_again = item("profile", "The and of.", id_="stop2")
-    other_stop = item("profile", "it is", id_="stop3")
-    kept = dedupe([base, four_of_five, three_of_five, same_text, stop_only, stop_again, other_stop])
-    assert [i.id for i in kept] == ["base", "keep", "stop1", "stop3"]
-    assert [i.id for i in dedupe([base, four_of_five], threshold=0.81)] == ["base", "dup"]
-
-
-def test_fit_budget_charges_three_tokens_per_bullet_and_is_greedy() -> None:
+def test_fit_budget_pays_header_titles_and_dated_bullets_once_and_is_greedy() -> None:
     a, b, c = item("semantic", "alpha beta"), item("semantic", "gamma delta epsilon"), item("semantic", "zeta")
-    costs = [count_tokens(i.text) + 3 for i in (a, b, c)]
-    assert costs == [5, 6, 4]
-    assert fit_budget([a, b, c], 11) == ([a, b], 11)  # exactly full
-    assert fit_budget([a, b, c], 10) == ([a, c], 9)  # b does not fit, c still does
-    assert fit_budget([a, b, c], 4) == ([c], 4)
-    assert fit_budget([a], 0) == ([], 0)
+    header = count_tokens("## Memory") + count_tokens(
+        "Use these memories about the user when relevant; they may be outdated."
+    )
+    title = count_tokens("### Known facts and preferences")
+    costs = [count_tokens(f"- (14 November 2023) {t}") for t in ("alpha beta", "gamma delta epsilon", "zeta")]
+    assert (header, title, costs) == (17, 7, [9, 10, 8])
+    assert fit_budget([a, b, c], 43) == ([a, b], 43)  # 17 + 7 + 9 + 10: exactly full
+    assert fit_budget([a, b, c], 42) == ([a, c], 41)  # b does not fit, c still does
+    assert fit_budget([a, b, c], 32) == ([c], 32)
+    assert fit_budget([a], 31) == ([], 0)
+
+
+def test_fit_budget_leaves_out_repeats_near_duplicates_and_facts_a_turn_already_says() -> None:
+    line = item("turn", "(1 May 2023) Gina: I lost my job at Door Dash yesterday [= 30 April 2023]", id_="ep.t3")
+    again = item("turn", line.text, relevance=0.5, id_="ep.t3", neighbour=True)
+    contained = item("semantic", "Gina lost her job at Door Dash", id_="said")  # every content word in the turn
+    base = item("semantic", "alpha beta gamma delta epsilon", id_="base")
+    four_of_five = item("episodic", "alpha beta gamma delta", id_="dup")  # Jaccard 4/5 = 0.8
+    three_of_five = item("episodic", "alpha beta gamma zeta", id_="keep")  # 3/5, 3 of its 4 words
+    same_text = item("working", "Alpha, BETA gamma delta epsilon!", id_="same")
+    chosen, _ = fit_budget([line, again, contained, base, four_of_five, three_of_five, same_text], 1_000)
+    assert [i.id for i in chosen] == ["ep.t3", "base", "keep"]
 
 
 @pytest.fixture
@@ -194,13 +218,15 @@ def far_east_local_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("far_east_local_time")
-def test_format_section_groups_tiers_in_order_with_dated_episodes() -> None:
+def test_format_section_groups_tiers_dates_lines_in_utc_and_orders_turns_as_said() -> None:
     items = [
         ContextItem("working", "w1", "we were talking about trains", 1.0, NOW_MS),
-        ContextItem("episodic", "e1", "planned a trip to Lyon", 1.0, NOW_MS),
-        ContextItem("semantic", "s1", "prefers window seats", 1.0, NOW_MS),
+        ContextItem("turn", "e2.t0", "(14 November 2023) Jon: booked the night train", 0.9, NOW_MS, "e2", "s2", 0),
+        ContextItem("episodic", "e1", "planned a trip to Lyon", 1.0, NOW_MS - DAY_MS),
+        ContextItem("turn", "e1.t4", "(13 November 2023) Gina: Lyon it is", 1.0, NOW_MS - DAY_MS, "e1", "s1", 4),
+        ContextItem("semantic", "s1", "Gina prefers window seats", 1.0, NOW_MS),
         ContextItem("profile", "p1", "lives in Paris", 1.0, NOW_MS),
-        ContextItem("semantic", "s2", "is vegetarian", 1.0, NOW_MS),
+        ContextItem("conclusion", "c1", "Gina travels by train", 1.0, NOW_MS),
     ]
     assert format_section(items) == "\n".join(
         [
@@ -209,10 +235,14 @@ def test_format_section_groups_tiers_in_order_with_dated_episodes() -> None:
             "### About the user",
             "- lives in Paris",
             "### Known facts and preferences",
-            "- prefers window seats",
-            "- is vegetarian",
+            "- (14 November 2023) Gina prefers window seats",
+            "### Conclusions",
+            "- (14 November 2023) Gina travels by train",
+            "### From past conversations",
+            "- (13 November 2023) Gina: Lyon it is",
+            "- (14 November 2023) Jon: booked the night train",
             "### Relevant past sessions",
-            "- (2023-11-14) planned a trip to Lyon",
+            "- (13 November 2023) planned a trip to Lyon",
             "### Earlier in this conversation",
             "- we were talking about trains",
         ]
@@ -220,18 +250,56 @@ def test_format_section_groups_tiers_in_order_with_dated_episodes() -> None:
     assert format_section([]) == ""
 
 
-def test_assemble_ranks_by_relevance_times_recency_then_dedupes_and_fits() -> None:
-    old_relevant = item("episodic", "kyoto temple visit notes", relevance=0.9, age_days=365, id_="old")  # 0.45
-    fresh = item("semantic", "likes green tea", relevance=0.6, id_="fresh")  # 0.6
+def stored(position: int, name: str, content: str, **kw: object) -> StoredTurn:
+    return StoredTurn(
+        user_id="u",
+        episode_id="ep",
+        session_id="s",
+        position=position,
+        role="user",
+        name=name,
+        content=content,
+        timestamp=NOW_MS,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_turn_items_date_and_attribute_each_turn_and_keep_the_matching_sentences_of_a_long_one() -> None:
+    question = stored(
+        0,
+        "Jon",
+        "What did you do yesterday?",
+        dates=[ResolvedDate(text="yesterday", start=16, date="2023-11-13", period="day")],
+    )
+    filler = "We talked about the weather and the traffic on the way home. " * 30
+    answer = stored(1, "Gina", filler + "Then I adopted a greyhound called Biscuit at the shelter. " + filler)
+    hit, neighbour = turn_items([question, answer], answer, 0.8, "What is the name of Gina's greyhound?")[::-1]
+    assert neighbour == item(
+        "turn",
+        "(14 November 2023) Jon: What did you do yesterday [= 13 November 2023]?",
+        0.8,
+        id_="ep.t0",
+        episode_id="ep",
+        session_id="s",
+        position=0,
+        neighbour=True,
+    )
+    assert hit.text == "(14 November 2023) Gina: … Then I adopted a greyhound called Biscuit at the shelter. …"
+    assert (hit.id, hit.position, hit.neighbour, hit.relevance) == ("ep.t1", 1, False, 0.8)
+
+
+def test_assemble_keeps_an_old_relevant_line_and_counts_the_section_it_writes() -> None:
+    old_relevant = item("episodic", "kyoto temple visit notes", relevance=0.9, age_days=365, id_="old")
+    fresh = item("semantic", "likes green tea", relevance=0.6, id_="fresh")
     fresh_dup = item("episodic", "Likes green tea!", relevance=0.59, id_="dup")
     huge = item("semantic", "word " * 200, relevance=1.0, id_="huge")
-    chosen, text, used = assemble([old_relevant, fresh_dup, huge, fresh], budget_tokens=20, now_ms=NOW_MS)
-    assert [i.id for i in chosen] == ["fresh", "old"]
-    assert used == count_tokens("likes green tea") + count_tokens("kyoto temple visit notes") + 6
+    chosen, text, used = assemble([old_relevant, fresh_dup, huge, fresh], budget_tokens=60)
+    assert [i.id for i in chosen] == ["fresh", "old"]  # huge does not fit; the duplicate is said already
     assert text.splitlines()[2:] == [
         "### Known facts and preferences",
-        "- likes green tea",
+        "- (14 November 2023) likes green tea",
         "### Relevant past sessions",
-        "- (2022-11-14) kyoto temple visit notes",
+        "- (14 November 2022) kyoto temple visit notes",
     ]
-    assert assemble([], 100, NOW_MS) == ([], "", 0)
+    assert used == count_tokens(text) <= 60
+    assert assemble([], 100) == ([], "", 0)

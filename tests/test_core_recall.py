@@ -16,7 +16,8 @@ from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate
 from agtos.serving.app import create_app
-from agtos.tasks.ranking import display_score, rerank_by_recency
+from agtos.tasks.ranking import display_score, recency_weight, rerank_by_recency
+from agtos.tasks.tokens import count_tokens
 from tests.helpers import BrokenEmbedder, bm25_oracle, user
 
 DAY_MS = 86_400_000
@@ -47,12 +48,31 @@ def ids(hits: list[SearchHit]) -> list[str]:
 
 @pytest.mark.parametrize(
     ("days", "factor"),
-    [(30, 0.9 + 0.1 * 0.5), (60, 0.9 + 0.1 * 0.25), (15, 0.9 + 0.1 * 0.5**0.5)],
+    [(30, 0.98 + 0.02 * 0.5), (60, 0.98 + 0.02 * 0.25), (15, 0.98 + 0.02 * 0.5**0.5)],
 )
 def test_recency_weight_of_an_older_hit_follows_the_30_day_half_life(days: int, factor: float) -> None:
     old = hit("old", 1.0, NOW_MS - days * DAY_MS)
     assert ids(rerank_by_recency([hit("new", factor - 0.001, NOW_MS), old])) == ["old", "new"]
     assert ids(rerank_by_recency([old, hit("new", factor + 0.001, NOW_MS)])) == ["new", "old"]
+    strong = 0.9 + 0.1 * 0.5 ** (days / 30)  # the weight of a question about the present: 0.1
+    assert ids(rerank_by_recency([hit("new", strong - 0.001, NOW_MS), old], 0.1)) == ["old", "new"]
+    assert ids(rerank_by_recency([old, hit("new", strong + 0.001, NOW_MS)], 0.1)) == ["new", "old"]
+
+
+@pytest.mark.parametrize(
+    ("query", "weight"),
+    [
+        ("Which city do I live in these days?", 0.1),
+        ("What car do I drive now?", 0.1),
+        ("Is she still at Globex?", 0.1),
+        ("What's the latest cost estimate?", 0.1),
+        ("When did Gina lose her job?", 0.02),
+        ("Where did Jon's sister open her bakery?", 0.02),
+        ("Where is the snowy range?", 0.02),  # 'now' inside a word is not the present
+    ],
+)
+def test_questions_about_the_present_weigh_recency_more(query: str, weight: float) -> None:
+    assert recency_weight(query) == weight
 
 
 def test_recency_rerank_uses_absolute_age_and_is_stable() -> None:
@@ -103,13 +123,15 @@ def test_bm25_search_scores_pool_and_limit(client: TestClient, coordinator: Memo
     oracle = bm25_oracle({e: s.split() for e, (s, _) in docs.items()}, ["zebra"])
     assert [e for e, _ in oracle] == ["ep-1", "ep-2", "ep-3"]
     results = search(client, "zebra", "bm25", limit=3)
-    assert {r["id"]: r["score"] for r in results} == {e: squash(s) for e, s in oracle}
+    # ranked by their evidence (here their summaries alone): RRF 0.5 / (60 + rank), scaled by rank 1's
+    assert {r["id"]: r["score"] for r in results} == {"ep-1": 1.0, "ep-2": round(61 / 62, 4), "ep-3": round(61 / 63, 4)}
     assert {r["matchType"] for r in results} == {"keyword"}
-    # the newest (third) ranks first: its score is more than 0.9 of the best's, the others are 300 days old
-    assert [r["id"] for r in results] == ["ep-3", "ep-1", "ep-2"]
+    assert {r["sessionId"] for r in results} == {""} and all(r["highlights"] == [] for r in results)
+    # recency breaks near ties only: 300 days cost ep-2 2 % (0.9642 < ep-3's 0.9683), not ep-1 (0.9800)
+    assert [r["id"] for r in results] == ["ep-1", "ep-3", "ep-2"]
     # limit 1 re-ranks a pool of 2 candidates: ep-3 is not in it
     assert [r["id"] for r in search(client, "zebra", "bm25", limit=1)] == ["ep-1"]
-    assert [r["id"] for r in search(client, "zebra", "bm25", limit=2)] == ["ep-3", "ep-1"]
+    assert [r["id"] for r in search(client, "zebra", "bm25", limit=2)] == ["ep-1", "ep-3"]
     assert search(client, "zebra", "bm25", user_id="bob") == []
 
 
@@ -300,7 +322,12 @@ def context(client: TestClient, query: str, user_id: str = "alice", **body: obje
     return response.json()
 
 
-def test_context_profile_items_are_relevant_when_they_share_a_word(client: TestClient) -> None:
+def public_item(item: dict) -> dict:
+    """A context item without its provenance keys (timestamp, episodeId, sessionId)."""
+    return {k: item[k] for k in ("tier", "id", "text", "relevance")}
+
+
+def test_context_takes_only_the_profile_lines_that_share_a_word_with_the_query(client: TestClient) -> None:
     profile = {
         "name": "Alice",
         "communication_style": "terse answers",
@@ -311,20 +338,12 @@ def test_context_profile_items_are_relevant_when_they_share_a_word(client: TestC
     assert client.put("/api/memory/profile", json=profile, headers=user("alice")).status_code == 200
     body = context(client, "which units for the recipe", token_budget=8_000)
     assert body["available"] is True
-    assert body["items"][0] == {
-        "tier": "profile",
-        "id": "profile-2",
-        "text": "metric units in every recipe",
-        "relevance": 0.9,
-    }
-    assert {i["id"]: (i["text"], i["relevance"]) for i in body["items"]} == {
-        "profile-0": ("User's name is Alice", 0.5),
-        "profile-1": ("Communication style: terse answers", 0.5),
-        "profile-2": ("metric units in every recipe", 0.9),
-        "profile-3": ("cooks on sundays", 0.5),
-        "profile-4": ("lives in Lyon", 0.5),
-    }
+    assert [public_item(i) for i in body["items"]] == [
+        {"tier": "profile", "id": "profile-2", "text": "metric units in every recipe", "relevance": 0.9}
+    ]
+    assert body["items"][0]["episodeId"] is None and body["items"][0]["sessionId"] is None
     assert "### About the user\n- metric units in every recipe" in body["context"]
+    assert context(client, "what is the weather like", token_budget=8_000)["items"] == []
     assert context(client, "which units for the recipe", user_id="bob")["items"] == []
 
 
@@ -348,12 +367,13 @@ def test_context_takes_the_session_summary_memories_and_episodes(
     assert set(items) == {"summary-0", "mem-1", "ep-1"}
     assert items["summary-0"]["tier"] == "working" and items["summary-0"]["relevance"] == 0.9
     assert items["summary-0"]["text"].startswith("Summary of earlier conversation: ")
-    vectors = coordinator.semantic.embedder.embed([query, memory.text])
-    cosine = float(np.dot(vectors[0], vectors[1]) / np.linalg.norm(vectors[0]) / np.linalg.norm(vectors[1]))
-    assert items["mem-1"]["tier"] == "semantic" and items["mem-1"]["relevance"] == pytest.approx(cosine, abs=1e-3)
+    # the only memory ranks first in both the vector and the keyword list: RRF 2/61, the maximum
+    assert items["mem-1"]["tier"] == "semantic" and items["mem-1"]["relevance"] == 1.0
     hits = search(client, query)
     assert items["ep-1"]["tier"] == "episodic" and items["ep-1"]["relevance"] == hits[0]["score"]
-    assert "(2023-11-13) Trained for the Berlin half marathon" in body["context"]
+    assert items["ep-1"]["episodeId"] == "ep-1" and items["ep-1"]["timestamp"] == NOW_MS - DAY_MS
+    assert "- (13 November 2023) Trained for the Berlin half marathon" in body["context"]
+    assert body["tokens"] == count_tokens(body["context"])
     # without the session id, or for another user's session id, no working-memory item
     assert "summary-0" not in {i["id"] for i in context(client, query, token_budget=8_000)["items"]}
     assert context(client, query, user_id="bob", session_id="s1")["items"] == []
@@ -362,12 +382,14 @@ def test_context_takes_the_session_summary_memories_and_episodes(
 
 
 def test_context_defaults_to_800_tokens_and_10_hits_per_tier(coordinator: MemoryCoordinator) -> None:
-    # two profile lines of 397 and 398 tokens: 400 + 401 with their bullets, 801 together
-    update = ProfileUpdate(preferences=["alpha " * 397, "bravo " * 398])
-    coordinator.update_profile("alice", update)
+    # two relevant profile lines: bullets of 398 and 381 tokens; with the header (17) and the title (6)
+    # the first fits 800 tokens (421), both need 802
+    coordinator.update_profile("alice", ProfileUpdate(preferences=["alpha " * 397, "alpha bravo " * 190]))
     body = coordinator.build_context("alice", "alpha")
-    assert body["tokens"] == 400 and [i["id"] for i in body["items"]] == ["profile-0"]
-    assert coordinator.build_context("alice", "alpha", budget_tokens=801)["tokens"] == 801
+    assert body["tokens"] == 421 and [i["id"] for i in body["items"]] == ["profile-0"]
+    assert count_tokens(body["context"]) == 421
+    assert coordinator.build_context("alice", "alpha", budget_tokens=802)["tokens"] == 802
+    assert coordinator.build_context("alice", "alpha", budget_tokens=801)["tokens"] == 421
     words = "quartz violin ocean harbour meadow lantern copper pebble willow cedar maple".split()
     memories = [Memory(id=f"mem-{w}", user_id="bob", text=f"zebra {w}") for w in words]
     coordinator.semantic.store_batch([], memories, None)
@@ -388,7 +410,7 @@ def test_context_scales_keyword_only_memory_scores(settings: Settings) -> None:
             coordinator.semantic.store_batch([], memories, None)
             oracle = dict(bm25_oracle({m.id: m.text.split() for m in memories}, ["zebra"]))
             body = context(client, "zebra", token_budget=8_000)
-            assert body["items"] == [
+            assert [public_item(i) for i in body["items"]] == [
                 {"tier": "semantic", "id": "mem-1", "text": "zebra quartz", "relevance": squash(oracle["mem-1"])}
             ]
     finally:

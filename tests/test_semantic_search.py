@@ -142,7 +142,7 @@ def test_context_rejects_bad_input(client: TestClient) -> None:
 
 def test_recency_breaks_near_ties_by_absolute_age() -> None:
     from agtos.memory.recall import SearchHit
-    from agtos.tasks.ranking import rerank_by_recency
+    from agtos.tasks.ranking import recency_weight, rerank_by_recency
 
     day = 86_400_000
 
@@ -153,7 +153,9 @@ def test_recency_breaks_near_ties_by_absolute_age() -> None:
     moments_apart = [hit("older", 0.50, now - 5), hit("newer", 0.49, now)]
     assert [h.episode.id for h in rerank_by_recency(moments_apart)] == ["older", "newer"]
     month_apart = [hit("superseded", 0.50, now - 60 * day), hit("update", 0.48, now)]
-    assert [h.episode.id for h in rerank_by_recency(month_apart)] == ["update", "superseded"]
+    assert [h.episode.id for h in rerank_by_recency(month_apart)] == ["superseded", "update"]
+    present = recency_weight("Which city do I live in now?")  # a question about the present state
+    assert [h.episode.id for h in rerank_by_recency(month_apart, present)] == ["update", "superseded"]
     strong_old = [hit("strong", 0.80, now - 365 * day), hit("weak-new", 0.50, now)]
     assert [h.episode.id for h in rerank_by_recency(strong_old)] == ["strong", "weak-new"]
 

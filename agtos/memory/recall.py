@@ -1,30 +1,83 @@
-"""Recall: episode and memory search, context assembly and the Dialectic ``ask``, over the services.
+"""Recall: episode search, context assembly and the Dialectic ``ask``, over the services.
 
-Scores come from :mod:`agtos.tasks.ranking` (0-1 scaling, recency re-rank); the facade validates
-ids and privacy before calling these.
+One query is searched in every namespace it needs with one embedding (``search_many``). The
+verbatim turns are the main evidence: an episode ranks by its best evidence (weighted RRF of
+its turn hits, its own summary hit and the memories drawn from it, :func:`fuse_evidence`), and
+a search hit shows the turns that matched. The context spends its budget on the evidence best
+ranked for the question: turns with a neighbour, facts, conclusions, summaries (see
+:mod:`agtos.tasks.context`). The facade validates ids and privacy before calling these.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agtos.memory.working import WorkingMemory
 from agtos.providers.llm import LLMError
-from agtos.schemas import Episode, Memory
-from agtos.schemas.records import now_ms
+from agtos.schemas import Conclusion, Episode, Memory, StoredTurn
 from agtos.storage.redis_conn import StorageUnavailable
-from agtos.tasks.context import ContextItem, assemble
+from agtos.storage.semantic_store import SearchResult
+from agtos.storage.turns import TurnMatch, parse_turn_doc_id
+from agtos.tasks.context import ContextItem, assemble, turn_items
+from agtos.tasks.dates import annotate, speaker
 from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
-from agtos.tasks.ranking import display_score, rerank_by_recency
+from agtos.tasks.ranking import (
+    display_score,
+    fuse_evidence,
+    max_evidence_score,
+    recency_weight,
+    rerank_by_recency,
+)
 from agtos.tasks.text import content_words
 
 if TYPE_CHECKING:
+    from agtos.memory.semantic import SemanticSearch
     from agtos.memory.services import Services
 
 log = logging.getLogger(__name__)
+_CHUNK = re.compile(r"\.t\d+\.c(\d+)$")
+
+#: how much each kind of evidence counts when episodes are ranked (weighted RRF, k = 60)
+EVIDENCE_WEIGHTS = {"turn": 1.0, "episode": 0.5, "memory": 0.25}
+EVIDENCE_DEPTH = 1  # an episode's turns counted: its best one
+TURNS_PER_HIT = 5  # turn hits searched per episode hit asked for
+FACTS_PER_HIT = 0  # memory hits searched per episode hit asked for, their source episodes as evidence (on the
+# dev sets they cost recall@1: off)
+HIGHLIGHTS = 3  # matching turns shown per search hit
+PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
+CONTEXT_TURN_TOKENS = 25  # a context searches budget / this many turns (enough candidates to fill it)
+
+
+@dataclass(frozen=True)
+class Highlight:
+    """A turn of the hit's episode that matched the query."""
+
+    turn: StoredTurn
+    score: float
+
+    @property
+    def speaker(self) -> str:
+        return speaker(self.turn)
+
+    @property
+    def role(self) -> str:
+        return str(self.turn.role)
+
+    @property
+    def timestamp(self) -> int:
+        return self.turn.timestamp
+
+    @property
+    def position(self) -> int:
+        return self.turn.position
+
+    @property
+    def text(self) -> str:
+        """What was said, relative dates resolved (``yesterday [= 7 May 2023]``)."""
+        return annotate(self.turn.content, self.turn.dates)
 
 
 @dataclass(frozen=True)
@@ -32,32 +85,118 @@ class SearchHit:
     episode: Episode
     score: float
     match_type: str
+    highlights: tuple[Highlight, ...] = ()
 
     @property
     def timestamp(self) -> int:
         return self.episode.timestamp
 
+    @property
+    def session_id(self) -> str:
+        return self.episode.session_id
+
+
+@dataclass
+class Found:
+    """What one query found: episodes ranked by their best evidence, the matching turns (best
+    first, scores 0-1, with neighbours) and the memories and conclusions."""
+
+    episodes: list[SearchHit] = field(default_factory=list)
+    turns: list[TurnMatch] = field(default_factory=list)
+    memories: list[tuple[Memory, float]] = field(default_factory=list)
+    conclusions: list[tuple[Conclusion, float]] = field(default_factory=list)
+
+
+def _scaled(found: SemanticSearch, hit: SearchResult) -> float:
+    return display_score(hit.score, found.mode, found.max_score)
+
+
+def _match_type(types: set[str]) -> str:
+    if "hybrid" in types or {"semantic", "keyword"} <= types:
+        return "hybrid"
+    return "semantic" if "semantic" in types else "keyword"
+
+
+def recall(
+    rt: Services,
+    user_id: str,
+    query: str,
+    limit: int,
+    mode: str | None = None,
+    turns: int | None = None,
+    memories: int = 0,
+    conclusions: int = 0,
+    neighbours: int = 0,
+) -> Found:
+    """Search the namespaces a caller needs with one query embedding; episodes are fused from
+    their turn hits, their own summary hit and (when searched) the memories drawn from them."""
+    wanted = {"episode": min(100, limit * 2), "turn": turns or min(200, limit * TURNS_PER_HIT)}
+    if memories:
+        wanted["memory"] = memories
+    if conclusions:
+        wanted["conclusion"] = conclusions
+    found = rt.semantic.search_many(user_id, query, wanted, mode)
+    out = Found()
+    turn_found = found["turn"]
+    scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
+    kinds = {h.id: h.match_type for h in turn_found.results}
+    out.turns = [
+        TurnMatch(m.turn, max(scaled[d] for d in m.doc_ids), m.doc_ids, m.before, m.after)
+        for m in rt.semantic.turns.lookup(user_id, turn_found.results, neighbours)
+    ]
+    out.turns.sort(key=lambda m: -m.score)
+    if "memory" in found:
+        out.memories = [
+            (Memory.model_validate_json(h.payload), _scaled(found["memory"], h))
+            for h in found["memory"].results
+            if h.payload is not None
+        ]
+    if "conclusion" in found:
+        out.conclusions = [
+            (Conclusion.model_validate_json(h.payload), _scaled(found["conclusion"], h))
+            for h in found["conclusion"].results
+            if h.payload is not None
+        ]
+    episode_found = found["episode"]
+    payloads = {h.id: h.payload for h in episode_found.results if h.payload is not None}
+    evidence = {
+        "turn": [m.turn.episode_id for m in out.turns],
+        "episode": [h.id for h in episode_found.results if h.payload is not None],
+        "memory": [e for memory, _ in out.memories for e in memory.source_episode_ids[:1]],
+    }
+    fused = fuse_evidence(evidence, EVIDENCE_WEIGHTS, depth=EVIDENCE_DEPTH)
+    missing = [e for e, _ in fused if e not in payloads]
+    payloads |= rt.semantic.records("episode", user_id, missing) if missing else {}
+    types: dict[str, set[str]] = {}
+    for h in episode_found.results:
+        types.setdefault(h.id, set()).add(h.match_type)
+    for m in out.turns:
+        types.setdefault(m.turn.episode_id, set()).update(kinds[d] for d in m.doc_ids)
+    top = max_evidence_score({k: v for k, v in EVIDENCE_WEIGHTS.items() if evidence.get(k)}, EVIDENCE_DEPTH) or 1.0
+    hits = []
+    for episode_id, score in fused:
+        if episode_id not in payloads:
+            continue  # expired or forgotten since it was indexed
+        highlights = tuple(Highlight(m.turn, m.score) for m in out.turns if m.turn.episode_id == episode_id)
+        hits.append(
+            SearchHit(
+                Episode.model_validate_json(payloads[episode_id]),
+                round(min(1.0, score / top), 4),
+                _match_type(types.get(episode_id, {"keyword"})),
+                highlights[:HIGHLIGHTS],
+            )
+        )
+    out.episodes = rerank_by_recency(hits, recency_weight(query))
+    return out
+
 
 def search_episodes(
     rt: Services, user_id: str, query: str, limit: int = 10, mode: str | None = None
 ) -> list[SearchHit]:
-    """Episodes by hybrid (default), vector or BM25 search, best first.
-
-    A wider candidate pool is re-ranked by relevance × recency (see ``rerank_by_recency``),
-    so when a later session restates or updates a fact it outranks the superseded one
-    without burying strong older matches.
-    """
-    found = rt.semantic.search("episode", user_id, query, min(100, limit * 2), mode)
-    hits = [
-        SearchHit(
-            Episode.model_validate_json(r.payload),
-            display_score(r.score, found.mode, found.max_score),
-            r.match_type,
-        )
-        for r in found.results
-        if r.payload is not None
-    ]
-    return rerank_by_recency(hits)[:limit]
+    """Episodes by hybrid (default), vector or BM25 search, best first, each ranked by its best
+    evidence (a turn that matched, its summary, a memory drawn from it) and shown with the turns
+    that matched; recency only breaks near ties (see ``rerank_by_recency``)."""
+    return recall(rt, user_id, query, limit, mode, memories=limit * FACTS_PER_HIT).episodes[:limit]
 
 
 def search_memories(rt: Services, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[Memory]:
@@ -66,30 +205,38 @@ def search_memories(rt: Services, user_id: str, query: str, limit: int = 10, mod
     return [Memory.model_validate_json(r.payload) for r in found.results if r.payload is not None]
 
 
-def profile_items(rt: Services, user_id: str, query: str) -> list[ContextItem]:
-    """The profile's lines, more relevant (0.9 against 0.5) when they share a content word with ``query``."""
+def profile_items(rt: Services, user_id: str, query: str, most: int | None = PROFILE_LINES) -> list[ContextItem]:
+    """The profile's lines that share a content word with ``query`` (at most ``most``, those
+    sharing most words first); ``most=None``: every line, the relevant ones at 0.9, others 0.5."""
     profile = rt.profiles.get(user_id)
     query_terms = set(content_words(query))
     lines = [f"User's name is {profile.name}"] if profile.name else []
     if profile.communication_style:
         lines.append(f"Communication style: {profile.communication_style}")
     lines += profile.preferences + profile.patterns + profile.facts
-    return [
-        ContextItem(
-            "profile",
-            f"profile-{i}",
-            line,
-            0.9 if query_terms & set(content_words(line)) else 0.5,
-            profile.updated_at,
-        )
+    shared = [len(query_terms & set(content_words(line))) for line in lines]
+    items = [
+        ContextItem("profile", f"profile-{i}", line, 0.9 if shared[i] else 0.5, profile.updated_at)
         for i, line in enumerate(lines)
     ]
+    if most is None:
+        return items
+    relevant = sorted((i for i in range(len(lines)) if shared[i]), key=lambda i: -shared[i])
+    return [items[i] for i in relevant[:most]]
+
+
+def _sessions(rt: Services, user_id: str, episode_ids: list[str]) -> dict[str, Episode]:
+    wanted = list(dict.fromkeys(episode_ids))
+    raws = rt.semantic.records("episode", user_id, wanted) if wanted else {}
+    return {e: Episode.model_validate_json(raw) for e, raw in raws.items()}
 
 
 def build_context(
     rt: Services, user_id: str, query: str, wm: WorkingMemory | None, budget_tokens: int, limit: int
 ) -> dict[str, Any]:
-    """Working + episodic + semantic recall → dedup → rank → budget → a system-prompt section."""
+    """The budget spent on the question: the working memory's summaries, then the evidence best
+    ranked for ``query`` (turns with a neighbour, memories, conclusions, episode summaries, the
+    profile lines that share a word with it), deduplicated, each line dated and attributed."""
     items: list[ContextItem] = []
     if wm is not None:
         items += [
@@ -100,43 +247,62 @@ def build_context(
     available = True
     try:
         items += profile_items(rt, user_id, query)
-        memories = rt.semantic.search("memory", user_id, query, limit)
-        for hit in memories.results:
-            if hit.payload is not None:
-                memory = Memory.model_validate_json(hit.payload)
-                relevance = (
-                    hit.similarity
-                    if hit.similarity is not None
-                    else display_score(hit.score, memories.mode, memories.max_score)
+        turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
+        found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1)
+        derived = [(m.id, m.text, m.created_at, m.source_episode_ids, s, "semantic") for m, s in found.memories]
+        derived += [(c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion") for c, s in found.conclusions]
+        sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]])
+        for m in found.turns:
+            items += turn_items(m.window, m.turn, m.score, query, _chunk(m.doc_ids[0]))
+        for record_id, text, when, source_ids, score, tier in derived:
+            source = sources.get(source_ids[0]) if source_ids else None
+            items.append(
+                ContextItem(
+                    tier,
+                    record_id,
+                    text,
+                    score,
+                    when,
+                    source.id if source else None,
+                    source.session_id if source else None,
                 )
-                items.append(ContextItem("semantic", memory.id, memory.text, relevance, memory.created_at))
-        for ep_hit in search_episodes(rt, user_id, query, limit):
-            ep = ep_hit.episode
-            items.append(ContextItem("episodic", ep.id, ep.summary, ep_hit.score, ep.timestamp))
+            )
+        for hit in found.episodes[:limit]:
+            ep = hit.episode
+            items.append(ContextItem("episodic", ep.id, ep.summary, hit.score, ep.timestamp, ep.id, ep.session_id))
     except StorageUnavailable:
         available = False
-    chosen, text, used = assemble(items, budget_tokens, now_ms())
+    chosen, text, used = assemble(items, budget_tokens)
     return {
         "context": text,
         "tokens": used,
-        "items": [{"tier": i.tier, "id": i.id, "text": i.text, "relevance": round(i.relevance, 4)} for i in chosen],
+        "items": [
+            {
+                "tier": i.tier,
+                "id": i.id,
+                "text": i.text,
+                "relevance": round(i.relevance, 4),
+                "timestamp": i.timestamp,
+                "episodeId": i.episode_id,
+                "sessionId": i.session_id,
+            }
+            for i in chosen
+        ],
         "available": available,
     }
 
 
 def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
-    """Dialectic: answer a question about the user from profile, conclusions, memories, episodes."""
+    """Dialectic: answer a question about the user from profile, conclusions, memories, turns, episodes."""
     evidence = [Evidence(i.id, "profile", i.text, i.relevance) for i in profile_items(rt, user_id, question)]
-    for namespace, kind in (("conclusion", "conclusion"), ("memory", "memory")):
-        found = rt.semantic.search(namespace, user_id, question, limit)
-        for hit in found.results:
-            if hit.payload is not None:
-                text = json.loads(hit.payload)["text"]
-                evidence.append(Evidence(hit.id, kind, text, display_score(hit.score, found.mode, found.max_score)))
+    found = recall(rt, user_id, question, limit, memories=limit, conclusions=limit)
+    evidence += [Evidence(c.id, "conclusion", c.text, s) for c, s in found.conclusions]
+    evidence += [Evidence(m.id, "memory", m.text, s) for m, s in found.memories]
     evidence += [
-        Evidence(h.episode.id, "episode", h.episode.summary, h.score)
-        for h in search_episodes(rt, user_id, question, limit)
+        Evidence(parse_id(m), "turn", f"{speaker(m.turn)}: {annotate(m.turn.content, m.turn.dates)}", m.score)
+        for m in found.turns[:limit]
     ]
+    evidence += [Evidence(h.episode.id, "episode", h.episode.summary, h.score) for h in found.episodes[:limit]]
     source = "extractive"
     answer = extractive_answer(question, evidence)
     if rt.dialectic_llm is not None:
@@ -151,3 +317,15 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
         "evidence": evidence,
         "evidenceIds": list(dict.fromkeys(e.id for e in evidence)),
     }
+
+
+def parse_id(match: TurnMatch) -> str:
+    """The index id of a matched turn (its first window's, for a long turn)."""
+    place = parse_turn_doc_id(match.doc_ids[0])
+    return match.doc_ids[0] if place is None else f"{place[0]}.t{place[1]}"
+
+
+def _chunk(doc_id: str) -> int:
+    """The window number of a turn unit's doc id (``….t3.c2`` → 2; 0 for a whole turn)."""
+    found = _CHUNK.search(doc_id)
+    return int(found[1]) if found else 0

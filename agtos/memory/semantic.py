@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 NAMESPACES = ("episode", "memory", "conclusion")
 _OVERLAP_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-overlap")
-EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before trying again
+EMBEDDER_RETRY_S = 30.0
+#: (vector, keyword) weights of the turn index's RRF
+TURN_RRF_WEIGHTS = (1.0, 1.0)  # after a failed load/probe, wait this long before trying again
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,14 @@ class SemanticMemory:
                     )
                     bm25 = BM25Index(self.connector, self.keys, namespace)
                     self._stores[namespace] = (
-                        TurnStore(self.connector, self.keys, vectors, bm25, self.episodes.ttl_seconds)
+                        TurnStore(
+                            self.connector,
+                            self.keys,
+                            vectors,
+                            bm25,
+                            self.episodes.ttl_seconds,
+                            rrf_weights=TURN_RRF_WEIGHTS,
+                        )
                         if namespace == TURN_NAMESPACE
                         else SemanticStore(self.connector, self.keys, namespace, vectors, bm25)
                     )
@@ -214,14 +223,32 @@ class SemanticMemory:
         With an expander (query expansion on), each rephrasing is searched too and the lists
         are fused by RRF, the original query weighted double.
         """
+        return self.search_many(user_id, query, {namespace: limit}, mode, min_similarity)[namespace]
+
+    def search_many(
+        self,
+        user_id: str,
+        query: str,
+        limits: Mapping[str, int],
+        mode: str | None = None,
+        min_similarity: float | None = None,
+    ) -> dict[str, SemanticSearch]:
+        """:meth:`search` in several namespaces (``limits``: namespace -> results) with one
+        embedding of the query (and of its rephrasings)."""
         wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
         queries = [query, *(self.expander(query) if self.expander else [])]
-        store = self.store(namespace)
+        stores = {namespace: self.store(namespace) for namespace in limits}
         # while the query is embedded (ONNX releases the GIL), worker threads run BM25 (hybrid) and
-        # the vector mirror's Redis version check (vector, hybrid)
-        keyword = _OVERLAP_POOL.submit(store.keyword_candidates, user_id, query, limit) if wanted == "hybrid" else None
-        shard = _OVERLAP_POOL.submit(store.vectors.prepare, user_id) if wanted != "bm25" else None
+        # the vector mirrors' Redis version checks (vector, hybrid)
+        keyword = {
+            ns: _OVERLAP_POOL.submit(store.keyword_candidates, user_id, query, limits[ns])
+            for ns, store in stores.items()
+            if wanted == "hybrid"
+        }
+        shards = {
+            ns: _OVERLAP_POOL.submit(store.vectors.prepare, user_id) for ns, store in stores.items() if wanted != "bm25"
+        }
         vectors: list[np.ndarray | None] = [None] * len(queries)
         degraded = None
         if wanted != "bm25":
@@ -230,13 +257,16 @@ class SemanticMemory:
             except EmbeddingError as exc:
                 degraded = f"embedder unavailable, keyword search only: {exc}"
                 wanted = "bm25"
-        first = keyword.result() if keyword is not None else None
-        prepared = shard.result() if shard is not None and wanted != "bm25" else None
-        lists = [
-            store.search(user_id, q, v, wanted, limit, threshold, first if i == 0 else None, prepared)
-            for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
-        ]
-        return SemanticSearch(fuse_expansions(lists, limit), wanted, degraded, store.max_fused_score)
+        out: dict[str, SemanticSearch] = {}
+        for ns, store in stores.items():
+            first = keyword[ns].result() if ns in keyword else None
+            prepared = shards[ns].result() if ns in shards and wanted != "bm25" else None
+            lists = [
+                store.search(user_id, q, v, wanted, limits[ns], threshold, first if i == 0 else None, prepared)
+                for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
+            ]
+            out[ns] = SemanticSearch(fuse_expansions(lists, limits[ns]), wanted, degraded, store.max_fused_score)
+        return out
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
         return self.store(namespace).get_many(user_id, ids)

@@ -69,9 +69,22 @@ class EpisodesOut(ApiModel):
     available: bool = Field(description="false when Redis is down (the list is then empty)")
 
 
+class HighlightOut(ApiModel):
+    """A turn of the hit's session that matched the query."""
+
+    speaker: str = Field(description="the speaker's name, else the role")
+    role: str
+    timestamp: int = Field(description="when it was said (ms)")
+    position: int = Field(description="0-based place of the turn in its session")
+    text: str = Field(description="the turn as said, relative dates resolved: 'yesterday [= 7 May 2023]'")
+    score: float = Field(description="0-1")
+
+
 class SearchHitOut(EpisodeOut):
-    score: float = Field(description="0-1 for every mode")
+    session_id: str = Field(description="the session the episode was made of ('' for imported episodes)")
+    score: float = Field(description="0-1 for every mode: the episode's best evidence (turns, summary, memories)")
     match_type: str
+    highlights: list[HighlightOut] = Field(description="the session's turns that matched, best first")
 
 
 class SearchOut(ApiModel):
@@ -87,10 +100,13 @@ class ProfileOut(ApiModel):
 
 
 class ContextItemOut(ApiModel):
-    tier: Literal["working", "profile", "semantic", "episodic"]
+    tier: Literal["working", "profile", "semantic", "conclusion", "turn", "episodic"]
     id: str
-    text: str
-    relevance: float
+    text: str = Field(description="as written in the context (a turn: its dated speaker line)")
+    relevance: float = Field(description="0-1, comparable within a tier")
+    timestamp: int | None = Field(default=None, description="when it was said or learned (ms)")
+    episode_id: str | None = Field(default=None, description="the source episode (a memory's or conclusion's first)")
+    session_id: str | None = Field(default=None, description="the source episode's session")
 
 
 class ContextOut(ApiModel):
@@ -139,7 +155,7 @@ class DreamOut(ApiModel):
 
 class EvidenceOut(ApiModel):
     id: str
-    kind: Literal["profile", "conclusion", "memory", "episode"]
+    kind: Literal["profile", "conclusion", "memory", "turn", "episode"]
     text: str
     score: Annotated[float, AfterValidator(lambda score: round(score, 4))]
 

@@ -1,89 +1,255 @@
-"""Context assembly: candidates from every tier → dedup → rank → token budget → prompt section."""
+"""Context assembly (pure): candidates from every tier → priority → dedup → token budget → prompt section.
+
+Candidates are ranked within their tier by relevance and across tiers by weighted reciprocal
+rank (:data:`TIER_WEIGHTS`), so the budget goes to the best evidence of each kind in turn and a
+relevant old line is never pushed out by its age. Each matched turn is one line; its neighbours
+are candidates of their own, weighted lower (``neighbour``), so the best evidence comes with its
+context and the rest of the budget still reaches further evidence; a line is paid for once. A
+fact whose words a chosen line already holds is left out. Every line but the profile's and this
+session's is dated, every turn line names its speaker; ``tokens`` counts the section as rendered.
+"""
 
 from __future__ import annotations
 
-import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
+from agtos.schemas import StoredTurn
+from agtos.tasks.bm25 import query_terms
+from agtos.tasks.dates import annotate, format_day, turn_datetime, turn_prefix
 from agtos.tasks.text import content_words, normalise
-from agtos.tasks.tokens import count_tokens
+from agtos.tasks.tokens import count_tokens, load_tokenizer
+from agtos.tasks.verbatim_turns import turn_units
 
 SECTION_TITLES = {
-    "working": "Earlier in this conversation",
     "profile": "About the user",
     "semantic": "Known facts and preferences",
+    "conclusion": "Conclusions",
+    "turn": "From past conversations",
     "episodic": "Relevant past sessions",
+    "working": "Earlier in this conversation",
 }
-SECTION_ORDER = ("profile", "semantic", "episodic", "working")
-RECENCY_HALF_LIFE_DAYS = 30.0
+SECTION_ORDER = tuple(SECTION_TITLES)
+HEADER = ("## Memory", "Use these memories about the user when relevant; they may be outdated.")
+#: how a tier's rank-r item competes for the budget: weight / (PRIORITY_K + r)
+TIER_WEIGHTS = {
+    "working": 2.0,
+    "turn": 1.0,
+    "semantic": 0.6,
+    "profile": 0.5,
+    "conclusion": 0.5,
+    "neighbour": 0.4,
+    "episodic": 0.3,
+}
+PRIORITY_K = 10
 NEAR_DUPLICATE_JACCARD = 0.8
+CONTAINED = 0.9  # a fact whose content words a chosen line holds (this share of them) is said already
+TURN_TOKENS = 200  # a long matched turn is cut to this many tokens around what matched
+NEIGHBOUR_TOKENS = 60  # a neighbour turn is cut to its first tokens
+UNDATED = ("profile", "working")
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
 
 
 @dataclass(frozen=True)
 class ContextItem:
-    tier: str  # working | profile | semantic | episodic
+    tier: str  # working | profile | semantic | conclusion | turn | episodic
     id: str
     text: str
-    relevance: float  # 0-1
+    relevance: float  # 0-1, comparable within a tier
     timestamp: int  # ms
+    episode_id: str | None = None
+    session_id: str | None = None
+    position: int | None = None  # a turn's place in its session
+    neighbour: bool = False  # a turn next to a matched one, there for its context
 
-    def rank(self, now_ms: int) -> float:
-        """Relevance × recency; recency decays from 1 to a floor of 0.5."""
-        age_days = max(0.0, (now_ms - self.timestamp) / 86_400_000)
-        recency = 0.5 + 0.5 * math.exp(-age_days * math.log(2) / RECENCY_HALF_LIFE_DAYS)
-        return self.relevance * recency
+    @property
+    def bullet(self) -> str:
+        """The line as written in the section: dated (a turn line is dated and attributed already)."""
+        if self.tier in UNDATED or self.tier == "turn":
+            return f"- {self.text}"
+        return f"- ({format_day(turn_datetime(self.timestamp).date())}) {self.text}"
+
+    @property
+    def weight(self) -> float:
+        return TIER_WEIGHTS["neighbour" if self.neighbour else self.tier] if self.tier in TIER_WEIGHTS else 0.3
+
+
+def clip(text: str, max_tokens: int, around: int = 0) -> str:
+    """``text`` cut to ``max_tokens`` tokens (``…`` marks a cut), the window holding character
+    ``around`` (the start by default)."""
+    offsets = load_tokenizer().encode(text, add_special_tokens=False).offsets
+    if len(offsets) <= max_tokens:
+        return text
+    at = next((i for i, (_, e) in enumerate(offsets) if e > around), 0)
+    first = max(0, min(at - max_tokens // 4, len(offsets) - max_tokens))
+    last = first + max_tokens - 1
+    body = text[offsets[first][0] : offsets[last][1]]
+    return ("…" if first else "") + body + ("…" if last < len(offsets) - 1 else "")
+
+
+def focus(text: str, terms: set[str], max_tokens: int, around: int = 0) -> str:
+    """A long ``text`` cut to ``max_tokens`` tokens by keeping its sentences that share most
+    query ``terms`` (in their order, ``…`` between), else the window around character ``around``."""
+    if count_tokens(text) <= max_tokens:
+        return text
+    spans = [(m.start(), m.end()) for m in _SENTENCE.finditer(text)]
+    shared = [len(terms & set(query_terms(text[a:b]))) for a, b in spans]
+    if not terms or not any(shared):
+        return clip(text, max_tokens, around)
+    picked: list[int] = []
+    used = 0
+    for i in sorted(range(len(spans)), key=lambda i: (-shared[i], i)):
+        cost = count_tokens(text[spans[i][0] : spans[i][1]]) + 1
+        if shared[i] and used + cost <= max_tokens:
+            picked.append(i)
+            used += cost
+    if not picked:
+        return clip(text, max_tokens, spans[max(range(len(spans)), key=lambda i: shared[i])][0])
+    out = []
+    for n, i in enumerate(sorted(picked)):
+        if i > 0 and (n == 0 or sorted(picked)[n - 1] != i - 1):
+            out.append("…")
+        out.append(text[spans[i][0] : spans[i][1]].strip())
+    return " ".join(out) + (" …" if sorted(picked)[-1] < len(spans) - 1 else "")
+
+
+def chunk_offset(turn: StoredTurn, chunk: int) -> int:
+    """Where window ``chunk`` of a long turn's index units starts in its annotated text."""
+    if chunk <= 0:
+        return 0
+    units = turn_units([turn])
+    if chunk >= len(units):
+        return 0
+    return max(0, annotate(turn.content, turn.dates).find(units[chunk].text[len(turn_prefix(turn)) :]))
+
+
+def turn_items(
+    window: Sequence[StoredTurn],
+    hit: StoredTurn,
+    relevance: float,
+    query: str = "",
+    chunk: int = 0,
+) -> list[ContextItem]:
+    """The matched turn ``hit`` as a context line, and its neighbours in ``window`` as lines of
+    lower weight, each dated and attributed; long turns keep the sentences that share words with
+    ``query`` (the hit, when none does: its matched window ``chunk``)."""
+    terms = set(query_terms(query))
+    out = []
+    for turn in window:
+        matched = turn.position == hit.position
+        body = annotate(turn.content, turn.dates)
+        text = (
+            focus(body, terms, TURN_TOKENS, chunk_offset(turn, chunk))
+            if matched
+            else focus(body, terms, NEIGHBOUR_TOKENS)
+        )
+        out.append(
+            ContextItem(
+                "turn",
+                f"{turn.episode_id}.t{turn.position}",
+                turn_prefix(turn) + text,
+                relevance,
+                turn.timestamp,
+                turn.episode_id,
+                turn.session_id or None,
+                turn.position,
+                neighbour=not matched,
+            )
+        )
+    return out
+
+
+def prioritise(items: Sequence[ContextItem]) -> list[ContextItem]:
+    """Items by ``TIER_WEIGHTS[tier] / (PRIORITY_K + rank in the tier by relevance)``, best first
+    (neighbour lines rank among themselves, by their matched turn's relevance)."""
+    by_tier: dict[tuple[str, bool], list[ContextItem]] = {}
+    for item in items:
+        by_tier.setdefault((item.tier, item.neighbour), []).append(item)
+    scored = []
+    for group in by_tier.values():
+        for rank, item in enumerate(sorted(group, key=lambda i: -i.relevance), start=1):
+            scored.append((item.weight / (PRIORITY_K + rank), item))
+    return [item for _, item in sorted(scored, key=lambda pair: -pair[0])]
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
-def dedupe(items: list[ContextItem], threshold: float = NEAR_DUPLICATE_JACCARD) -> list[ContextItem]:
-    """Collapse near-duplicate texts across tiers, keeping the first (best-ranked) occurrence."""
-    kept: list[tuple[ContextItem, set[str], str]] = []
-    for item in items:
-        terms, norm = set(content_words(item.text)), normalise(item.text)
-        if any(norm == k_norm or _jaccard(terms, k_terms) >= threshold for _, k_terms, k_norm in kept):
-            continue
-        kept.append((item, terms, norm))
-    return [item for item, _, _ in kept]
+def _said(terms: set[str], norm: str, kept: list[tuple[set[str], str]], threshold: float) -> bool:
+    """Whether a text (its content words, normalised form) repeats or is contained in a kept one."""
+    for k_terms, k_norm in kept:
+        if norm == k_norm or _jaccard(terms, k_terms) >= threshold:
+            return True
+        if terms and len(terms & k_terms) >= CONTAINED * len(terms) and len(k_terms) > len(terms):
+            return True
+    return False
+
+
+@dataclass
+class _Budget:
+    limit: int
+    used: int = 0
+
+    def take(self, cost: int) -> bool:
+        if self.used + cost > self.limit:
+            return False
+        self.used += cost
+        return True
 
 
 def fit_budget(items: list[ContextItem], budget_tokens: int) -> tuple[list[ContextItem], int]:
-    """Greedy by rank: take each item whose bullet still fits in the budget."""
+    """Greedy in the given order: each item that is new and still fits, the section's header and
+    each title paid for once; a turn is taken once, any other text when no chosen line says it
+    already. Returns the chosen items and the tokens of the section they make."""
+    budget = _Budget(budget_tokens)
+    header = sum(count_tokens(line) for line in HEADER)
     chosen: list[ContextItem] = []
-    used = 0
+    titled: set[str] = set()
+    turns: set[str] = set()
+    said_lines: set[str] = set()
+    kept: list[tuple[set[str], str]] = []
     for item in items:
-        cost = count_tokens(item.text) + 3  # bullet, date and newline
-        if used + cost <= budget_tokens:
-            chosen.append(item)
-            used += cost
-    return chosen, used
+        opening = (0 if chosen else header) + (0 if item.tier in titled else count_tokens(_title(item.tier)))
+        terms, norm = set(content_words(item.text)), normalise(item.text)
+        if item.tier == "turn":
+            if item.id in turns or norm in said_lines:  # taken, or the same words the same day by the same person
+                continue
+        elif _said(terms, norm, kept, NEAR_DUPLICATE_JACCARD):
+            continue
+        if not budget.take(opening + count_tokens(item.bullet)):
+            continue
+        if item.tier == "turn":
+            turns.add(item.id)
+            said_lines.add(norm)
+        kept.append((terms, norm))
+        chosen.append(item)
+        titled.add(item.tier)
+    return chosen, budget.used
 
 
-def _bullet(item: ContextItem) -> str:
-    if item.tier == "episodic":
-        day = datetime.fromtimestamp(item.timestamp / 1000, tz=UTC).strftime("%Y-%m-%d")
-        return f"- ({day}) {item.text}"
-    return f"- {item.text}"
+def _title(tier: str) -> str:
+    return f"### {SECTION_TITLES.get(tier, tier)}"
 
 
 def format_section(items: list[ContextItem]) -> str:
-    """A markdown system-prompt section grouped by tier; empty string when nothing was chosen."""
+    """A markdown system-prompt section grouped by tier; turn lines in the order they were said."""
     if not items:
         return ""
-    lines = ["## Memory", "Use these memories about the user when relevant; they may be outdated."]
+    lines = list(HEADER)
     for tier in SECTION_ORDER:
         group = [i for i in items if i.tier == tier]
-        if group:
-            lines.append(f"### {SECTION_TITLES[tier]}")
-            lines.extend(_bullet(i) for i in group)
+        if not group:
+            continue
+        lines.append(_title(tier))
+        if tier == "turn":  # in the order they were said
+            group = sorted(group, key=lambda i: (i.timestamp, i.episode_id or "", i.position or 0))
+        lines += [i.bullet for i in group]
     return "\n".join(lines)
 
 
-def assemble(items: list[ContextItem], budget_tokens: int, now_ms: int) -> tuple[list[ContextItem], str, int]:
-    """Rank, dedupe, fit and format; returns (chosen items, prompt text, tokens used)."""
-    ranked = sorted(items, key=lambda i: i.rank(now_ms), reverse=True)
-    chosen, used = fit_budget(dedupe(ranked), budget_tokens)
+def assemble(items: list[ContextItem], budget_tokens: int) -> tuple[list[ContextItem], str, int]:
+    """Prioritise, dedupe, fit and format; returns (chosen items, prompt text, its tokens)."""
+    chosen, used = fit_budget(prioritise(items), budget_tokens)
     return chosen, format_section(chosen), used

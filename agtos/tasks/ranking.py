@@ -7,11 +7,18 @@ ask scale scores with :func:`display_score` and re-rank episodes with :func:`rer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeVar
 
 DEFAULT_K = 60
-RECENCY_WEIGHT = 0.1
+RECENCY_WEIGHT = 0.02  # a month newer gains 1 %: about one rank near the top of an RRF list
+PRESENT_RECENCY_WEIGHT = 0.1  # for questions about the present state, where the latest session wins
+_PRESENT = re.compile(
+    r"\b(now|nowadays|these days|currently|current|at the moment|at present|latest|most recent|still|anymore|"
+    r"any more|today)\b",
+    re.IGNORECASE,
+)
 RECENCY_HALF_LIFE_DAYS = 30.0
 EXPANSION_WEIGHT = 2.0  # the original query's weight against each rephrasing's 1
 _DAY_MS = 86_400_000
@@ -63,6 +70,37 @@ def reciprocal_rank_fusion(
     return sorted(scores.items(), key=lambda item: -item[1])
 
 
+def fuse_evidence(
+    owners: Mapping[str, Sequence[str]],
+    weights: Mapping[str, float],
+    k: int = DEFAULT_K,
+    depth: int = 1,
+) -> list[tuple[str, float]]:
+    """Weighted RRF of evidence lists by the record each piece of evidence belongs to.
+
+    ``owners[name]`` is one ranked evidence list given as the owner of each item (e.g. the
+    episode of each turn hit, best first); each owner gets ``w / (k + rank)`` for each of its
+    first ``depth`` items in that list (``depth=1``: an owner ranks by its best evidence).
+    Best first; ties keep the order of first appearance (list by list, as given).
+    """
+    if k < 0 or depth < 1:
+        raise ValueError("need k >= 0 and depth >= 1")
+    scores: dict[str, float] = {}
+    for name, ranked in owners.items():
+        weight, counted = weights[name], dict[str, int]()
+        for rank, owner in enumerate(ranked, start=1):
+            if counted.get(owner, 0) >= depth:
+                continue
+            counted[owner] = counted.get(owner, 0) + 1
+            scores[owner] = scores.get(owner, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def max_evidence_score(weights: Mapping[str, float], depth: int = 1, k: int = DEFAULT_K) -> float:
+    """The :func:`fuse_evidence` score of an owner whose items rank first in every list."""
+    return sum(w / (k + rank) for w in weights.values() for rank in range(1, depth + 1))
+
+
 def max_fused_score(weights: Sequence[float], k: int = DEFAULT_K) -> float:
     """The RRF score of a document ranked first in every list (to scale scores to 0-1)."""
     return sum(weights) / (k + 1)
@@ -90,8 +128,16 @@ def display_score(raw: float, mode: str, max_hybrid: float | None = None) -> flo
     return round(raw, 4)
 
 
-def rerank_by_recency(hits: list[T]) -> list[T]:
-    """Stable re-sort by score × (1 - w + w × 2^(-age behind the newest candidate / half-life)).
+def recency_weight(query: str) -> float:
+    """How much recency counts for ``query``: :data:`PRESENT_RECENCY_WEIGHT` when it asks about
+    the present state ("now", "these days", "currently", "latest", "still"), where a later session
+    updates an earlier one; else :data:`RECENCY_WEIGHT`, which only breaks near ties."""
+    return PRESENT_RECENCY_WEIGHT if _PRESENT.search(query) else RECENCY_WEIGHT
+
+
+def rerank_by_recency(hits: list[T], weight: float | None = None) -> list[T]:
+    """Stable re-sort by score × (1 - w + w × 2^(-age behind the newest candidate / half-life)),
+    ``w``: ``weight``, by default :data:`RECENCY_WEIGHT`.
 
     Ages are absolute (days), so records stored moments apart weigh the same, and a session a
     month newer than another gains at most w/2 of its score.
@@ -99,9 +145,10 @@ def rerank_by_recency(hits: list[T]) -> list[T]:
     if len(hits) < 2:
         return hits
     newest = max(h.timestamp for h in hits)
+    w = RECENCY_WEIGHT if weight is None else weight
 
-    def weight(hit: T) -> float:
+    def weighted(hit: T) -> float:
         days_behind = (newest - hit.timestamp) / _DAY_MS
-        return hit.score * (1 - RECENCY_WEIGHT + RECENCY_WEIGHT * 0.5 ** (days_behind / RECENCY_HALF_LIFE_DAYS))
+        return hit.score * (1 - w + w * 0.5 ** (days_behind / RECENCY_HALF_LIFE_DAYS))
 
-    return sorted(hits, key=weight, reverse=True)
+    return sorted(hits, key=weighted, reverse=True)

@@ -8,7 +8,15 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from agtos.schemas import ProfileUpdate, UserProfile
-from agtos.schemas.api import ContextOut, EpisodeOut, EpisodesOut, ProfileOut, SearchHitOut, SearchOut
+from agtos.schemas.api import (
+    ContextOut,
+    EpisodeOut,
+    EpisodesOut,
+    HighlightOut,
+    ProfileOut,
+    SearchHitOut,
+    SearchOut,
+)
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.storage.redis_conn import StorageUnavailable
@@ -49,7 +57,13 @@ def search(
     except StorageUnavailable:
         return SearchOut(query=q, results=[], count=0, available=False)
     results = [
-        SearchHitOut(**EpisodeOut.model_validate(h.episode).model_dump(), score=h.score, match_type=h.match_type)
+        SearchHitOut(
+            **EpisodeOut.model_validate(h.episode).model_dump(),
+            session_id=h.session_id,
+            score=h.score,
+            match_type=h.match_type,
+            highlights=[HighlightOut.model_validate(x) for x in h.highlights],
+        )
         for h in hits
     ]
     return SearchOut(query=q, results=results, count=len(results), available=True)
