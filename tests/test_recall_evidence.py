@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
+from agtos.tasks.dates import named_days
 from agtos.tasks.tokens import count_tokens
 from tests.helpers import delete_prefix, isolation_settings, user
 
@@ -215,3 +216,28 @@ def test_fact_and_conclusion_items_name_their_source_episode_and_session(
     session_of = {episode: session for session, episode in episodes.items()}
     for i in derived:
         assert i["episodeId"] in session_of and i["sessionId"] == session_of[i["episodeId"]], i
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("What did Elise buy on 7 Jan 2024?", [date(2024, 1, 7)]),
+        ("What class did Kevin have on 21.01.2024?", [date(2024, 1, 21)]),
+        ("on January 5th, 2024 and on 2024-01-21", [date(2024, 1, 5), date(2024, 1, 21)]),
+        ("the 3rd of May, 2023", [date(2023, 5, 3)]),
+        ("01/02/2024", [date(2024, 2, 1), date(2024, 1, 2)]),  # both readings
+        ("13/02/2024", [date(2024, 2, 13)]),
+        ("31.02.2024 or in May or in 2019", []),  # no such day; no day named
+    ],
+)
+def test_named_days_reads_the_days_a_question_names(text: str, days: list[date]) -> None:
+    assert named_days(text) == days
+
+
+def test_a_question_naming_a_day_finds_the_session_of_that_day(chat: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = chat
+    question = "What did Jon tell Gina on 24.04.2023?"  # session 8's day; its words are in every session
+    assert search(client, question, limit=3)[0]["sessionId"] == f"week-{EVIDENCE_SESSION:02d}"
+    text = context(client, question, token_budget=1_000)["context"]
+    assert sum(line.startswith("- (24 April 2023) ") for line in text.splitlines()) >= 5  # the day's turns
+    assert search(client, "What did Jon tell Gina?", limit=3)[0]["sessionId"] != f"week-{EVIDENCE_SESSION:02d}"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from agtos.memory.working import WorkingMemory
@@ -20,15 +21,18 @@ from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode, Memory, StoredTurn
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.storage.semantic_store import SearchResult
-from agtos.storage.turns import TurnMatch, parse_turn_doc_id
+from agtos.storage.turns import TurnMatch, parse_turn_doc_id, turn_doc_id
+from agtos.tasks.bm25 import rank_texts
 from agtos.tasks.context import ContextItem, assemble, turn_items
-from agtos.tasks.dates import annotate, speaker
+from agtos.tasks.dates import annotate, format_turn, named_days, speaker, turn_datetime
 from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
 from agtos.tasks.ranking import (
     display_score,
     fuse_evidence,
     max_evidence_score,
+    max_fused_score,
     recency_weight,
+    reciprocal_rank_fusion,
     rerank_by_recency,
 )
 from agtos.tasks.text import content_words
@@ -41,12 +45,16 @@ log = logging.getLogger(__name__)
 _CHUNK = re.compile(r"\.t\d+\.c(\d+)$")
 
 #: how much each kind of evidence counts when episodes are ranked (weighted RRF, k = 60)
-EVIDENCE_WEIGHTS = {"turn": 1.0, "episode": 0.5, "memory": 0.25}
+EVIDENCE_WEIGHTS = {"turn": 1.0, "episode": 0.5, "memory": 0.25, "day": 1.0}  # day: held on a day the query names
 EVIDENCE_DEPTH = 1  # an episode's turns counted: its best one
 TURNS_PER_HIT = 5  # turn hits searched per episode hit asked for
 FACTS_PER_HIT = 0  # memory hits searched per episode hit asked for, their source episodes as evidence (on the
 # dev sets they cost recall@1: off)
 HIGHLIGHTS = 3  # matching turns shown per search hit
+DATED_TURNS = 20  # turns of the days a question names (by date), fused with the index's turn hits
+DATED_EPISODES = 20  # sessions read per named day
+DATED_WEIGHT = 1.0  # their weight in that fusion (the index's hits weigh 1)
+_DAY_MS = 86_400_000
 PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
 CONTEXT_TURN_TOKENS = 25  # a context searches budget / this many turns (enough candidates to fill it)
 
@@ -145,6 +153,9 @@ def recall(
         for m in rt.semantic.turns.lookup(user_id, turn_found.results, neighbours)
     ]
     out.turns.sort(key=lambda m: -m.score)
+    days = named_days(query)
+    dated = dated_turns(rt, user_id, query, days, neighbours) if days else []
+    out.turns = _with_dated(out.turns, dated)
     if "memory" in found:
         out.memories = [
             (Memory.model_validate_json(h.payload), _scaled(found["memory"], h))
@@ -163,6 +174,7 @@ def recall(
         "turn": [m.turn.episode_id for m in out.turns],
         "episode": [h.id for h in episode_found.results if h.payload is not None],
         "memory": [e for memory, _ in out.memories for e in memory.source_episode_ids[:1]],
+        "day": [m.turn.episode_id for m in dated],
     }
     fused = fuse_evidence(evidence, EVIDENCE_WEIGHTS, depth=EVIDENCE_DEPTH)
     missing = [e for e, _ in fused if e not in payloads]
@@ -171,7 +183,7 @@ def recall(
     for h in episode_found.results:
         types.setdefault(h.id, set()).add(h.match_type)
     for m in out.turns:
-        types.setdefault(m.turn.episode_id, set()).update(kinds[d] for d in m.doc_ids)
+        types.setdefault(m.turn.episode_id, set()).update(kinds.get(d, "keyword") for d in m.doc_ids)
     top = max_evidence_score({k: v for k, v in EVIDENCE_WEIGHTS.items() if evidence.get(k)}, EVIDENCE_DEPTH) or 1.0
     hits = []
     for episode_id, score in fused:
@@ -188,6 +200,56 @@ def recall(
         )
     out.episodes = rerank_by_recency(hits, recency_weight(query))
     return out
+
+
+def _key(match: TurnMatch) -> str:
+    return turn_doc_id(match.turn.episode_id, match.turn.position)
+
+
+def _with_dated(found: list[TurnMatch], dated: list[TurnMatch]) -> list[TurnMatch]:
+    """The index's turn hits and the turns of the days the query names, by weighted RRF (scores 0-1)."""
+    if not dated:
+        return found
+    # the day's list first: on equal scores the turn said that day wins
+    fused = reciprocal_rank_fusion([[_key(m) for m in dated], [_key(m) for m in found]], weights=[DATED_WEIGHT, 1.0])
+    by_key = {_key(m): m for m in dated} | {_key(m): m for m in found}
+    top = max_fused_score([1.0, DATED_WEIGHT])
+    return [replace(by_key[k], score=round(min(1.0, score / top), 4)) for k, score in fused]
+
+
+def dated_turns(rt: Services, user_id: str, query: str, days: list[date], neighbours: int = 0) -> list[TurnMatch]:
+    """The turns of the sessions held on a day ``query`` names ("on 5 Jan 2024"), and turns that name
+    that day ("yesterday [= 5 January 2024]") in the sessions of the two days after, best BM25 match
+    with the query first (then in the order said), at most :data:`DATED_TURNS`."""
+    episode_ids: list[str] = []
+    for day in days[:3]:
+        start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+        episode_ids += rt.episodes.ids_between(user_id, start, start + 3 * _DAY_MS, DATED_EPISODES)
+    by_episode: dict[str, list[StoredTurn]] = {}
+    for turn in rt.semantic.turns.of_episodes(user_id, list(dict.fromkeys(episode_ids))):
+        by_episode.setdefault(turn.episode_id, []).append(turn)
+    wanted = {d.isoformat() for d in days}
+    picked: list[StoredTurn] = []
+    for turns in by_episode.values():
+        held = any(turn_datetime(t.timestamp).date().isoformat() in wanted for t in turns)
+        picked += [t for t in turns if held or any(d.date in wanted for d in t.dates)]
+    texts = {_key_of(t): format_turn(t) for t in picked}
+    scores = dict(rank_texts(query, texts, len(texts)))
+    ranked = sorted(picked, key=lambda t: -scores.get(_key_of(t), 0.0))[:DATED_TURNS]
+    return [
+        TurnMatch(
+            t,
+            0.0,
+            (_key_of(t),),
+            tuple(by_episode[t.episode_id][max(0, t.position - neighbours) : t.position]),
+            tuple(by_episode[t.episode_id][t.position + 1 : t.position + 1 + neighbours]),
+        )
+        for t in ranked
+    ]
+
+
+def _key_of(turn: StoredTurn) -> str:
+    return turn_doc_id(turn.episode_id, turn.position)
 
 
 def search_episodes(

@@ -69,6 +69,12 @@ class EpisodeStore:
                 break
         return out[:limit]
 
+    def ids_between(self, user_id: str, start_ms: int, end_ms: int, limit: int = 50) -> list[str]:
+        """Ids of the episodes whose time is in ``[start_ms, end_ms)``, oldest first (at most ``limit``;
+        ids of expired episodes may be among them: their turns and records are gone)."""
+        key = self.keys.user(user_id).episode_timeline()
+        return members(self.connector.run(lambda r: r.zrangebyscore(key, start_ms, f"({end_ms}", start=0, num=limit)))
+
     def iter_all(self, user_id: str, batch_size: int = 500) -> Iterator[Episode]:
         for batch in self._timeline_batches(user_id, batch_size):
             yield from batch

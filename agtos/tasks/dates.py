@@ -8,6 +8,7 @@ Wednesday and "may" for May); the date arithmetic is :mod:`dateparser`'s, with t
 
 from __future__ import annotations
 
+import calendar
 import re
 from datetime import UTC, date, datetime
 
@@ -75,6 +76,41 @@ def resolve_dates(text: str, timestamp_ms: int) -> list[ResolvedDate]:
             ResolvedDate(text=text[start:end], start=start, date=data.date_obj.date().isoformat(), period=period)
         )
     return out
+
+
+_MONTHS = (
+    {m.lower(): n for n, m in enumerate(calendar.month_name) if m}
+    | {m.lower(): n for n, m in enumerate(calendar.month_abbr) if m}
+    | {"sept": 9}
+)
+_MONTH_WORD = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?)"
+)
+_ORD = r"(?:st|nd|rd|th)?"
+_NAMED = [  # (pattern, order of the groups: d(ay), m(onth number), w(ord month), y(ear))
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
+    (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b"), "dmy"),  # 21.01.2024: day first
+    (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b"), "dmy|mdy"),  # either way when both are dates
+    (re.compile(rf"\b(\d{{1,2}}){_ORD}(?: of)? {_MONTH_WORD}\.?,? (\d{{4}})\b", re.IGNORECASE), "dwy"),
+    (re.compile(rf"\b{_MONTH_WORD}\.? (\d{{1,2}}){_ORD},? (\d{{4}})\b", re.IGNORECASE), "wdy"),
+]
+
+
+def named_days(text: str) -> list[date]:
+    """The calendar days ``text`` names with a year ("5 Jan 2024", "January 5th, 2024",
+    "21.01.2024", "2024-01-21"; "01/02/2024" names both readings), in order, each once."""
+    found: list[tuple[int, date]] = []
+    for pattern, orders in _NAMED:
+        for match in pattern.finditer(text):
+            for order in orders.split("|"):
+                parts = dict(zip(order, match.groups(), strict=True))
+                month = _MONTHS.get(parts["w"].lower().rstrip(".")) if "w" in parts else int(parts["m"])
+                try:
+                    found.append((match.start(), date(int(parts["y"]), month or 0, int(parts["d"]))))
+                except ValueError:
+                    continue  # not a real date (31.02.2024, 13/13/2024)
+    return list(dict.fromkeys(day for _, day in sorted(found, key=lambda f: f[0])))
 
 
 def format_day(day: date) -> str:
