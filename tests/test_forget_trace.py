@@ -37,7 +37,7 @@ from agtos.tasks.text import normalise
 from tests.helpers import delete_prefix, isolation_settings, key_owner, run_maintenance, talk, user
 
 FAMILY = ("al", "alice", "a", "a.b", "a@b", "a_b", "a-b", "bob", "bob-2")
-NAMESPACES = ("episode", "memory", "conclusion")
+NAMESPACES = ("episode", "memory", "conclusion", "turn")
 MODES = ("hybrid", "vector", "bm25")
 FORGOTTEN = ("al", "bob", "a.b")  # the shorter of two prefix-related ids, and the longer
 OPTED_OUT = ("a", "alice")
@@ -150,6 +150,8 @@ def snapshot(env: Env, gone: str) -> dict[str, Any]:
     """What must not change when ``gone`` is wiped: every other key's bytes and search results."""
     owners = env.keys_by_owner()
     assert owners.get(gone), f"{gone} has no keys to forget"
+    assert [k for k in owners[gone] if ":turns:" in k], f"{gone} has no stored turns to forget"
+    assert list(env.coordinator.semantic.turns.bm25.ids(gone)), f"{gone} has no indexed turns to forget"
     others = {k for owner, keys in owners.items() if owner not in (gone, None) for k in keys}
     alive = [u for u in FAMILY if u != gone and owners.get(u)]
     searches = {(u, mode): env.found(u, f"{token(u, 1)} tea", mode) for u in alive for mode in MODES}
@@ -260,6 +262,9 @@ def test_forget_one_item_removes_it_from_redis_indexes_and_caches(
             store = coordinator.semantic.store(namespace)
             assert item not in set(store.bm25.ids("al")) and item not in set(store.vectors.ids("al")), kind
             assert item not in [d for d, _ in store.bm25.search("al", f"{token('al', 1)} tea", 50)], kind
+        if kind == "episode":  # its verbatim turns leave the turn indexes with it
+            turns = coordinator.semantic.turns
+            assert not [d for d in [*turns.bm25.ids("al"), *turns.vectors.ids("al")] if d.startswith(f"{item}.t")]
         again = client.post("/api/memory/forget", json={"kind": kind, "id": item}, headers=user("al"))
         assert again.status_code == 404, (kind, again.text)
     assert item not in json.dumps(client.get("/api/entities", headers=user("al")).json())
