@@ -27,7 +27,8 @@ than one pass. In one run, on one coordinator (models loaded and warmed first):
 
 After each path, outside the timing, every saved episode is checked to be listed and a sample
 is searched for (hybrid, its own summary as the query): that is what "searchable" means here.
-``--sweep`` instead times the embedder's bucket settings on the texts the pipeline embeds (how
+``--padded`` runs it all with the embedder as it was before length buckets; ``--sweep`` instead
+times the embedder's bucket settings on the texts the pipeline embeds (how
 ``DEFAULT_BATCH_TEXTS`` / ``DEFAULT_BATCH_TOKENS`` were picked). Writes
 ``benchmarks/results/ingest.json`` and ``.md``. Not a test.
 """
@@ -116,8 +117,8 @@ def sessions(path: str, count: int | None, tag: str) -> list[Session]:
             one_pass.append((h.haystack_id, agtos_session_id(sid), said))
     out = []
     for k in range(len(one_pass) if count is None else count):
-        hid, sid, turns = one_pass[k % len(one_pass)]
-        out.append(Session(f"bench-{tag}-{k // len(one_pass)}-{hid}", sid, turns))
+        hid, sid, said = one_pass[k % len(one_pass)]
+        out.append(Session(f"bench-{tag}-{k // len(one_pass)}-{hid}", sid, said))
     return out
 
 
@@ -208,11 +209,11 @@ class Run:
         res.cpu_s = time.process_time() - cpu0 - res.raw["turns_cpu_s"] - res.raw["texts_cpu_s"]
         res.raw["turns_stored"] = sum(self.turn_counts)
         res.wall_s = turns_s + ends_s
-        stages, cpu = watch.take(), watch.take_cpu()
+        stages = watch.take()
         res.texts_embedded = sum(len(call) for call in self.calls)
         res.stages_wall = {"append turns (whole POST /turns requests)": turns_s, **stages}
         res.stages_wall["other (HTTP, session bookkeeping, glue)"] = ends_s - sum(stages.values())
-        res.stages_cpu = cpu
+        res.stages_cpu = watch.take_cpu()
         return res
 
     def batch(self, todo: list[Session]) -> PathResult:
@@ -447,10 +448,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", default=str(RESULTS_DIR))
     parser.add_argument("--no-flow", action="store_true", help="skip the Prefect flow path")
     parser.add_argument("--sweep", action="store_true", help="only time the embedder's bucket settings")
+    parser.add_argument("--padded", action="store_true", help="run the embedder as before length buckets")
     args = parser.parse_args(argv)
     stamp = Stamp()
     run = Run(args)
     embedder = run.coord.semantic.embedder
+    if args.padded:  # the "before" figure: one batch padded to the longest of up to 64 texts
+        for name, value in PADDED.items():
+            setattr(embedder, name, value)
     try:
         run.warm_up()
         if args.sweep:

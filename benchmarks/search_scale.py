@@ -1,0 +1,322 @@
+"""Search latency at scale: p50/p99 of ``GET /api/memory/search`` through the HTTP route (query
+embedding included, query cache off) over one user's index of episodes with their verbatim turns
+and memories — the issue's "1M indexed texts" shape, at the size this host can build.
+
+    python -m benchmarks.search_scale [--texts 100000] [--queries 300] [--batch 64]
+
+The corpus is the conversation set's sessions (``benchmarks/eval/convset.json``: dated two-person
+chats), replicated until ``--texts`` texts are indexed (episode + turn units + memories), all for
+one user, the worst case (each user has an index of their own). The base sessions go through the
+real steps once — summarise, distil, turn records with resolved dates, units, real ONNX vectors.
+Each replica is that session moved ``k`` weeks later under new ids: its turns keep their words and
+get the new dates in their unit prefix (the relative-date annotations of the base are not redone),
+its episode summary names the replica, and every vector is the base text's real vector plus
+Gaussian noise (cosine ≈ 0.9 to it), renormalised, so the HNSW graph holds distinct points.
+Everything is written through ``index_batch`` (the ingestion pipeline's index step: Redis records,
+BM25 and vector indexes); NER, the entity graph and the Dreamer are not run for the replicas.
+The queries are the set's questions (real text, embedded per query). The query embedding alone is
+timed on the same queries, so the rest of the search reads apart from it.
+
+Writes ``benchmarks/results/search-scale-<texts>.json`` and ``.md``; every key is deleted at the
+end. Not a test.
+"""
+
+# ruff: noqa: I001 - benchmarks.recall first: it sets PREFECT_HOME and the import order agtos needs
+
+from __future__ import annotations
+
+import benchmarks.recall  # noqa: F401
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+
+from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.episodic import build_episode
+from agtos.memory.ingestion_pipeline import index_batch
+from agtos.schemas import Episode, Memory, Role, StoredTurn, Turn
+from agtos.serving.app import create_app
+from agtos.tasks.distil import distil_memories
+from agtos.tasks.text import episode_text
+from agtos.tasks.verbatim_turns import TurnBatch, TurnUnit, stored_turns, turn_units
+from benchmarks.eval.api_eval import turn_timestamps
+from benchmarks.eval.dataset import load_dataset
+from benchmarks.eval.harness import REPO, agtos_session_id
+from benchmarks.recall import RESULTS_DIR, RUN_TMP, AsgiClient, delete_prefix, log, pct, rss_mib
+from benchmarks.stamp import Stamp
+
+DEFAULT_DATASET = REPO / "benchmarks" / "eval" / "convset.json"
+USER_ID = "bench-scale"
+WEEK_MS = int(timedelta(weeks=1).total_seconds() * 1000)
+NOISE = 0.48  # per-vector noise norm: cosine ≈ 0.9 to the base vector (as benchmarks/recall.py)
+TARGET = "p50 < 15 ms, p99 < 50 ms at 1M indexed texts"
+
+
+@dataclass(frozen=True)
+class Base:
+    """One real session as ingestion stores it, with the real vectors of its texts."""
+
+    episode: Episode
+    memories: list[Memory]
+    turns: list[StoredTurn]
+    vectors: np.ndarray  # episode row, memory rows, then one row per unit of turn_units(turns)
+
+    @property
+    def texts(self) -> int:
+        return len(self.vectors)
+
+
+def base_sessions(coord: MemoryCoordinator, path: str) -> list[Base]:
+    """Every session of the set through the real steps (summary, facts, turn records, units) and
+    the real embedder; sessions the save heuristics would skip are left out, as ingestion does."""
+    data = load_dataset(path)
+    drafts = []
+    for h in data.haystacks:
+        for sid, turns, stamps in zip(h.haystack_session_ids, h.haystack_sessions, turn_timestamps(h), strict=True):
+            said = [
+                Turn(role=Role(t.role), content=t.content, timestamp=ts, name=t.name)
+                for t, ts in zip(turns, stamps, strict=True)
+                if t.content.strip()
+            ]
+            draft = build_episode(USER_ID, agtos_session_id(sid), said, coord.services.summariser)
+            if draft.decision.save:
+                drafts.append((draft.episode, said))
+    out = []
+    for episode, said in drafts:
+        memories = distil_memories([episode])
+        kept = stored_turns(USER_ID, episode.id, episode.session_id, said)
+        texts = [episode_text(episode), *(m.text for m in memories), *(u.text for u in turn_units(kept))]
+        out.append(Base(episode, memories, kept, coord.semantic.embedder.embed(texts)))
+    return out
+
+
+def replica(base: Base, k: int, rng: np.random.Generator) -> tuple[Episode, list[Memory], TurnBatch, np.ndarray]:
+    """``base`` moved ``k`` weeks later under new ids, with noisy copies of its vectors."""
+    shift = k * WEEK_MS
+    episode_id = f"{base.episode.id}-r{k}"
+    episode = base.episode.model_copy(
+        update={
+            "id": episode_id,
+            "session_id": f"{base.episode.session_id}-r{k}",
+            "summary": f"{base.episode.summary} (replica {k})",
+            "timestamp": base.episode.timestamp + shift,
+        }
+    )
+    memories = [
+        m.model_copy(update={"id": f"{m.id}-r{k}", "source_episode_ids": [episode_id], "text": f"{m.text} ({k})"})
+        for m in base.memories
+    ]
+    turns = [
+        t.model_copy(
+            update={
+                "episode_id": episode_id,
+                "session_id": episode.session_id,
+                "timestamp": t.timestamp + shift,
+                "dates": [],
+            }
+        )
+        for t in base.turns
+    ]
+    units: list[TurnUnit] = turn_units(turns)
+    n = 1 + len(memories) + len(units)
+    vectors = base.vectors[:n] + rng.normal(0.0, NOISE / np.sqrt(base.vectors.shape[1]), (n, base.vectors.shape[1]))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return episode, memories, TurnBatch(turns, units), vectors.astype(np.float32)
+
+
+def load(coord: MemoryCoordinator, bases: list[Base], target: int, batch: int) -> dict[str, Any]:
+    """Index replicas until ``target`` texts are in (base sessions first, as replica 0)."""
+    rng = np.random.default_rng(14)
+    rt, texts, sessions, k = coord.services, 0, 0, 0
+    started = time.perf_counter()
+    while texts < target:
+        for start in range(0, len(bases), batch):
+            group = [replica(b, k, rng) for b in bases[start : start + batch]]
+            episodes = [g[0] for g in group]
+            memories = [m for g in group for m in g[1]]
+            turns = TurnBatch([t for g in group for t in g[2].turns], [u for g in group for u in g[2].units])
+            vectors = np.concatenate(
+                [np.stack([g[3][0] for g in group])]
+                + [g[3][1 : 1 + len(g[1])] for g in group]
+                + [g[3][1 + len(g[1]) :] for g in group]
+            )
+            index_batch(rt, episodes, memories, vectors, turns)
+            texts += len(vectors)
+            sessions += len(group)
+            if texts >= target:
+                break
+        k += 1
+        elapsed = time.perf_counter() - started
+        log(f"  {texts:,} texts ({sessions:,} sessions) in {elapsed:.0f} s ({texts / elapsed:.0f} texts/s)")
+    return {"texts": texts, "sessions": sessions, "load_s": time.perf_counter() - started}
+
+
+def wait_for_graphs(coord: MemoryCoordinator, timeout_s: float) -> dict[str, Any]:
+    """First search of each namespace loads its shard from Redis and starts the HNSW build; wait."""
+    out: dict[str, Any] = {}
+    probe = coord.semantic.embedder.embed(["probe query"])[0]
+    for namespace in ("episode", "turn", "memory"):
+        vectors = coord.semantic.store(namespace).vectors
+        t = time.perf_counter()
+        vectors.search(USER_ID, probe, 10)
+        loaded = time.perf_counter() - t
+        if not vectors.wait_for_builds(USER_ID, timeout_s=timeout_s):
+            raise RuntimeError(f"HNSW build of {namespace} did not finish in {timeout_s} s")
+        stats = vectors.stats()
+        out[namespace] = {"docs": stats["docs"], "graph": stats["hnswUsers"] == 1, "load_s": loaded}
+        out[namespace]["build_s"] = time.perf_counter() - t - loaded
+        built = out[namespace]["build_s"]
+        log(f"  {namespace}: {stats['docs']:,} vectors, shard load {loaded:.1f} s, graph {built:.1f} s")
+    return out
+
+
+def questions(path: str, count: int) -> list[str]:
+    return list(dict.fromkeys(q.question for q in load_dataset(path).questions))[:count]
+
+
+def time_search(coord: MemoryCoordinator, queries: list[str], warmup: int) -> dict[str, float]:
+    """HTTP p50/p99 of the default search, then the query embedding alone on the same queries."""
+    embedder = coord.semantic.embedder
+    cache = getattr(embedder, "cache", None)
+    if cache is not None:
+        cache.size = 0  # every query is embedded (no LRU hits)
+    headers = {"X-User-Id": USER_ID}
+    http: list[float] = []
+    hits = 0
+    with AsgiClient(create_app(coordinator=coord)) as client:
+        for q in [f"warm-up {i}: what did they talk about?" for i in range(warmup)]:
+            client.get("/api/memory/search", params={"q": q, "limit": 10}, headers=headers)
+        for q in queries:
+            t = time.perf_counter()
+            response = client.get("/api/memory/search", params={"q": q, "limit": 10}, headers=headers)
+            http.append(time.perf_counter() - t)
+            if response.status_code != 200:
+                raise RuntimeError(f"search answered {response.status_code}: {response.text[:200]}")
+            hits += bool(response.json()["results"])
+    embed: list[float] = []
+    for q in queries:
+        t = time.perf_counter()
+        embedder.embed_one(q)
+        embed.append(time.perf_counter() - t)
+    return {
+        "queries": len(queries),
+        "answered_with_hits": hits,
+        "http_p50": pct(http, 50),
+        "http_p99": pct(http, 99),
+        "http_mean": statistics.fmean(http) * 1e3,
+        "embed_p50": pct(embed, 50),
+        "embed_p99": pct(embed, 99),
+    }
+
+
+def profile(coord: MemoryCoordinator, queries: list[str]) -> str:
+    """The direct search (no HTTP) under cProfile: the functions with most cumulative time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for q in queries:
+        coord.search_episodes(USER_ID, q, 10)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
+    return out.getvalue()
+
+
+def render(r: dict[str, Any]) -> str:
+    st, lat, idx = r["stamp"], r["latency"], r["index"]
+    docs = {ns: v["docs"] for ns, v in idx.items()}
+    return "\n".join(
+        [
+            f"{st['date']}, commit {st['commit']}, {st['machine']}, load average {st['load_start']} → {st['load_end']}",
+            "",
+            "| indexed texts (one user) | episodes / turn units / memories | HTTP p50 / p99 | query embedding "
+            "alone p50 / p99 | target |",
+            "|---:|---|---:|---:|---|",
+            f"| {sum(docs.values()):,} | {docs['episode']:,} / {docs['turn']:,} / {docs['memory']:,} "
+            f"| {lat['http_p50']:.1f} / {lat['http_p99']:.1f} ms | {lat['embed_p50']:.1f} / {lat['embed_p99']:.1f} ms "
+            f"| {TARGET} |",
+            "",
+            f"{lat['queries']} distinct questions of {r['dataset']} through `GET /api/memory/search` (default hybrid, "
+            f"limit 10, in process over httpx ASGITransport, query cache off); {lat['answered_with_hits']} answered "
+            f"with hits. Built in {r['load']['load_s']:.0f} s ({r['load']['texts'] / r['load']['load_s']:.0f} texts/s "
+            f"through the ingestion index step, vectors precomputed) + HNSW graphs "
+            f"{sum(v['build_s'] + v['load_s'] for v in idx.values()):.0f} s; "
+            f"process RSS {r['rss_mib'] / 1024:.1f} GiB, "
+            f"Redis {r['redis_bytes'] / 2**20:,.0f} MiB.",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--texts", type=int, default=100_000, help="indexed texts to build (episode + turns + memories)"
+    )
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=64, help="sessions per index_batch call")
+    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
+    parser.add_argument("--build-timeout", type=float, default=1800.0)
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--results-dir", default=str(RESULTS_DIR))
+    parser.add_argument("--profile", action="store_true", help="print where a direct search spends its time")
+    args = parser.parse_args(argv)
+    stamp = Stamp()
+    prefix = f"agtos-bench-{uuid.uuid4().hex[:10]}"
+    raw = redis.Redis.from_url(args.redis_url)
+    redis_before = int(raw.info("memory")["used_memory"])
+    settings = Settings(
+        redis_url=args.redis_url, key_prefix=prefix, data_dir=RUN_TMP / "data", config_dir=RUN_TMP / "config"
+    )
+    coord = MemoryCoordinator(settings)
+    try:
+        log("embedding the base sessions (real steps, real vectors)")
+        bases = base_sessions(coord, args.dataset)
+        log(f"  {len(bases)} sessions, {sum(b.texts for b in bases):,} texts; loading {args.texts:,} texts")
+        loaded = load(coord, bases, args.texts, args.batch)
+        index = wait_for_graphs(coord, args.build_timeout)
+        redis_bytes = int(raw.info("memory")["used_memory"]) - redis_before
+        log(f"timing {args.queries} queries")
+        latency = time_search(coord, questions(args.dataset, args.queries), args.warmup)
+        log(f"  HTTP p50 {latency['http_p50']:.1f} ms, p99 {latency['http_p99']:.1f} ms")
+        rss = rss_mib()
+        if args.profile:
+            print(profile(coord, questions(args.dataset, args.queries)))
+    finally:
+        coord.close()
+        log(f"deleted {delete_prefix(raw, prefix)} keys")
+    results: dict[str, Any] = {
+        "dataset": Path(args.dataset).name,
+        "load": loaded,
+        "index": index,
+        "latency": latency,
+        "rss_mib": rss,
+        "redis_bytes": redis_bytes,
+        "stamp": stamp.done(),
+    }
+    results["markdown"] = render(results)
+    out = Path(args.results_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"search-scale-{args.texts}"
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (out / f"{name}.md").write_text(results["markdown"])
+    print(results["markdown"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
