@@ -184,21 +184,27 @@ def recall(
         types.setdefault(h.id, set()).add(h.match_type)
     for m in out.turns:
         types.setdefault(m.turn.episode_id, set()).update(kinds.get(d, "keyword") for d in m.doc_ids)
+    # the displayed score: how strong the best evidence is, in the mode's 0-1 scale (a cosine in vector mode)
+    best: dict[str, float] = {}
+    evidence_scores = [(h.id, _scaled(episode_found, h)) for h in episode_found.results]
+    evidence_scores += [(m.turn.episode_id, m.score) for m in out.turns]
+    evidence_scores += [(e, score) for memory, score in out.memories for e in memory.source_episode_ids[:1]]
+    for episode_id, score in evidence_scores:
+        best[episode_id] = max(score, best.get(episode_id, 0.0))
     top = max_evidence_score({k: v for k, v in EVIDENCE_WEIGHTS.items() if evidence.get(k)}, EVIDENCE_DEPTH) or 1.0
-    hits = []
-    for episode_id, score in fused:
-        if episode_id not in payloads:
-            continue  # expired or forgotten since it was indexed
-        highlights = tuple(Highlight(m.turn, m.score) for m in out.turns if m.turn.episode_id == episode_id)
-        hits.append(
-            SearchHit(
-                Episode.model_validate_json(payloads[episode_id]),
-                round(min(1.0, score / top), 4),
-                _match_type(types.get(episode_id, {"keyword"})),
-                highlights[:HIGHLIGHTS],
-            )
+    hits = [  # scored by the fusion for the recency re-rank, then shown with their best evidence's score
+        SearchHit(
+            Episode.model_validate_json(payloads[episode_id]),
+            score / top,
+            _match_type(types.get(episode_id, {"keyword"})),
+            tuple(Highlight(m.turn, m.score) for m in out.turns if m.turn.episode_id == episode_id)[:HIGHLIGHTS],
         )
-    out.episodes = rerank_by_recency(hits, recency_weight(query))
+        for episode_id, score in fused
+        if episode_id in payloads  # else expired or forgotten since it was indexed
+    ]
+    out.episodes = [
+        replace(h, score=round(best.get(h.episode.id, 0.0), 4)) for h in rerank_by_recency(hits, recency_weight(query))
+    ]
     return out
 
 
