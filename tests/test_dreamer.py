@@ -254,7 +254,12 @@ def test_ask_returns_evidence_that_exists(client: TestClient, coordinator: Memor
     known = {c.id for c in coordinator.list_conclusions("dora")} | set(episode_ids)
     known |= {m.id for m in coordinator.search_memories("dora", "units", 20)}
     for item in body["evidence"]:
-        assert item["id"] in known or item["kind"] == "profile"
+        if item["kind"] == "turn":  # a turn of a known episode: "<episode id>.t<position>"
+            episode_id, _, position = item["id"].rpartition(".t")
+            assert episode_id in episode_ids and position.isdigit(), item
+        else:
+            assert item["id"] in known or item["kind"] == "profile"
+    assert "turn" in {item["kind"] for item in body["evidence"]}
     assert client.post("/api/memory/ask", json={"question": ""}).status_code == 422
 
 
