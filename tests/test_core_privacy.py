@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.memory.privacy_controls import OptedOutError
+from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas import Episode, IngestItem
 from agtos.schemas.records import now_ms
 from agtos.storage.keys import InvalidIdentifier
@@ -123,6 +123,11 @@ def test_forget_episode_drops_its_dreamer_marker(
     coordinator.privacy.forget_item("dina", "episode", "ep-dina")
     assert not {k for k in user_key_names(raw_redis, key_prefix, "dina") if k.endswith(":ep-dina")}
     assert {k for k in user_key_names(raw_redis, key_prefix, "dina") if k.endswith(":dreamed:ep-dina-2")}
+    # the record gone already (deleted by the store, as a prune or an expiry would): 404, and no marker left
+    assert coordinator.semantic.delete("episode", "dina", "ep-dina-2")
+    with pytest.raises(NotFoundError, match=r"^no episode 'ep-dina-2' for this user$"):
+        coordinator.privacy.forget_item("dina", "episode", "ep-dina-2")
+    assert not {k for k in user_key_names(raw_redis, key_prefix, "dina") if k.endswith(":ep-dina-2")}
 
 
 def test_forget_conclusion_clears_that_users_verdict_cache(client: TestClient, coordinator: MemoryCoordinator) -> None:

@@ -73,7 +73,7 @@ class Privacy:
             found = self.c.entities.forget(user_id, item_id)
         else:
             found = self.c.semantic.delete(kind, user_id, item_id)
-            if found and kind == "episode":
+            if kind == "episode":  # even when the record is gone already: the marker's key names the episode
                 self.c.dream_markers.forget(user_id, item_id)
         if not found:
             raise NotFoundError(f"no {kind} {item_id!r} for this user")
