@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import LLMSlot, Settings
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.export import export_snapshot
 from agtos.serving.app import create_app
 from agtos.tasks.dialectic import Evidence, extractive_answer
 from tests.helpers import user
@@ -244,22 +247,32 @@ def test_guard_defers_llm_consolidation_and_gives_up(settings: Settings) -> None
             coordinator.close()
 
 
-def test_ask_returns_evidence_that_exists(client: TestClient, coordinator: MemoryCoordinator) -> None:
+def test_ask_returns_evidence_that_exists(client: TestClient, coordinator: MemoryCoordinator, tmp_path: Path) -> None:
     episode_ids = play(client)
     body = client.post(
         "/api/memory/ask", json={"question": "Which units does the user like?"}, headers=user("dora")
     ).json()
     assert body["source"] == "extractive" and "metric" in body["answer"].lower()
     assert body["evidenceIds"]
-    known = {c.id for c in coordinator.list_conclusions("dora")} | set(episode_ids)
-    known |= {m.id for m in coordinator.search_memories("dora", "units", 20)}
+    # a turn is "<episode id>.t<position>": the exported turn at that place of one of dora's episodes,
+    # and the evidence says what that turn says, in the speaker's name
+    export_snapshot(coordinator.services, tmp_path / "snap", users=["dora"])
+    turns = pq.read_table(tmp_path / "snap" / "turns.parquet").to_pylist()
+    said = {f"{t['episode_id']}.t{t['position']}": f"{t['role'].capitalize()}: {t['content']}" for t in turns}
+    assert len(said) == 12 and {t["episode_id"] for t in turns} == set(episode_ids)
+    known = {
+        "conclusion": {c.id for c in coordinator.list_conclusions("dora")},
+        "memory": {m.id for m in coordinator.search_memories("dora", "units", 20)},
+        "episode": set(episode_ids),
+        "turn": set(said),
+    }
     for item in body["evidence"]:
-        if item["kind"] == "turn":  # a turn of a known episode: "<episode id>.t<position>"
-            episode_id, _, position = item["id"].rpartition(".t")
-            assert episode_id in episode_ids and position.isdigit(), item
-        else:
-            assert item["id"] in known or item["kind"] == "profile"
-    assert "turn" in {item["kind"] for item in body["evidence"]}
+        assert item["kind"] == "profile" or item["id"] in known[item["kind"]], item
+        assert item["kind"] != "turn" or item["text"] == said[item["id"]], item
+    # the answer draws on the turn where dora said it: Tuesday's session, third turn
+    assert {"kind": "turn", "id": f"{episode_ids[1]}.t2", "text": "User: I prefer metric units, always."} in [
+        {k: e[k] for k in ("kind", "id", "text")} for e in body["evidence"]
+    ]
     assert client.post("/api/memory/ask", json={"question": ""}).status_code == 422
 
 
