@@ -3,7 +3,9 @@
     python -m benchmarks.suite [--sizes 10000[,100000,...]] [--update-readme] [--summary-only]
 
 * ingestion through the real path (turns → session end → searchable; HTTP, batch, Prefect flow)
-  beside the raw embedder                                        → benchmarks/ingest.py
+  in turns/s beside the raw embedder's turns/s on the same turns → benchmarks/ingest.py
+* search latency over one user's episodes with their turns and memories, at ``--scale-texts``
+  indexed texts (skipped unless given)                           → benchmarks/search_scale.py
 * search latency p50/p99 per mode, search stage breakdown, HNSW vs brute-force numpy cosine
   (ratio, recall@10), Redis bytes and RSS per memory             → benchmarks/recall.py
 * pair selection vs the naive pairwise loop (same pair sets), full lint sweep → benchmarks/lint.py
@@ -32,6 +34,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 TARGETS = "targets at 100k: p50 < 15 ms, p99 < 50 ms, HNSW recall@10 ≥ 0.95"
+SCALE_TARGET = "p50 < 15 ms and p99 < 50 ms at 1M indexed texts"
 
 
 def _load(name: str) -> dict | None:
@@ -206,12 +209,21 @@ def readme_block() -> list[str]:
     if ingest:
         lines += [
             f"**Ingestion through the real path** (`python -m benchmarks.ingest`): {ingest['sessions']} sessions "
-            "of the retrieval dev set per path (persona conversations with greetings and small talk, which the "
-            "save heuristics skip), each turn appended, the session ended, and every saved episode then checked "
-            "to be listed and a sample found by search.",
+            f"of {ingest.get('dataset', 'the retrieval dev set')} per path (dated chats with greetings and small "
+            "talk), each turn appended, the session ended (summary, facts, verbatim turns and their indexes), "
+            "and every saved episode then checked to be listed and a sample found by search.",
             "",
             ingest["markdown"],
         ]
+    sizes = sorted(int(p.stem.rsplit("-", 1)[1]) for p in RESULTS.glob("search-scale-*.json"))
+    if sizes:
+        lines += [
+            "**Search over one user's episodes with their turns and memories** (`python -m "
+            f"benchmarks.search_scale --texts N`, N = {', '.join(f'{n:,}' for n in sizes)}; the issue's target "
+            f"is {SCALE_TARGET}):",
+            "",
+        ]
+        lines += [result["markdown"] for n in sizes if (result := _load(f"search-scale-{n}.json"))]
     rows = sorted(
         (r for p in RESULTS.glob("recall-*.json") if (r := _load(p.name))),
         key=lambda r: (r["size"], r.get("quantize") or ""),
@@ -250,6 +262,7 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--update-readme", action="store_true", help="rewrite the README's figures section")
     parser.add_argument("--summary-only", action="store_true", help="only print (or write) the last results")
+    parser.add_argument("--scale-texts", type=int, default=0, help="also run benchmarks/search_scale.py at this size")
     args = parser.parse_args()
     if not args.summary_only:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -265,6 +278,13 @@ def main() -> None:
             run("lint (benchmarks/lint.py)", ["-m", "benchmarks.lint", "--sizes", lint_sizes, *redis_url]),
             run("retrieval quality (benchmarks/eval/harness.py)", ["-m", "benchmarks.eval.harness", *redis_url]),
         ]
+        if args.scale_texts:
+            codes.append(
+                run(
+                    "search at scale (benchmarks/search_scale.py)",
+                    ["-m", "benchmarks.search_scale", "--texts", str(args.scale_texts), *redis_url],
+                )
+            )
         if max(codes):
             raise SystemExit(f"a benchmark failed (exit codes {codes}); README left as it was")
     print("\n".join(readme_block()))
