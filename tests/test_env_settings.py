@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -261,23 +262,52 @@ def test_search_mode(serve: Serve, mode: str, match_type: str) -> None:
         assert client.get("/health").json()["tiers"]["semantic"]["searchMode"] == mode
 
 
+def cosines(client: TestClient, query: str, texts: list[str]) -> list[float]:
+    """The query's cosine with each text, from the embedder's raw vectors (norms taken here)."""
+    vectors = coordinator_of(client).semantic.embedder.embed([query, *texts])
+    return [float(np.dot(vectors[0], v) / np.linalg.norm(vectors[0]) / np.linalg.norm(v)) for v in vectors[1:]]
+
+
+HIKE_AT = 1_683_547_200_000  # 8 May 2023, 12:00 UTC: each turn is indexed as "(8 May 2023) User: ..."
+THRESHOLD = 0.15  # the documented AGTOS_MEMORY_SIMILARITY_THRESHOLD default
+
+
 def test_similarity_threshold_filters_vector_hits_in_every_mode_and_in_context(serve: Serve) -> None:
     context = {"query": NO_SHARED_WORDS, "token_budget": 400}
+    evidence_tiers = {"turn", "episodic", "semantic", "conclusion"}
     with serve() as client:  # the default threshold keeps the paraphrase
-        talk(client, "hiker", "hike", *HIKE)
+        turns = [{"role": r, "content": c, "timestamp": HIKE_AT + i * 60_000} for i, (r, c) in enumerate(HIKE)]
+        assert client.post("/api/memory/sessions/hike/turns", json={"turns": turns}, headers=user("hiker")).is_success
+        episode = client.post("/api/memory/sessions/hike/end", headers=user("hiker")).json()["episode"]
+        lines = [f"(8 May 2023) {role.capitalize()}: {content}" for role, content in HIKE]
         assert [h["matchType"] for h in search(client, NO_SHARED_WORDS, "vector")] == ["semantic"]
-        # the documented 0.15: a weak match at cosine ~0.19 stays, an unrelated one at ~0.06 does not
-        assert [0.15 < h["score"] < 0.25 for h in search(client, "favourite sports", "vector")] == [True]
-        assert search(client, "cheese fondue recipe", "vector") == []
+        # the documented 0.15, on the summary and on each turn, in every mode: probes whose cosines
+        # (computed here) sit on both sides of it, none within 0.005 (stored vectors are rounded)
+        weak, unrelated = "favourite sports", "music"  # no word in common with the hike
+        weak_turns = cosines(client, weak, lines)
+        kept = [HIKE[i][1] for i in sorted(range(4), key=lambda i: -weak_turns[i]) if weak_turns[i] >= THRESHOLD]
+        best = max(cosines(client, weak, [episode["summary"]]) + weak_turns)
+        assert kept and THRESHOLD + 0.005 < min(c for c in weak_turns if c >= THRESHOLD) < best < 0.25
+        assert 0.08 < max(c for c in weak_turns if c < THRESHOLD) < THRESHOLD - 0.005  # a weak turn left out
+        assert 0.1 < max(cosines(client, unrelated, [episode["summary"], *lines])) < THRESHOLD - 0.005
+        for mode in ("vector", "hybrid", None):
+            hits = search(client, weak, mode)
+            assert [[h["text"] for h in hit["highlights"]] for hit in hits] == [kept], mode
+            assert search(client, unrelated, mode) == [], mode
+        assert search(client, weak, "vector")[0]["score"] == pytest.approx(best, abs=0.003)  # a cosine
+        said = client.post("/api/memory/context", json={"query": weak}, headers=user("hiker")).json()["items"]
+        assert {f"{episode['id']}.t{HIKE.index(t)}" for t in HIKE if t[1] in kept} <= {i["id"] for i in said}
+        nothing = client.post("/api/memory/context", json={"query": unrelated}, headers=user("hiker")).json()
+        assert [i for i in nothing["items"] if i["tier"] in evidence_tiers] == []
         assert [h["matchType"] for h in search(client, NO_SHARED_WORDS, "hybrid")] == ["semantic"]
         items = client.post("/api/memory/context", json=context, headers=user("hiker")).json()["items"]
-        assert {i["tier"] for i in items} >= {"episodic"}
+        assert {i["tier"] for i in items} >= {"episodic", "turn"}
     with serve(AGTOS_MEMORY_SIMILARITY_THRESHOLD="0.95") as client:
         assert search(client, NO_SHARED_WORDS, "vector") == []
         assert search(client, NO_SHARED_WORDS, "hybrid") == []
         assert search(client, NO_SHARED_WORDS) == []  # the default mode
         items = client.post("/api/memory/context", json=context, headers=user("hiker")).json()["items"]
-        assert [i for i in items if i["tier"] in ("episodic", "semantic")] == []
+        assert [i for i in items if i["tier"] in evidence_tiers] == []
         assert [h["matchType"] for h in search(client, "Swiss Alps mountain huts", "hybrid")] == ["keyword"]
 
 
