@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from agtos.memory.coordinator import MemoryCoordinator
 from tests.helpers import user
 
 TURNS = [
@@ -19,7 +20,7 @@ TURNS = [
 ]
 
 
-def test_both_named_people_are_remembered_by_name(client: TestClient) -> None:
+def test_both_named_people_are_remembered_by_name(client: TestClient, coordinator: MemoryCoordinator) -> None:
     posted = client.post("/api/memory/sessions/chat-1/turns", json={"turns": TURNS}, headers=user("pair"))
     assert posted.status_code == 200, posted.text
     ended = client.post("/api/memory/sessions/chat-1/end", headers=user("pair")).json()
@@ -27,13 +28,27 @@ def test_both_named_people_are_remembered_by_name(client: TestClient) -> None:
     assert ended["episode"]["summary"] == (
         "Gina: I lost my job at Door Dash last week. Jon: I just opened my own studio in Denver."
     )
-    # each person's words, attributed to them (the distilled fact says the same and is left out as a repeat)
-    for query, said in (
-        ("What happened to Gina's job?", "Gina: Not great. I lost my job at Door Dash last week"),
-        ("What did Jon open in Denver?", "Jon: Oh no, sorry to hear that. I just opened my own studio in Denver."),
+    for query, fact, (name, role, words) in (
+        (
+            "What happened to Gina's job?",
+            "Gina lost their job at Door Dash last week",
+            ("Gina", "user", "Not great. I lost my job at Door Dash last week"),
+        ),
+        (
+            "What did Jon open in Denver?",
+            "Jon just opened their own studio in Denver",
+            ("Jon", "assistant", "Oh no, sorry to hear that. I just opened my own studio in Denver."),
+        ),
     ):
+        # a fact from each person (the assistant-role speaker too), in their name, found first
+        assert [m.text for m in coordinator.search_memories("pair", query, 1)] == [fact]
+        # search: the turn that holds the answer, with who said it
+        hit = client.get("/api/memory/search", params={"q": query}, headers=user("pair")).json()["results"][0]
+        top = hit["highlights"][0]
+        assert (top["speaker"], top["role"], top["text"][: len(words)]) == (name, role, words)
+        # context: their words, attributed to them (the fact says the same and is left out as a repeat)
         context = client.post("/api/memory/context", json={"query": query}, headers=user("pair")).json()["context"]
-        assert said in context and "- User " not in context
+        assert f"{name}: {words}" in context and "- User " not in context
 
 
 def test_greetings_between_named_people_are_not_saved(client: TestClient) -> None:
