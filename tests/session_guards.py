@@ -2,7 +2,8 @@
 
 * under ``CI=true`` a skipped test fails the run (a missing browser, Prefect or Redis must not
   pass silently); only backends CI cannot provide may skip, with a reason starting with
-  ``optional backend:``;
+  ``optional backend:``, and tests of a dataset that may not be redistributed (read from
+  ``../shared/datasets`` where present), with one starting with ``optional dataset:``;
 * Prefect's ephemeral server keeps its database under PREFECT_HOME: one throwaway home per run,
   removed at exit. The exit handler is registered before Prefect registers its own (the
   ephemeral server's stop), so it runs after them: the server is gone before its directory.
@@ -22,6 +23,8 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 OPTIONAL_SKIP_PREFIX = "optional backend:"
+OPTIONAL_DATASET_PREFIX = "optional dataset:"
+ALLOWED_SKIP_PREFIXES = (OPTIONAL_SKIP_PREFIX, OPTIONAL_DATASET_PREFIX)
 
 PREFECT_HOME_PREFIX = "agtos-prefect-"
 
@@ -52,7 +55,7 @@ if "PREFECT_HOME" not in os.environ:
 
 
 def _forbidden(reason: str) -> bool:
-    return IN_CI and not reason.startswith(OPTIONAL_SKIP_PREFIX)
+    return IN_CI and not reason.startswith(ALLOWED_SKIP_PREFIXES)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -63,7 +66,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = str(skip.msg or "")
         if _forbidden(reason):
             report.outcome = "failed"
-            report.longrepr = f"skipped under CI=true (only '{OPTIONAL_SKIP_PREFIX} ...' skips are allowed): {reason}"
+            allowed = " or ".join(f"'{prefix} ...'" for prefix in ALLOWED_SKIP_PREFIXES)
+            report.longrepr = f"skipped under CI=true (only {allowed} skips are allowed): {reason}"
     return report
 
 

@@ -1,5 +1,5 @@
 """The suite's own guards (tests/session_guards.py): under ``CI=true`` a skip fails the run unless its
-reason starts with "optional backend:", and the throwaway PREFECT_HOME is removed at exit."""
+reason starts with "optional backend:" or "optional dataset:", and the throwaway PREFECT_HOME is removed at exit."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ def test_inline():
 
 def test_optional():
     pytest.skip("optional backend: RediSearch module not loaded")
+
+@pytest.mark.skipif(True, reason="optional dataset: realtalk-dev not at ../shared/datasets")
+def test_dataset():
+    pass
+
+def test_dataset_unprefixed():
+    pytest.skip("dataset: realtalk-dev not at ../shared/datasets")
 
 @pytest.mark.xfail(reason="known")
 def test_xfail():
@@ -61,13 +68,14 @@ def test_ci_turns_skips_into_failures_except_optional_backends(tmp_path: Path) -
     code, report, left = _run(tmp_path, "true", str(cases))
     assert code == 1, report
     expected = {"test_ok": "PASSED", "test_xfail": "XFAIL", "test_marked": "ERROR", "test_inline": "FAILED"}
-    assert _outcomes(report) == expected, report
-    assert "SKIPPED [1]" in report and "optional backend: RediSearch module not loaded" in report
+    assert _outcomes(report) == expected | {"test_dataset_unprefixed": "FAILED"}, report
+    assert "optional backend: RediSearch module not loaded" in report
+    assert "optional dataset: realtalk-dev not at ../shared/datasets" in report and report.count("SKIPPED [1]") == 2
     assert "skipped under CI=true" in report and "needs chromium" in report and "no Prefect server" in report
     assert left == []  # the PREFECT_HOME the conftest made under TMPDIR is gone
 
     code, report, left = _run(tmp_path, None, str(cases))  # outside CI a skip is a skip
-    assert code == 0 and "1 passed, 3 skipped, 1 xfailed" in report, report
+    assert code == 0 and "1 passed, 5 skipped, 1 xfailed" in report, report
     assert left == []
 
 

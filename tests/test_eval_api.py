@@ -18,6 +18,7 @@ from benchmarks.eval.dataset import load_dataset, parse_dataset
 
 CONVSET = Path(__file__).resolve().parents[1] / "benchmarks" / "eval" / "convset.json"
 REALTALK = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "realtalk-dev" / "realtalk-dev.json"
+NO_REALTALK = f"optional dataset: realtalk-dev (not redistributable) is not at {REALTALK}"
 
 
 # -- the answer rule ---------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def test_convset_loads_through_the_locomo_loader() -> None:
 
 
 # -- the real dev set (read from ../shared, never copied) -------------------------------------------
-@pytest.mark.skipif(not REALTALK.exists(), reason="realtalk-dev is not on this machine")
+@pytest.mark.skipif(not REALTALK.exists(), reason=NO_REALTALK)
 def test_realtalk_loads() -> None:
     data = load_dataset(REALTALK)
     assert len(data.haystacks) == 4 and len(data.questions) == 284
