@@ -191,6 +191,14 @@ def test_ttl_floors() -> None:
         ({"similarity_threshold": -0.01}, "AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1"),
         ({"similarity_threshold": 1.01}, "AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1"),
         ({"embedding": {"quantize": "int4"}}, "AGTOS_EMBEDDING_QUANTIZE"),
+        # whole messages: the choices listed, no "(None)" hint on a field without a description, and a
+        # nested section's field named by its own variable
+        (
+            {"search_mode": "fuzzy"},
+            "AGTOS_MEMORY_SEARCH_MODE must be one of 'hybrid', 'vector' or 'bm25', not 'fuzzy'$",
+        ),
+        ({"hnsw_ef_search": 9}, "AGTOS_HNSW_EF_SEARCH must be between 10 and 4096, not 9$"),
+        ({"embedding": {"threads": 0}}, "AGTOS_EMBEDDING_THREADS must be >= 1, not 0$"),
     ],
 )
 def test_invalid_settings_are_rejected(changes: dict[str, Any], message: str) -> None:
