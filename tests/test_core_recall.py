@@ -18,7 +18,7 @@ from agtos.schemas import Episode, IngestItem, Memory, ProfileUpdate
 from agtos.serving.app import create_app
 from agtos.tasks.ranking import display_score, recency_weight, rerank_by_recency
 from agtos.tasks.tokens import count_tokens
-from tests.helpers import BrokenEmbedder, bm25_oracle, user
+from tests.helpers import BrokenEmbedder, bm25_oracle, talk, user
 
 DAY_MS = 86_400_000
 NOW_MS = 1_700_000_000_000
@@ -161,14 +161,14 @@ def rrf_oracle(lists: list[list[str]], weights: list[float], k: int = 60) -> lis
     return sorted(scores, key=lambda d: -scores[d])
 
 
-def expanding(coordinator: MemoryCoordinator, phrases: list[str]) -> SemanticMemory:
-    """The coordinator's semantic tier with a fixed query expander."""
+def expanding(coordinator: MemoryCoordinator, phrases: list[str], of: str = "alpha") -> SemanticMemory:
+    """The coordinator's semantic tier with a query expander that rephrases ``of`` as ``phrases``."""
     return SemanticMemory(
         coordinator.connector,
         coordinator.keys,
         coordinator.episodes,
         lambda: coordinator.semantic.embedder,
-        expander=lambda _query: phrases,
+        expander=lambda query: phrases if query == of else [],
     )
 
 
@@ -209,6 +209,8 @@ def test_search_without_an_embedder_says_it_fell_back_to_keywords(settings: Sett
         found = coordinator.semantic.search("episode", "alice", "zebra", 5)
         assert found.mode == "bm25" and [h.id for h in found.results] == ["ep-1"]
         assert found.degraded == "embedder unavailable, keyword search only: embedder unavailable: model file missing"
+        asked = coordinator.semantic.search("episode", "alice", "zebra", 5, "bm25")  # never needs the embedder
+        assert asked.mode == "bm25" and asked.degraded is None and [h.id for h in asked.results] == ["ep-1"]
     finally:
         coordinator.close()
 
@@ -314,6 +316,25 @@ def test_forgetting_an_episode_removes_its_record_and_index_entries(
     )
     assert [e["id"] for e in client.get("/api/memory/episodes", headers=user("alice")).json()["episodes"]] == ["ep-2"]
     assert coordinator.semantic.search("memory", "alice", "zebra", 5, "bm25").results == []
+    again = client.post("/api/memory/forget", json={"kind": "memory", "id": "ep-2"}, headers=user("alice"))
+    assert again.status_code == 404 and again.json() == {"message": "no memory 'ep-2' for this user"}
+
+
+def test_forgetting_an_episode_of_which_only_a_turn_is_left_finds_it(
+    client: TestClient, coordinator: MemoryCoordinator
+) -> None:
+    """The record and its index entry gone (expired, pruned) while its one verbatim turn is still
+    stored and indexed: forget finds the turn (200) and removes it."""
+    ended = talk(client, "tara", "s1", ("user", "I am planning a trip to Oslo in the spring to see the fjords."))
+    episode_id = ended["episode"]["id"]
+    turns = coordinator.semantic.turns
+    assert len(turns.episode_turns("tara", episode_id)) == 1 and f"{episode_id}.t0" in turns.bm25.ids("tara")
+    coordinator.episodes.delete("tara", episode_id)
+    assert coordinator.semantic.store("episode").delete("tara", episode_id)
+    forget = {"kind": "episode", "id": episode_id}
+    assert client.post("/api/memory/forget", json=forget, headers=user("tara")).status_code == 200
+    assert turns.episode_turns("tara", episode_id) == [] and f"{episode_id}.t0" not in turns.bm25.ids("tara")
+    assert client.post("/api/memory/forget", json=forget, headers=user("tara")).status_code == 404
 
 
 # -- context assembly -----------------------------------------------------------------
