@@ -1,0 +1,166 @@
+"""Context assembly (``agtos/tasks/context.py``, pure): how long texts are cut, which lines are
+said already, and in which order tiers and turns are written. Literal expectations: every word
+below is one token of the MiniLM tokenizer ("one" … "twenty", "Zebra violin quartz." is 4 tokens)."""
+
+from __future__ import annotations
+
+from agtos.schemas.records import StoredTurn
+from agtos.tasks.context import (
+    ContextItem,
+    chunk_offset,
+    clip,
+    fit_budget,
+    focus,
+    format_section,
+    prioritise,
+    turn_items,
+)
+from agtos.tasks.tokens import count_tokens
+from agtos.tasks.verbatim_turns import turn_units
+
+WORDS = (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
+    " eighteen nineteen twenty"
+)
+# five sentences of 4 tokens each (a sentence costs 4 + 1 in focus's budget)
+SENTENCES = "Tiger river castle. Zebra violin quartz. Piano garden rocket. Zebra piano river. Lemon mango tiger."
+LONG = " ".join(f"Entry {n} records parcel {n * 7} at the depot." for n in range(1, 61))
+DAY_MS = 1_683_540_000_000
+
+
+def test_clip_keeps_a_window_of_max_tokens_marked_where_it_was_cut() -> None:
+    assert clip(WORDS, 8) == "one two three four five six seven eight…"
+    # the window holding character `around` starts a quarter of the window before it
+    assert clip(WORDS, 8, WORDS.index("eleven")) == "…nine ten eleven twelve thirteen fourteen fifteen sixteen…"
+    assert (
+        clip(WORDS, 8, WORDS.index("fourteen"))
+        == "…twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen…"
+    )
+    assert (
+        clip(WORDS, 8, WORDS.index("twenty")) == "…thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
+    )
+    assert clip(WORDS, 2, 3) == "…two three…"  # character 3 ends "one": the window starts at "two"
+    assert clip(WORDS, 2, len(WORDS) + 5) == "one two…"  # past the end: the start
+    assert clip("one two three\n", 3) == "one two three\n"  # a text that fits is returned as it is
+
+
+def test_focus_keeps_the_sentences_sharing_most_query_terms_in_their_order() -> None:
+    assert count_tokens(SENTENCES) == 20
+    assert focus(SENTENCES, {"zebra"}, 20) == SENTENCES  # fits: unchanged
+    # 9 tokens hold one sentence: the one sharing two terms, not the first sharing one
+    assert focus(SENTENCES, {"zebra", "piano"}, 9) == "… Zebra piano river. …"
+    # 10 tokens hold two (4 + 1 each): the best, then the first of the next best; "…" marks each gap
+    assert focus(SENTENCES, {"zebra", "piano"}, 10) == "… Zebra violin quartz. … Zebra piano river. …"
+    assert focus(SENTENCES, {"piano"}, 10) == "… Piano garden rocket. Zebra piano river. …"  # adjacent: no gap
+    assert focus(SENTENCES, {"tiger"}, 10) == "Tiger river castle. … Lemon mango tiger."  # first and last: no ends
+    assert focus(SENTENCES, {"tiger"}, 14) == "Tiger river castle. … Lemon mango tiger."
+    assert focus(SENTENCES, {"zebra", "tiger"}, 15) == (
+        "Tiger river castle. Zebra violin quartz. … Zebra piano river. …"
+    )
+
+
+def test_focus_falls_back_to_the_window_at_the_best_sentence_when_none_fits() -> None:
+    # "Piano garden rocket." costs 5 > 4: the 4-token window around its start (one token before it)
+    assert focus(SENTENCES, {"rocket"}, 4) == "…. Piano garden rocket…"
+    assert focus(SENTENCES, {"zebra", "river"}, 4) == "…. Zebra piano river…"  # the sentence sharing most
+
+
+def item(tier: str, text: str, relevance: float = 0.5, **extra: object) -> ContextItem:
+    return ContextItem(tier, extra.pop("id", text), text, relevance, DAY_MS, **extra)  # type: ignore[arg-type]
+
+
+def texts(items: list[ContextItem]) -> list[str]:
+    return [i.text for i in items]
+
+
+def test_a_fact_said_already_is_left_out() -> None:
+    nine = "alpha bravo charlie delta echo foxtrot golf hotel india"
+    facts = [
+        item("semantic", nine),
+        item("semantic", "alpha bravo charlie delta echo foxtrot golf hotel juliet"),  # Jaccard 8/10 = 0.8: said
+        item("semantic", "alpha bravo charlie delta echo foxtrot golf kilo lima"),  # 7/11: new
+    ]
+    assert texts(fit_budget(facts, 1_000)[0]) == [nine, "alpha bravo charlie delta echo foxtrot golf kilo lima"]
+    twelve = "amber basil cedar dune ember fern grove heath iris jade kelp lotus"
+    inside = "amber basil cedar dune ember fern grove heath iris moss"  # 9 of its 10 words in the longer line
+    assert texts(fit_budget([item("semantic", twelve), item("semantic", inside)], 1_000)[0]) == [twelve]
+    # lines without content words are compared as written: "OK." twice is one line, "Yes." is another
+    short = [
+        item("semantic", "I like green tea."),
+        item("semantic", "OK."),
+        item("semantic", "Yes."),
+        item("semantic", "OK.", id="ok-2"),
+    ]
+    assert texts(fit_budget(short, 1_000)[0]) == ["I like green tea.", "OK.", "Yes."]
+
+
+def test_a_turn_is_taken_once_by_id_and_once_by_its_words() -> None:
+    said = "Gina: I love jazz"
+    turns = [
+        item("turn", said, id="ep-1.t0", episode_id="ep-1", position=0),
+        item("turn", "Gina: I love jazz…", id="ep-1.t0", episode_id="ep-1", position=0, neighbour=True),  # same turn
+        item("turn", said, id="ep-2.t3", episode_id="ep-2", position=3),  # the same words the same day
+        item("turn", "Gina: I really love jazz", id="ep-3.t1", episode_id="ep-3", position=1),  # a turn of its own
+    ]
+    assert [i.id for i in fit_budget(turns, 1_000)[0]] == ["ep-1.t0", "ep-3.t1"]
+
+
+def test_turn_lines_are_written_in_the_order_they_were_said() -> None:
+    same_time = [
+        item("turn", "Gina: b0", id="ep-b.t0", episode_id="ep-b", position=0),
+        item("turn", "Gina: a1", id="ep-a.t1", episode_id="ep-a", position=1),
+        item("turn", "Gina: a0", id="ep-a.t0", episode_id="ep-a", position=0),
+    ]
+    section = format_section(same_time)
+    assert section.splitlines()[-3:] == ["- Gina: a0", "- Gina: a1", "- Gina: b0"]
+
+
+def test_each_tier_ranks_its_own_items() -> None:
+    items = [
+        item("working", "w1", 0.8),
+        item("working", "w2", 0.7),
+        item("semantic", "s1", 0.6),  # 0.6 / (10 + 1) = 0.0545
+        item("profile", "p1", 0.9),  # 0.5 / (10 + 1) = 0.0455, however relevant it is beside other tiers
+    ]
+    assert texts(prioritise(items)) == ["w1", "w2", "s1", "p1"]
+
+
+def long_turn(content: str, position: int = 0) -> StoredTurn:
+    return StoredTurn(
+        user_id="u",
+        episode_id="ep-1",
+        session_id="s",
+        position=position,
+        role="user",
+        name="Gina",
+        content=content,
+        timestamp=DAY_MS,
+    )
+
+
+def test_a_long_turns_window_offsets() -> None:
+    turn = long_turn(LONG)
+    units = turn_units([turn])
+    assert len(units) >= 3
+    assert chunk_offset(turn, 0) == 0 and chunk_offset(turn, len(units)) == 0  # the start; no such window: the start
+    second = chunk_offset(turn, 1)
+    assert second > 0 and LONG[second:].startswith(units[1].text.split("Gina: ", 1)[1])  # where the index window starts
+    twice = long_turn(LONG + " " + LONG)  # a pasted log, twice: the window's first occurrence
+    assert chunk_offset(twice, 1) == second
+
+
+def test_a_matched_turn_gets_200_tokens_and_a_neighbour_60_focused_on_the_query() -> None:
+    hit = long_turn(LONG, position=1)
+    neighbour = long_turn(LONG + " The zebra escaped from the depot.", position=0)
+    lines = turn_items([neighbour, hit], hit, 0.5, query="zebra")
+    assert [i.neighbour for i in lines] == [True, False]
+    assert lines[0].text.endswith("… The zebra escaped from the depot.")  # the neighbour's sentence on the query
+    matched = lines[1].text.removeprefix(lines[1].text.split(": ", 1)[0] + ": ")
+    assert matched.startswith("Entry 1 records parcel 7 at the depot.") and matched.endswith(
+        "…"
+    )  # no query word: its start
+    assert 195 <= count_tokens(matched) <= 201
+    plain = turn_items([neighbour], neighbour, 0.5)[0].text  # no query, window 0 by default: the start
+    assert "Entry 1 records parcel 7 at the depot." in plain
+    cut = turn_items([neighbour, hit], hit, 0.5)[0].text  # a neighbour without a query: its first 60 tokens
+    assert 55 <= count_tokens(cut.split(": ", 1)[1]) <= 61
