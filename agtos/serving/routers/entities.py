@@ -7,7 +7,6 @@ from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agtos.memory.entity_graph import EntityConflict, EntityInvalid, EntityNotFound
 from agtos.memory.entity_views import EntityViews
@@ -22,8 +21,10 @@ from agtos.schemas.api import (
     EntityPageOut,
     EntityRelationshipsOut,
     EntityStatsOut,
+    EntityUpdate,
     EpisodeOut,
     MergeCountsOut,
+    MergeRequest,
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
@@ -31,34 +32,6 @@ from agtos.storage.redis_conn import StorageUnavailable
 
 router = APIRouter(prefix="/api/entities", tags=["entities"], responses=USER_ERRORS)
 NOT_FOUND = errors(404)
-
-
-class EntityUpdate(BaseModel):
-    """Fields to change; at least one. A rename keeps the old name as an alias unless ``aliases`` is sent."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"\S")
-    type: EntityType | None = None
-    aliases: list[Annotated[str, Field(min_length=1, max_length=256, pattern=r"\S")]] | None = Field(
-        default=None, max_length=200
-    )
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-
-    @model_validator(mode="after")
-    def _something(self) -> EntityUpdate:
-        if not self.model_fields_set or all(getattr(self, f) is None for f in self.model_fields_set):
-            raise ValueError("send at least one of name, type, aliases, confidence")
-        return self
-
-
-class MergeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    duplicate_id: str = Field(min_length=1, max_length=128, description="the entity folded into this one")
-
-    @field_validator("duplicate_id")
-    @classmethod
-    def _strip(cls, value: str) -> str:
-        return value.strip()
 
 
 @contextmanager

@@ -1,16 +1,22 @@
-"""Cross-tool import: find other AI tools' memories on this machine and ingest them."""
+"""Cross-tool import: find other AI tools' memories on this machine and ingest them.
+
+An operator action: both routes need a service key (so auth must be on) and
+``AGTOS_IMPORT_ENABLED=true``; the import names its target user in ``X-User-Id``. The CLI
+(``agtos memory import``) needs neither: it runs as the machine's own user.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, HTTPException
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from agtos.importers import scan_sources
 from agtos.schemas.api import ImportOut, SourceOut, SourcesOut
-from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.auth import Principal
+from agtos.serving.deps import Coordinator, UserId, require_service
 from agtos.serving.errors import USER_ERRORS, errors
 
 router = APIRouter(prefix="/api/memory", tags=["import"])
@@ -18,9 +24,21 @@ router = APIRouter(prefix="/api/memory", tags=["import"])
 SourceName = Literal["claude_code", "cursor", "windsurf", "aider", "copilot"]
 
 
-@router.get("/sources", response_model=SourcesOut, responses=errors(500))
-async def sources(coordinator: Coordinator) -> SourcesOut:
-    """What can be imported (source, path, item count); the home is AGTOS_IMPORT_HOME or ~."""
+async def import_allowed(
+    coordinator: Coordinator, principal: Annotated[Principal, Depends(require_service)]
+) -> Principal:
+    """403 unless AGTOS_IMPORT_ENABLED is true and the caller holds a service key."""
+    if not coordinator.settings.import_enabled:
+        raise HTTPException(status_code=403, detail="imports over HTTP are off; set AGTOS_IMPORT_ENABLED=true")
+    return principal
+
+
+ImportAllowed = Annotated[Principal, Depends(import_allowed)]
+
+
+@router.get("/sources", response_model=SourcesOut, responses=errors(403, 500))
+async def sources(coordinator: Coordinator, _: ImportAllowed) -> SourcesOut:
+    """What can be imported (source, path, item count) under AGTOS_IMPORT_HOME or ~ (service key, opt-in)."""
     found = await run_in_threadpool(scan_sources, coordinator.settings.import_home)
     return SourcesOut(sources=[SourceOut.model_validate(s) for s in found], count=len(found))
 
@@ -31,7 +49,9 @@ class ImportRequest(BaseModel):
 
 
 @router.post("/import", response_model=ImportOut, responses=USER_ERRORS | errors(403, 413))
-async def run_import(coordinator: Coordinator, user_id: UserId, body: ImportRequest | None = None) -> ImportOut:
-    """Import (all or the chosen sources) through the ingestion steps; re-import adds nothing."""
+async def run_import(
+    coordinator: Coordinator, _: ImportAllowed, user_id: UserId, body: ImportRequest | None = None
+) -> ImportOut:
+    """Import (all or the chosen sources) for the user named in X-User-Id (service key, opt-in); re-import adds nothing."""
     chosen: list[str] | None = list(body.sources) if body and body.sources else None
     return ImportOut.model_validate(await run_in_threadpool(coordinator.import_sources, user_id, chosen))

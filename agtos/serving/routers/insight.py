@@ -5,9 +5,16 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
 
-from agtos.schemas.api import AskOut, ConclusionDeletedOut, ConclusionsOut, DreamOut, ResponseIngestOut
+from agtos.schemas.api import (
+    AskOut,
+    AskRequest,
+    ConclusionDeletedOut,
+    ConclusionsOut,
+    DreamOut,
+    ResponseIn,
+    ResponseIngestOut,
+)
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 
@@ -45,25 +52,10 @@ def dream(coordinator: Coordinator, user_id: UserId) -> DreamOut:
     return DreamOut.model_validate(coordinator.dream(user_id))
 
 
-class AskRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: str = Field(min_length=1, max_length=2_000, pattern=r"\S")
-    limit: int = Field(default=5, ge=1, le=20)
-
-
 @router.post("/ask", response_model=AskOut, responses=errors(413))
 def ask(coordinator: Coordinator, user_id: UserId, body: AskRequest) -> AskOut:
     """Dialectic: ask about the user; the answer comes with the ids of the evidence it used."""
     return AskOut.model_validate(coordinator.ask(user_id, body.question, body.limit))
-
-
-class ResponseIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    session_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")
-    response: str = Field(min_length=1, max_length=100_000, pattern=r"\S")
-    query: str | None = Field(default=None, max_length=10_000)
-    tool_calls: int = Field(default=0, ge=0, le=1_000)
-    reasoning_steps: int | None = Field(default=None, ge=0, le=1_000)
 
 
 @router.post("/responses", response_model=ResponseIngestOut, responses=errors(403, 413))

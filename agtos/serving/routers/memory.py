@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
 
 from agtos.schemas import ProfileUpdate, UserProfile
 from agtos.schemas.api import (
+    MAX_QUERY_CHARS,
     ContextOut,
+    ContextRequest,
     EpisodeOut,
     EpisodesOut,
     HighlightOut,
@@ -22,8 +23,6 @@ from agtos.serving.errors import USER_ERRORS, errors
 from agtos.storage.redis_conn import StorageUnavailable
 
 router = APIRouter(prefix="/api/memory", tags=["memory"], responses=USER_ERRORS)
-
-MAX_QUERY_CHARS = 1_000
 
 
 @router.get("/episodes", response_model=EpisodesOut)
@@ -82,14 +81,6 @@ def get_profile(coordinator: Coordinator, user_id: UserId) -> ProfileOut:
 def put_profile(coordinator: Coordinator, user_id: UserId, update: ProfileUpdate) -> ProfileOut:
     """Merge the given fields into the profile (fields not sent stay as they are)."""
     return ProfileOut(profile=coordinator.update_profile(user_id, update), available=True)
-
-
-class ContextRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")
-    session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
-    token_budget: int = Field(default=800, ge=50, le=8_000)
-    limit: int = Field(default=10, ge=1, le=50)
 
 
 @router.post("/context", response_model=ContextOut, responses=errors(413))

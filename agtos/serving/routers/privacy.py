@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agtos.schemas.api import ForgetAllOut, ForgetItemOut, PrivacyOut, PrivacyUpdateOut
+from agtos.schemas.api import (
+    ForgetAllOut,
+    ForgetItemOut,
+    ForgetRequest,
+    PrivacyOut,
+    PrivacySettings,
+    PrivacyUpdateOut,
+)
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 
 router = APIRouter(prefix="/api/memory", tags=["privacy"], responses=USER_ERRORS)
-
-
-class ForgetRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["episode", "memory", "conclusion", "entity", "all"]
-    id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
-
-    @model_validator(mode="after")
-    def _id_matches_kind(self) -> ForgetRequest:
-        if (self.kind == "all") != (self.id is None):
-            raise ValueError("give an id for one record, and no id with kind 'all'")
-        return self
 
 
 @router.post("/forget", response_model=ForgetAllOut | ForgetItemOut, responses=errors(404, 413))
@@ -33,12 +25,6 @@ def forget(coordinator: Coordinator, user_id: UserId, body: ForgetRequest) -> Fo
         return ForgetAllOut.model_validate(coordinator.privacy.forget_all(user_id))
     assert body.id is not None
     return ForgetItemOut.model_validate(coordinator.privacy.forget_item(user_id, body.kind, body.id))
-
-
-class PrivacySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    opt_out: bool
-    forget_existing: bool = False
 
 
 @router.get("/privacy", response_model=PrivacyOut)

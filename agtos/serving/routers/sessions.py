@@ -5,32 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path
-from pydantic import BaseModel, ConfigDict, Field
 
 from agtos.memory.working import WorkingMemory
-from agtos.schemas import Role, Turn
-from agtos.schemas.api import SessionEndOut, SessionOut
+from agtos.schemas.api import SessionEndOut, SessionOut, TurnsIn
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 
 router = APIRouter(prefix="/api/memory/sessions", tags=["sessions"], responses=USER_ERRORS)
 
 SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$", description="the agent's session id")]
-
-
-class TurnsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    turns: list[Turn] = Field(min_length=1, max_length=200)
-    speakers: dict[Role, Annotated[str, Field(min_length=1, max_length=128)]] = Field(
-        default_factory=dict, description="speaker names by role, given to the turns that carry no name"
-    )
-
-    def named_turns(self) -> list[Turn]:
-        """The turns, each named by its own ``name`` or else by ``speakers``."""
-        return [
-            t if t.name or t.role not in self.speakers else t.model_copy(update={"name": self.speakers[Role(t.role)]})
-            for t in self.turns
-        ]
 
 
 def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
