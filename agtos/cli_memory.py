@@ -1,9 +1,10 @@
-"""``agtos memory …`` commands: import, maintain, search, forget (rich tables and progress bars)."""
+"""``agtos memory …`` commands: import, ingest, maintain, search, forget (rich tables and progress bars)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -43,6 +44,7 @@ def _progress() -> Progress:
 
 def register(memory_app: typer.Typer) -> None:
     """Attach the commands to the ``memory`` sub-app."""
+    memory_app.command("ingest")(ingest_file)
 
     @memory_app.command("search")
     def search(
@@ -170,3 +172,63 @@ def register(memory_app: typer.Typer) -> None:
                 console.print(f"[red]{exc}[/red]")
                 raise typer.Exit(1) from exc
         console.print(result)
+
+
+def ingest_file(
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSON Lines: one session per line"),
+    user: str = typer.Option("default", help="user id to ingest into"),
+    batch: int = typer.Option(16, min=1, max=100, help="sessions per ingestion batch (one embedding call each)"),
+    url: str = typer.Option(None, help="send to a running API (e.g. http://127.0.0.1:4102) instead of in process"),
+    api_key: str = typer.Option(None, envvar="AGTOS_API_KEY", help="bearer key for --url"),
+) -> None:
+    """Back-fill memory from a chat log: each line a session {"id", "started_at"?, "speakers"?, "turns"}.
+
+    Idempotent: sessions already stored are reported unchanged."""
+    from pydantic import ValidationError
+
+    from agtos.memory.privacy_controls import OptedOutError
+    from agtos.schemas.api import ConversationSession, ConversationsOut
+
+    sessions: list[ConversationSession] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            sessions.append(ConversationSession.model_validate_json(line))
+        except ValidationError as exc:
+            console.print(f"[red]{path}:{number}: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}[/red]")
+            raise typer.Exit(2) from exc
+    repeated = sorted({s.id for s in sessions if [t.id for t in sessions].count(s.id) > 1})
+    if repeated:
+        console.print(f"[red]{path}: session ids repeat: {', '.join(repeated[:5])}[/red]")
+        raise typer.Exit(2)
+    chunks = [sessions[i : i + batch] for i in range(0, len(sessions), batch)]
+    results: list[ConversationsOut] = []
+    with ExitStack() as stack:
+        if url:
+            from agtos.client import MemoryAPIError, MemoryClient
+
+            client = stack.enter_context(MemoryClient(url, api_key=api_key, user_id=user))
+            send = lambda chunk: client.ingest_conversations(chunk)  # noqa: E731
+            refused: tuple[type[Exception], ...] = (MemoryAPIError,)
+        else:
+            coordinator = stack.enter_context(coordinator_from_env())
+            send = lambda chunk: coordinator.ingest_conversations(user, chunk)  # noqa: E731
+            refused = (OptedOutError,)
+        progress = stack.enter_context(_progress())
+        bar = progress.add_task("ingesting", total=len(sessions))
+        for chunk in chunks:
+            try:
+                results.append(send(chunk))
+            except refused as exc:
+                console.print(f"[red]{exc}[/red]")
+                raise typer.Exit(1) from exc
+            progress.advance(bar, len(chunk))
+    total = {key: sum(getattr(r, key) for r in results) for key in ("stored", "unchanged", "skipped", "memories")}
+    console.print(
+        f"{len(sessions)} session(s): stored {total['stored']}, unchanged {total['unchanged']}, "
+        f"skipped {total['skipped']}; {total['memories']} memories"
+    )
+    degraded = {r.degraded for r in results if r.degraded}
+    for note in degraded:
+        console.print(f"[yellow]{note}[/yellow]")

@@ -14,6 +14,7 @@ from typing import Any
 
 from agtos.config import Settings
 from agtos.memory import recall
+from agtos.memory.conversation_ingest import ingest_conversations
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
 from agtos.memory.episodic import build_episode, segment_key
@@ -36,7 +37,7 @@ from agtos.schemas import (
     Turn,
     UserProfile,
 )
-from agtos.schemas.api import MaintenanceRun
+from agtos.schemas.api import ConversationSession, ConversationsOut, MaintenanceRun
 from agtos.storage.conclusions import ConclusionStore
 from agtos.storage.keys import check_record_id, check_user_id
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
@@ -202,6 +203,11 @@ class MemoryCoordinator:
         """Import other tools' chat history and memory files as episodes and memories (idempotent)."""
         self.privacy.require_persistence(check_user_id(user_id))
         return import_sources(self.services, self.ingest, user_id, sources, home)
+
+    def ingest_conversations(self, user_id: str, sessions: list[ConversationSession]) -> ConversationsOut:
+        """Past sessions of a chat log as episodes in one batch; session ids already stored are left as they are."""
+        self.privacy.require_persistence(check_user_id(user_id))
+        return ingest_conversations(self.services, self.ingest, user_id, sessions)
 
     def known_users(self) -> list[str]:
         """Every user with stored memory (the nightly lint walks them)."""

@@ -18,6 +18,7 @@ from agtos.serving.knowledge import mount_knowledge
 from agtos.serving.limits import BodySizeLimitMiddleware
 from agtos.serving.maintenance_runs import MaintenanceRunner
 from agtos.serving.routers import (
+    conversations,
     entities,
     health,
     imports,
@@ -75,7 +76,7 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     app.state.maintenance_runner = runner
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=coord.settings.max_body_bytes)
-    routers = (health, memory, sessions, insight, maintenance, privacy, imports, metrics, entities)
+    routers = (health, memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations)
     for module in routers:
         app.include_router(module.router)
     mount_knowledge(app)

@@ -1,0 +1,171 @@
+"""Whole-conversation ingest: POST /api/memory/conversations and ``agtos memory ingest FILE.jsonl``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from agtos.cli import app as cli_app
+from agtos.memory.coordinator import MemoryCoordinator
+from tests.helpers import user
+
+MAY_8 = 1683540000000  # 2023-05-08T10:00:00Z
+JUNE_12 = 1686594600000  # 2023-06-12T18:30:00Z
+JULY_1 = 1688202000000  # 2023-07-01T09:00:00Z
+
+SESSIONS: list[dict[str, Any]] = [
+    {
+        "id": "log-1",
+        "speakers": {"user": "Jon", "assistant": "Gina"},
+        "turns": [
+            {"role": "user", "content": "I prefer window seats when I fly to Lisbon.", "timestamp": MAY_8},
+            {"role": "assistant", "content": "Noted, window seats for Lisbon flights.", "timestamp": MAY_8 + 60_000},
+        ],
+    },
+    {
+        "id": "log-2",
+        "started_at": JUNE_12,
+        "speakers": {"user": "Jon"},
+        "turns": [
+            {"role": "user", "content": "My daughter Maya starts violin lessons on Thursdays."},
+            {"role": "assistant", "content": "Violin on Thursdays for Maya, got it."},
+        ],
+    },
+    {
+        "id": "log-3",
+        "turns": [
+            {
+                "role": "user",
+                "content": "Actually, my dentist appointment moved to Friday at noon.",
+                "timestamp": JULY_1,
+            },
+            {"role": "assistant", "content": "Updated: dentist on Friday at noon.", "timestamp": JULY_1 + 30_000},
+        ],
+    },
+]
+
+
+def ingest(client: TestClient, who: str, sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    response = client.post("/api/memory/conversations", json={"sessions": sessions}, headers=user(who))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_three_sessions_ingested_twice_are_stored_once(client: TestClient) -> None:
+    first = ingest(client, "jon", SESSIONS)
+    assert [(s["id"], s["status"], s["turns"]) for s in first["sessions"]] == [
+        ("log-1", "stored", 2),
+        ("log-2", "stored", 2),
+        ("log-3", "stored", 2),
+    ]
+    assert (first["stored"], first["unchanged"], first["skipped"]) == (3, 0, 0)
+    episode_ids = [s["episodeId"] for s in first["sessions"]]
+    assert len(set(episode_ids)) == 3 and all(i.startswith("ep-") for i in episode_ids)
+
+    again = ingest(client, "jon", SESSIONS)
+    assert [(s["status"], s["episodeId"]) for s in again["sessions"]] == [("unchanged", i) for i in episode_ids]
+    assert (again["stored"], again["unchanged"], again["memories"]) == (0, 3, 0)
+
+    episodes = client.get("/api/memory/episodes", headers=user("jon")).json()
+    assert episodes["count"] == 3
+    # the episodes keep the chat's own times: newest first, each its last turn's time
+    assert [e["timestamp"] for e in episodes["episodes"]] == [JULY_1 + 30_000, JUNE_12 + 1, MAY_8 + 60_000]
+    hits = client.get("/api/memory/search", params={"q": "window seats Lisbon"}, headers=user("jon")).json()
+    assert hits["results"][0]["sessionId"] == "log-1"
+    assert len([h for h in hits["results"] if h["sessionId"] == "log-1"]) == 1
+
+
+def test_turns_are_dated_by_started_at_and_named_by_speakers(client: TestClient) -> None:
+    ingest(client, "jon", SESSIONS[1:2])
+    hits = client.get("/api/memory/search", params={"q": "violin lessons Maya"}, headers=user("jon")).json()
+    top = hits["results"][0]
+    assert top["sessionId"] == "log-2"
+    said = {(h["speaker"], h["timestamp"]) for h in top["highlights"]}
+    assert ("Jon", JUNE_12) in said  # the first turn at started_at, the next one 1 ms later
+    assert all(h["timestamp"] in (JUNE_12, JUNE_12 + 1) for h in top["highlights"])
+
+
+def test_one_embedding_call_embeds_the_whole_batch(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    embedder = coordinator.semantic.embedder
+    calls: list[list[str]] = []
+    real_embed = embedder.embed
+
+    def counting_embed(texts: list[str], *args: Any, **kwargs: Any) -> Any:
+        calls.append(list(texts))
+        return real_embed(texts, *args, **kwargs)
+
+    embedder.embed = counting_embed  # type: ignore[method-assign]
+    try:
+        ingest(client, "batch", SESSIONS)
+    finally:
+        embedder.embed = real_embed  # type: ignore[method-assign]
+    turn_words = ["window seats", "violin lessons", "dentist appointment"]
+    with_turns = [texts for texts in calls if any(w in t for t in texts for w in turn_words)]
+    assert len(with_turns) == 1, [len(c) for c in calls]
+    assert all(any(w in t for t in with_turns[0]) for w in turn_words)
+
+
+def test_trivial_sessions_are_skipped_and_users_are_isolated(client: TestClient) -> None:
+    trivial = {"id": "hello", "turns": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    out = ingest(client, "ann", [trivial, SESSIONS[0]])
+    assert [(s["id"], s["status"], s["episodeId"] is None) for s in out["sessions"]] == [
+        ("hello", "skipped", True),
+        ("log-1", "stored", False),
+    ]
+    assert out["sessions"][0]["reason"]
+    # the same session ids for another user are that user's own sessions
+    other = ingest(client, "bob", SESSIONS[:1])
+    assert other["sessions"][0]["status"] == "stored"
+    assert other["sessions"][0]["episodeId"] != out["sessions"][1]["episodeId"]
+
+
+def test_limits_and_refusals(client: TestClient) -> None:
+    one = SESSIONS[0]
+    for body, field, words in [
+        ({"sessions": []}, "sessions", "at least 1"),
+        ({"sessions": [one, one]}, "", "session ids must be unique"),
+        ({"sessions": [{**one, "id": f"s{i}"} for i in range(101)]}, "sessions", "at most 100"),
+        ({"sessions": [{**one, "id": "bad id"}]}, "sessions.0.id", "pattern"),
+        ({"sessions": [{**one, "turns": []}]}, "sessions.0.turns", "at least 1"),
+    ]:
+        response = client.post("/api/memory/conversations", json=body, headers=user("lim"))
+        assert response.status_code == 422, response.text
+        error = response.json()["errors"][0]
+        assert (error["field"], words in error["message"]) == (field, True), error
+    huge = {"sessions": [{**one, "turns": [{"role": "user", "content": "x" * 100_000}] * 11}]}
+    too_large = client.post("/api/memory/conversations", json=huge, headers=user("lim"))
+    assert too_large.status_code == 413 and "limit is 1048576 bytes" in too_large.json()["message"]
+    assert client.put("/api/memory/privacy", json={"opt_out": True}, headers=user("lim")).status_code == 200
+    refused = client.post("/api/memory/conversations", json={"sessions": [one]}, headers=user("lim"))
+    assert refused.status_code == 403
+    assert client.get("/api/memory/episodes", headers=user("lim")).json()["count"] == 0
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, key_prefix: str, tmp_path: Path) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("AGTOS_KEY_PREFIX", key_prefix)
+    monkeypatch.setenv("AGTOS_CONFIG_DIR", str(tmp_path / "cfg"))
+
+
+def test_cli_ingests_a_jsonl_log_idempotently(cli_env: None, tmp_path: Path, client: TestClient) -> None:
+    log = tmp_path / "chat.jsonl"
+    log.write_text("\n".join(json.dumps(s) for s in SESSIONS) + "\n\n", encoding="utf-8")
+    runner = CliRunner()
+    first = runner.invoke(cli_app, ["memory", "ingest", str(log), "--user", "cli", "--batch", "2"])
+    assert first.exit_code == 0, first.output
+    assert "3 session(s): stored 3, unchanged 0, skipped 0" in first.output
+    again = runner.invoke(cli_app, ["memory", "ingest", str(log), "--user", "cli"])
+    assert "3 session(s): stored 0, unchanged 3, skipped 0" in again.output
+    assert client.get("/api/memory/episodes", headers=user("cli")).json()["count"] == 3
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(SESSIONS[0]) + "\n" + json.dumps({"id": "x", "turns": []}) + "\n", encoding="utf-8")
+    refused = runner.invoke(cli_app, ["memory", "ingest", str(bad), "--user", "cli2"])
+    assert refused.exit_code == 2 and "bad.jsonl:2" in refused.output
+    assert client.get("/api/memory/episodes", headers=user("cli2")).json()["count"] == 0
