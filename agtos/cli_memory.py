@@ -68,12 +68,14 @@ def register(memory_app: typer.Typer) -> None:
         all_sources: bool = typer.Option(False, "--all", help="import every source found without asking"),
     ) -> None:
         """Scan this machine for other AI tools' memories, choose, and import them (idempotent)."""
-        from agtos.importers import scan_sources
+        from agtos.importers import resolve_home, scan_sources
 
-        found = [s for s in scan_sources(Settings.from_env().import_home) if s.item_count > 0]
+        home = resolve_home(Settings.from_env().import_home)
+        found = [s for s in scan_sources(home) if s.item_count > 0]
         if not found:
             console.print("No importable memories found.")
             raise typer.Exit(0)
+        console.print(f"import home: {home} (AGTOS_IMPORT_HOME); secrets are redacted before storing")
         table = Table("source", "path", "items", title="Importable memories")
         for s in found:
             table.add_row(s.source, s.path, str(s.item_count))

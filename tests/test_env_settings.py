@@ -391,7 +391,7 @@ def test_import_home(serve: Serve, tmp_path: Path) -> None:
     (home / ".claude" / "CLAUDE.md").write_text("# Notes\n\n- I prefer tabs over spaces.\n- My editor is Helix.\n")
     with serve(AGTOS_IMPORT_HOME=str(home)) as client:
         sources = client.get("/api/memory/sources").json()["sources"]
-        assert [(s["source"], s["path"]) for s in sources] == [("claude_code", str(home / ".claude" / "CLAUDE.md"))]
+        assert [(s["source"], s["path"]) for s in sources] == [("claude_code", ".claude/CLAUDE.md")]  # relative
         imported = client.post("/api/memory/import", json={"sources": ["claude_code"]}, headers=user("dev")).json()
         assert imported["memoriesAdded"] == 2
 

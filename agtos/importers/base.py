@@ -127,6 +127,22 @@ def memory_key(source: str, path: Path | str, text: str) -> str:
     return stable_key("impmem", source, path_str(path), text)
 
 
+def inside(path: Path | str, home: Path) -> bool:
+    """True when ``path``, with every symlink and ``..`` resolved, lies under ``home`` (resolved too)."""
+    try:
+        return Path(path).resolve().is_relative_to(home.resolve())
+    except (OSError, RuntimeError):  # a symlink loop, an unreadable parent
+        return False
+
+
+def relative_path(path: Path | str, home: Path) -> str:
+    """``path`` relative to ``home`` (POSIX form, ``.`` for home itself), never an absolute host path."""
+    for base, target in ((Path(path_str(home)), Path(path_str(path))), (home.resolve(), Path(path).resolve())):
+        if target.is_relative_to(base):
+            return target.relative_to(base).as_posix()
+    return Path(path).name
+
+
 def unique_paths(paths: Iterable[Path]) -> list[Path]:
     seen: dict[str, Path] = {}
     for path in paths:

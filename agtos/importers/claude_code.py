@@ -10,6 +10,7 @@ from agtos.importers.base import (
     ImportedSession,
     Parser,
     ParseResult,
+    inside,
     is_file,
     make_turn,
     mtime_ms,
@@ -93,14 +94,16 @@ class ClaudeCodeParser(Parser):
     name = "claude_code"
 
     def discover(self, home: Path) -> list[Path]:
+        """Transcripts, ``~/.claude/CLAUDE.md`` and the CLAUDE.md files of the transcripts' working
+        directories; a symlink or ``cwd`` that leads outside ``home`` is never read."""
         root = home / ".claude"
         found = safe_glob(root / "projects", "*/*.jsonl")
-        transcripts = [p for p in found if not p.name.startswith("agent-")]
+        transcripts = [p for p in found if not p.name.startswith("agent-") and inside(p, home)]
         memory = [root / "CLAUDE.md"]
         for transcript in transcripts:
             for cwd in sorted(_transcript_cwds(transcript)):
                 memory.extend(Path(cwd) / name for name in _MEMORY_NAMES)
-        return unique_paths([*transcripts, *(p for p in memory if is_file(p))])
+        return unique_paths([*transcripts, *(p for p in memory if inside(p, home) and is_file(p))])
 
     def parse(self, path: Path) -> ParseResult:
         if path.suffix == ".md":
