@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from agtos.cli_memory import register as register_memory_commands
+from agtos.cli_worker import IngestModeOption, serve_ingest_env
+from agtos.cli_worker import register as register_worker_command
 from agtos.config import Settings
 
 app = typer.Typer(help="agtos: memory for AI agents.", no_args_is_help=True)
@@ -17,21 +19,29 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="interface to bind"),
     port: int = typer.Option(None, help="port (default AGTOS_PORT or 4102)"),
     workers: int = typer.Option(1, min=1, help="uvicorn worker processes"),
+    ingest_mode: IngestModeOption = typer.Option(
+        None, help="session-end ingestion: queue (default; a worker ingests) or inline (AGTOS_INGEST_MODE)"
+    ),
+    worker: bool = typer.Option(
+        None, "--worker/--no-worker", help="queue mode: run a worker thread in each API process (default yes)"
+    ),
 ) -> None:
     """Run the memory API (embedded Redis unless REDIS_URL is set)."""
     import uvicorn
 
     settings = Settings.from_env()
-    uvicorn.run(
-        "agtos.serving.main:app",
-        host=host,
-        port=port or settings.port,
-        workers=workers,
-        log_level="info",
-    )
+    with serve_ingest_env(ingest_mode, worker):
+        uvicorn.run(
+            "agtos.serving.main:app",
+            host=host,
+            port=port or settings.port,
+            workers=workers,
+            log_level="info",
+        )
 
 
 register_memory_commands(memory_app)
+register_worker_command(app)
 
 
 @memory_app.command("export")

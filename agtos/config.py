@@ -29,6 +29,7 @@ DAY_SECONDS = 86_400
 SearchMode = Literal["hybrid", "vector", "bm25"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 BackgroundPolicy = Literal["auto", "always", "idle-only"]
+IngestMode = Literal["inline", "queue"]
 EmbeddingProvider = Literal["onnx", "local", "ollama", "openai", "openrouter", "openai-compatible"]
 EMBEDDING_PROVIDERS: tuple[str, ...] = get_args(EmbeddingProvider)
 LLM_SLOT_NAMES = ("summarize", "consolidation", "maintenance", "dialectic", "expansion")
@@ -264,13 +265,20 @@ class Settings(_Section):
     query_ingest_threshold: int = env("AGTOS_QUERY_INGEST_THRESHOLD", 6, ge=0)
     query_ingest_max_per_session: int = env("AGTOS_QUERY_INGEST_MAX_PER_SESSION", 5, ge=0)
     session_idle_minutes: float = env("AGTOS_SESSION_IDLE_MINUTES", 30.0, ge=0, description="0: never")
+    # session-end ingestion: inline on the request (Settings(), create_app(), tests) or through the
+    # durable queue to a worker (`agtos serve` / `make run` default to queue); see README "Ingestion queue"
+    ingest_mode: IngestMode = env("AGTOS_INGEST_MODE", "inline")
+    ingest_worker: bool = env("AGTOS_INGEST_WORKER", True, description="queue mode: the API runs a worker thread")
+    ingest_max_attempts: int = env("AGTOS_INGEST_MAX_ATTEMPTS", 5, ge=1)
+    ingest_retry_delay_s: float = env("AGTOS_INGEST_RETRY_DELAY_S", 5.0, ge=0)
+    ingest_claim_idle_s: float = env("AGTOS_INGEST_CLAIM_IDLE_S", 120.0, gt=0)  # then a dead worker's job moves on
     dreamer_retries: int = env("AGTOS_DREAMER_RETRIES", 5, ge=0)
     dreamer_retry_delay_s: float = env("AGTOS_DREAMER_RETRY_DELAY_S", 60.0, ge=0)
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     max_body_bytes: int = env("AGTOS_MAX_BODY_BYTES", 1_048_576, ge=1)
     import_home: Path | None = env("AGTOS_IMPORT_HOME")  # where imports look for other tools' files (None: ~)
 
-    _lower = field_validator("search_mode", "background_work_policy", mode="before")(_normal)
+    _lower = field_validator("search_mode", "background_work_policy", "ingest_mode", mode="before")(_normal)
     _host_list = field_validator("background_local_hosts", mode="before")(_hosts)
 
     @property

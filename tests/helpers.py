@@ -120,3 +120,7 @@ class BrokenEmbedder:
     @property
     def dim(self) -> int:
         raise EmbeddingError("model file missing")
+
+
+# what POST …/end adds to a session end that stored nothing (README "Ingestion queue")
+SKIPPED = {"episodeId": None, "status": "skipped", "turnsAccepted": 0, "queuePosition": None, "searchableInS": None}

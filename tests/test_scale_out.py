@@ -67,7 +67,9 @@ def test_writes_on_one_process_are_searchable_on_the_other(two_apis: tuple[str, 
     }
     assert httpx.post(f"{a}/api/memory/sessions/s1/turns", json=turns, headers=headers, timeout=60).status_code == 200
     # the session journal lives in Redis: process B can end a session that process A started
-    ended = httpx.post(f"{b}/api/memory/sessions/s1/end", headers=headers, timeout=60).json()
+    # `agtos serve` queues the ingestion (a worker thread in each process): wait for the episode
+    ended = httpx.post(f"{b}/api/memory/sessions/s1/end", params={"wait": 60}, headers=headers, timeout=90).json()
+    assert ended["status"] == "done"
     assert ended["saved"] is True
     for url in (a, b):
         for mode in ("bm25", "vector", "hybrid"):

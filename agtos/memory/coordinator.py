@@ -7,7 +7,9 @@ they work on :class:`agtos.memory.services.Services`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ from agtos.memory import recall
 from agtos.memory.conversation_ingest import ingest_conversations
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
-from agtos.memory.episodic import build_episode, segment_key
-from agtos.memory.health_checks import health
+from agtos.memory.episodic import segment_key
+from agtos.memory.health_checks import health, ingest_queue_check
+from agtos.memory.ingest_worker import IngestWorker, SessionJob, ingest_session
 from agtos.memory.ingestion_pipeline import IngestionReport, run_ingestion
 from agtos.memory.query_ingest import response_episode
 from agtos.memory.recall import SearchHit
@@ -39,8 +42,11 @@ from agtos.schemas import (
 )
 from agtos.schemas.api import ConversationSession, ConversationsOut, MaintenanceRun
 from agtos.storage.conclusions import ConclusionStore
+from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id, check_user_id
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
+from agtos.tasks.extract import extract
+from agtos.tasks.importance import decide_save
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,11 @@ class SessionEndResult:
     saved: bool
     reason: str
     episode: Episode | None
+    episode_id: str | None = None
+    status: str = "done"  # done | queued | skipped
+    turns_accepted: int = 0
+    queue_position: int | None = None
+    searchable_in_s: float | None = None
 
 
 class MemoryCoordinator:
@@ -85,6 +96,9 @@ class MemoryCoordinator:
         # the one trigger of the Dreamer: the sessionEnded event
         self.dreamer = DreamerScheduler(s, settings.dreamer_retries, settings.dreamer_retry_delay_s)
         s.events.subscribe(SESSION_ENDED, self.dreamer.on_session_ended)
+        # session-end ingestion in queue mode: the durable queue and this process's worker (if any)
+        self.ingest_queue = IngestQueue(s.connector, s.keys)
+        self.worker: IngestWorker | None = None
 
     @property
     def conclusions(self) -> ConclusionStore:
@@ -139,8 +153,12 @@ class MemoryCoordinator:
             wm.add(turn)
 
     # -- episodic memory --------------------------------------------------------------
-    def end_session(self, user_id: str, session_id: str) -> SessionEndResult:
-        """Summarise the session, apply the save heuristics and store the episode (idempotent)."""
+    def end_session(self, user_id: str, session_id: str, wait_s: float = 0.0) -> SessionEndResult:
+        """End the session: its turns become an episode if the save heuristics keep it (idempotent).
+
+        Inline mode stores the episode now. Queue mode (AGTOS_INGEST_MODE=queue) only takes the
+        turns into a durable queue job and returns ``queued``; a worker stores the episode. With
+        ``wait_s`` it waits up to that long for the worker and answers ``done`` if it finished."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
         if self.privacy.is_opted_out(user_id):
@@ -148,25 +166,95 @@ class MemoryCoordinator:
             self.working.drop(user_id, session_id)
             self.activity.session_ended(user_id, session_id)
             reason = "user opted out of persistence" if had_turns else "session has no turns"
-            return SessionEndResult(session_id, False, reason, None)
+            return SessionEndResult(session_id, False, reason, None, status="skipped")
         turns = self._journal_turns(user_id, session_id)
         if not turns:
             wm = self.working.get(user_id, session_id)
             turns = list(wm.messages) if wm else []
-        if not turns:
-            self.activity.session_ended(user_id, session_id)
-            return SessionEndResult(session_id, False, "session has no turns", None)
         self.activity.session_ended(user_id, session_id)
-        draft = build_episode(user_id, session_id, turns, self.summariser, segment_key(turns))  # reuse: new episode
-        if not draft.decision.save:
-            self._clear_session(user_id, session_id)
-            return SessionEndResult(session_id, False, draft.decision.reason, None)
-        self.ingest([IngestItem(user_id=user_id, session_id=session_id, turns=turns, episode=draft.episode)])
-        self.services.query_ingest.mark_interaction_saved(user_id, session_id)
+        if not turns:
+            return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
+        job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
+        if self.settings.ingest_mode == "queue":
+            return self._enqueue_session(job, wait_s)
+        draft = ingest_session(self.services, job, self._emit_session_ended)
         self._clear_session(user_id, session_id)
-        # the Dreamer (subscribed above) and any other subscriber; its Redis marker keeps it once per episode
-        self.events.emit(SESSION_ENDED, {"user_id": user_id, "session_id": session_id, "episode_id": draft.episode.id})
-        return SessionEndResult(session_id, True, draft.decision.reason, draft.episode)
+        if not draft.decision.save:
+            return SessionEndResult(session_id, False, draft.decision.reason, None, status="skipped")
+        return SessionEndResult(
+            session_id, True, draft.decision.reason, draft.episode, draft.episode.id, "done", len(turns)
+        )
+
+    def _enqueue_session(self, job: SessionJob, wait_s: float) -> SessionEndResult:
+        """Queue mode: decide (cheap, pure), queue the job, clear the session; the worker ingests."""
+        decision = decide_save(job.turns, extract(job.turns))
+        if not decision.save:
+            self._clear_session(job.user_id, job.session_id)
+            return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped")
+        entry_id, position = self.ingest_queue.enqueue(job.model_dump_json().encode())
+        # the queue entry holds the turns now; a crash before this line leaves the journal for a retry
+        self._clear_session(job.user_id, job.session_id)
+        result = SessionEndResult(
+            job.session_id, True, decision.reason, None, job.episode_id, "queued", len(job.turns), position
+        )
+        if wait_s > 0 and self._wait_for_job(entry_id, wait_s):
+            stored = self.episodes.get(job.user_id, job.episode_id)
+            if stored is not None:
+                return dataclasses.replace(result, episode=stored, status="done", queue_position=None)
+        return dataclasses.replace(result, searchable_in_s=self._estimate_wait(position))
+
+    def _wait_for_job(self, entry_id: str, wait_s: float) -> bool:
+        """True once the queue entry is gone (done, or dead-lettered) within ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        while self.ingest_queue.contains(entry_id):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _estimate_wait(self, position: int) -> float | None:
+        """Seconds until a job at ``position`` is done: position x mean job time / live workers."""
+        try:
+            stats = self.ingest_queue.stats()
+        except StorageUnavailable:
+            return None
+        if not stats["workersAlive"]:
+            return None
+        return round(position * (stats["meanJobS"] or 1.0) / stats["workersAlive"], 1)
+
+    def _emit_session_ended(self, payload: dict[str, Any]) -> None:
+        self.events.emit(SESSION_ENDED, payload)
+
+    def ingest_job(self, job: SessionJob) -> None:
+        """What the ingestion worker runs for one queued session end."""
+        ingest_session(self.services, job, self._emit_session_ended)
+
+    def ingest_worker(self) -> IngestWorker:
+        """A worker over this process's services (``agtos worker``, or the API's thread)."""
+        s = self.settings
+        return IngestWorker(
+            self.ingest_queue,
+            self.ingest_job,
+            max_attempts=s.ingest_max_attempts,
+            retry_delay_s=s.ingest_retry_delay_s,
+            claim_idle_s=s.ingest_claim_idle_s,
+        )
+
+    def start_ingest_worker(self) -> IngestWorker:
+        """Run a worker thread in this process (the API does in queue mode with AGTOS_INGEST_WORKER)."""
+        if self.worker is None or not self.worker.alive:
+            self.worker = self.ingest_worker().start()
+        return self.worker
+
+    def stop_ingest_worker(self, timeout_s: float = 30.0) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.stop(timeout_s)
+
+    def ingest_queue_check(self) -> dict[str, Any]:
+        return ingest_queue_check(
+            self.ingest_queue, self.settings.ingest_mode, self.worker is not None and self.worker.alive
+        )
 
     def end_idle_sessions(self, idle_s: float | None = None) -> list[SessionEndResult]:
         """End sessions silent for ``idle_s`` (default AGTOS_SESSION_IDLE_MINUTES): an agent that never
@@ -295,7 +383,10 @@ class MemoryCoordinator:
         return self.profiles.merge(user_id, update)
 
     def health(self) -> dict[str, Any]:
-        return health(self.services)
+        report = health(self.services)
+        report["checks"]["ingest-queue"] = self.ingest_queue_check()
+        return report
 
     def close(self) -> None:
+        self.stop_ingest_worker()
         self.services.close()

@@ -13,6 +13,7 @@ from agtos.storage.redis_conn import StorageUnavailable
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
+    from agtos.storage.ingest_queue import IngestQueue
 
 MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
 _PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="health-probe")
@@ -96,3 +97,15 @@ def _guard_info(rt: Services) -> dict[str, Any]:
         "activeSessions": rt.activity.active_session_count(),
         "secondsSinceLastSessionEnd": None if last_end is None else round(time.time() - last_end, 1),
     }
+
+
+def ingest_queue_check(queue: IngestQueue, mode: str, worker_in_process: bool) -> dict[str, Any]:
+    """The session-end queue: depth, oldest job, dead letters, live workers (unhealthy when jobs
+    wait in queue mode and no worker is alive)."""
+    try:
+        stats = queue.stats()
+    except StorageUnavailable:
+        return {"healthy": False, "mode": mode, "reason": "Redis unavailable"}
+    stuck = mode == "queue" and stats["depth"] > 0 and not stats["workersAlive"]
+    reason = "jobs are waiting and no worker is alive (start `agtos worker`)" if stuck else None
+    return {"healthy": not stuck, "mode": mode, "reason": reason, "workerInProcess": worker_in_process, **stats}

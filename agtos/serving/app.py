@@ -59,9 +59,12 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
         sweeper = asyncio.create_task(sweep_idle_sessions(coord, stop))
+        if coord.settings.ingest_mode == "queue" and coord.settings.ingest_worker:
+            coord.start_ingest_worker()  # session ends queue their ingestion; this thread works it off
         yield
         stop.set()
         await sweeper
+        await run_in_threadpool(coord.stop_ingest_worker)
         await run_in_threadpool(runner.drain)
         if owned:
             coord.close()

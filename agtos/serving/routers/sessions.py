@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path
+from fastapi import APIRouter, HTTPException, Path, Query
 
 from agtos.memory.working import WorkingMemory
 from agtos.schemas.api import SessionEndOut, SessionOut, TurnsIn
@@ -47,6 +47,18 @@ def get_session(coordinator: Coordinator, user_id: UserId, session_id: SessionId
 
 
 @router.post("/{session_id}/end", response_model=SessionEndOut)
-def end_session(coordinator: Coordinator, user_id: UserId, session_id: SessionId) -> SessionEndOut:
-    """Summarise the session into an episode (if the save heuristics keep it). Idempotent."""
-    return SessionEndOut.model_validate(coordinator.end_session(user_id, session_id))
+def end_session(
+    coordinator: Coordinator,
+    user_id: UserId,
+    session_id: SessionId,
+    wait: Annotated[
+        float, Query(ge=0, le=60, description="queue mode: wait up to this many seconds for the episode to be stored")
+    ] = 0,
+) -> SessionEndOut:
+    """End the session: it becomes an episode if the save heuristics keep it. Idempotent.
+
+    Inline mode stores the episode before answering (``status: done``). Queue mode
+    (AGTOS_INGEST_MODE=queue, the ``agtos serve`` default) holds the turns in the durable ingestion
+    queue and answers ``queued`` with the episode id, the queue position and an estimate of when the
+    episode is searchable; ``?wait=S`` waits up to S seconds for the worker (then ``done``)."""
+    return SessionEndOut.model_validate(coordinator.end_session(user_id, session_id, wait))

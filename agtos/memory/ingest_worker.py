@@ -1,0 +1,186 @@
+"""The ingestion worker: takes ended sessions off the durable queue and makes them searchable.
+
+A session end on the API path only decides whether the session is kept and queues a
+:class:`SessionJob` (the turns themselves, so the queue entry is the durable copy). The worker
+(``agtos worker``, or a thread of ``agtos serve``) runs :func:`ingest_session`: summary, NER,
+memories, one embedding call, the indexes, the entity graph, then the ``sessionEnded`` event
+(the Dreamer). A job is idempotent: the episode id is derived from the user, the session and
+the turns (``episodic.segment_key``) and every write is an upsert, so a retry after a crash stores
+the episode once. A failed job is handed back and retried after a delay; after
+``max_attempts`` deliveries it goes to the dead-letter stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from agtos.memory.episodic import EpisodeDraft, build_episode, session_episode_id
+from agtos.memory.ingestion_pipeline import run_ingestion
+from agtos.schemas import IngestItem, Turn
+from agtos.storage.ingest_queue import IngestQueue, QueueEntry
+from agtos.storage.redis_conn import StorageUnavailable
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 2.0
+BLOCK_S = 0.5
+
+
+class SessionJob(BaseModel):
+    """What a session end hands the worker: one stretch (segment) of a session's turns."""
+
+    user_id: str
+    session_id: str
+    segment: str
+    turns: list[Turn]
+
+    @property
+    def episode_id(self) -> str:
+        return session_episode_id(self.user_id, self.session_id, self.segment)
+
+
+def ingest_session(rt: Services, job: SessionJob, emit: Callable[[dict[str, Any]], None]) -> EpisodeDraft:
+    """Episode, memories, vectors, indexes, entities, then the ``sessionEnded`` event. Idempotent.
+
+    A user who opted out after the session ended gets nothing stored."""
+    draft = build_episode(job.user_id, job.session_id, job.turns, rt.summariser, job.segment)
+    if not draft.decision.save or rt.privacy.is_opted_out(job.user_id):
+        return draft
+    item = IngestItem(user_id=job.user_id, session_id=job.session_id, turns=job.turns, episode=draft.episode)
+    run_ingestion(rt, [item])
+    rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
+    # the Dreamer (and any other subscriber); its Redis marker keeps it once per episode
+    emit({"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id})
+    return draft
+
+
+def consumer_name() -> str:
+    """Unique per worker: host, process and a random suffix (a restarted worker is a new consumer)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class IngestWorker:
+    """Reads the queue and runs each job through ``handle``; retries, reclaims, dead-letters."""
+
+    def __init__(
+        self,
+        queue: IngestQueue,
+        handle: Callable[[SessionJob], object],
+        *,
+        max_attempts: int = 5,
+        retry_delay_s: float = 5.0,
+        claim_idle_s: float = 120.0,
+        block_s: float = BLOCK_S,
+        consumer: str | None = None,
+    ) -> None:
+        self.queue = queue
+        self.handle = handle
+        self.max_attempts = max(1, max_attempts)
+        self.retry_delay_ms = int(retry_delay_s * 1000)
+        self.claim_idle_ms = int(claim_idle_s * 1000)
+        self.block_ms = max(1, int(block_s * 1000))
+        self.consumer = consumer or consumer_name()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_beat = 0.0
+
+    # -- one pass ----------------------------------------------------------------------
+    def run_once(self, block: bool = True) -> int:
+        """Handle stale entries first, else wait briefly for new ones; returns entries handled."""
+        self._beat()
+        entries = self.queue.claim_stale(self.consumer, self.claim_idle_ms, 1)
+        if not entries:
+            entries = self.queue.read(self.consumer, 1, self.block_ms if block else 0)
+        for entry in entries:
+            self._process(entry)
+        return len(entries)
+
+    def drain(self, timeout_s: float = 60.0) -> int:
+        """Handle entries until none is ready (tests, ``agtos worker --once``); returns the count."""
+        deadline, handled = time.monotonic() + timeout_s, 0
+        while time.monotonic() < deadline:
+            n = self.run_once(block=False)
+            if not n:
+                break
+            handled += n
+        return handled
+
+    def _process(self, entry: QueueEntry) -> None:
+        if entry.deliveries > self.max_attempts:  # e.g. a job that kills its worker each time
+            self.queue.dead_letter(entry, f"delivered {entry.deliveries} times without success")
+            return
+        try:
+            job = SessionJob.model_validate_json(entry.payload)
+        except ValidationError as exc:
+            self.queue.dead_letter(entry, f"unreadable job: {exc.error_count()} validation errors")
+            return
+        started = time.monotonic()
+        try:
+            self.handle(job)
+        except Exception as exc:
+            log.warning("ingest job %s (attempt %d) failed: %s", entry.id, entry.deliveries, exc, exc_info=True)
+            error = f"{type(exc).__name__}: {exc}"
+            if entry.deliveries >= self.max_attempts:
+                self.queue.dead_letter(entry, f"failed {entry.deliveries} times", error)
+            else:
+                self.queue.retry_later(entry.id, self.consumer, self.retry_delay_ms, self.claim_idle_ms, error)
+            return
+        self.queue.ack(entry.id, time.monotonic() - started)
+
+    def _beat(self) -> None:
+        now = time.monotonic()
+        if now - self._last_beat >= HEARTBEAT_S:
+            self.queue.heartbeat(self.consumer)
+            self._last_beat = now
+
+    # -- the loop ----------------------------------------------------------------------
+    def run_forever(self, stop: threading.Event | None = None) -> None:
+        """Loop until ``stop`` (or :meth:`stop`); Redis outages are waited out."""
+        stop = stop or self._stop
+        backoff = 0.5
+        log.info("ingest worker %s started", self.consumer)
+        while not stop.is_set() and not self._stop.is_set():
+            try:
+                self.run_once()
+                backoff = 0.5
+            except StorageUnavailable as exc:
+                log.warning("ingest worker waiting for Redis: %s", exc)
+                stop.wait(backoff)
+                backoff = min(10.0, backoff * 2)
+            except Exception:
+                log.exception("ingest worker loop error; continuing")
+                stop.wait(backoff)
+        with contextlib.suppress(StorageUnavailable):
+            self.queue.leave(self.consumer)
+        log.info("ingest worker %s stopped", self.consumer)
+
+    def start(self) -> IngestWorker:
+        """Run the loop on a daemon thread of this process."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run_forever, name="ingest-worker", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Ask the loop to stop after the job in hand and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
