@@ -206,9 +206,18 @@ def test_llm_consolidation_is_validated(settings: Settings) -> None:
                 play(client, "liam")
                 assert coordinator.dreamer.wait(30)
                 stored = conclusions(client, "liam")
-                assert [(c["type"], c["text"]) for c in stored] == [
-                    ("inductive", "User checks the weather every morning")
+                # the LLM's one valid conclusion, beside the rules' explicit statement (issue 16)
+                assert sorted((c["type"], c["text"]) for c in stored) == [
+                    ("explicit", "User prefers metric units, always"),
+                    ("inductive", "User checks the weather every morning"),
                 ]
+                inductive = next(c for c in stored if c["type"] == "inductive")
+                assert inductive["source_episode_ids"] == ids[:2]
+                # no turn cited by the LLM: the one of its episodes that says most of it ("morning", "weather")
+                (turn_id,) = inductive["source_turn_ids"]
+                episode, position = turn_id.rsplit(".t", 1)
+                turns = coordinator.services.semantic.turns.episode_turns("liam", episode)
+                assert episode in ids[:2] and turns[int(position)].content == "Morning! Weather forecast please."
                 assert coordinator.dreamer.last_report.source == "llm:ollama"
                 assert stub.requests_to("/api/chat")[0].body["format"] == "json"
         finally:

@@ -81,6 +81,8 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("type", S, REQUIRED),
             ("confidence", F64, REQUIRED),
             ("source_episode_ids", STRS, OPTIONAL),
+            ("source_turn_ids", STRS, OPTIONAL),
+            ("category", S, OPTIONAL),
             ("created_at", I64, OPTIONAL),
             ("updated_at", I64, OPTIONAL),
             ("stale", BOOL, OPTIONAL),
@@ -122,6 +124,7 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("preferences", STRS, OPTIONAL),
             ("patterns", STRS, OPTIONAL),
             ("facts", STRS, OPTIONAL),
+            ("sources", S, OPTIONAL),  # line -> evidence ids, as JSON text
             ("opt_out", BOOL, OPTIONAL),
             ("updated_at", I64, OPTIONAL),
         ],

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agtos.providers.llm import LLMError
-from agtos.schemas import Conclusion, Episode
-from agtos.tasks.consolidate import llm_conclusions, rule_based_conclusions
+from agtos.schemas import Conclusion, Episode, StoredTurn
+from agtos.tasks.consolidate import explicit_conclusions, llm_conclusions, merge_conclusions, rule_based_conclusions
 from agtos.tasks.profile_builder import profile_update
 
 if TYPE_CHECKING:
@@ -44,16 +44,27 @@ def load_recent_episodes(rt: Services, user_id: str) -> list[Episode]:
     return rt.episodes.recent(user_id, EPISODE_WINDOW)
 
 
+def episode_turns(rt: Services, user_id: str, episodes: list[Episode]) -> dict[str, list[StoredTurn]]:
+    """The stored turns of ``episodes`` (one round trip), by episode id; episodes without turns are absent."""
+    by_episode: dict[str, list[StoredTurn]] = {}
+    for turn in rt.semantic.turns.of_episodes(user_id, [e.id for e in episodes]):
+        by_episode.setdefault(turn.episode_id, []).append(turn)
+    return by_episode
+
+
 def consolidate(rt: Services, user_id: str, episodes: list[Episode]) -> tuple[list[Conclusion], str, str | None]:
-    """LLM consolidation when the ``consolidation`` slot has one, else (or on failure) the rules."""
+    """The explicit statements of the episodes' turns (rules, always), with the LLM's conclusions when
+    the ``consolidation`` slot has one, else (or on failure) the rule-based deductions and patterns."""
+    turns = episode_turns(rt, user_id, episodes)
     llm = rt.consolidation_llm
     if llm is not None:
         try:
-            return llm_conclusions(llm, user_id, episodes), f"llm:{llm.name}", None
+            found = llm_conclusions(llm, user_id, episodes, turns)
+            return merge_conclusions(explicit_conclusions(user_id, episodes, turns) + found), f"llm:{llm.name}", None
         except LLMError as exc:
             log.warning("LLM consolidation rejected (%s); using the rule-based consolidator", exc)
-            return rule_based_conclusions(user_id, episodes), "rules", f"llm output rejected: {exc}"
-    return rule_based_conclusions(user_id, episodes), "rules", None
+            return rule_based_conclusions(user_id, episodes, turns), "rules", f"llm output rejected: {exc}"
+    return rule_based_conclusions(user_id, episodes, turns), "rules", None
 
 
 def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> list[Conclusion]:
@@ -67,6 +78,8 @@ def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> li
                 update={
                     "created_at": old.created_at,
                     "source_episode_ids": list(dict.fromkeys(old.source_episode_ids + conclusion.source_episode_ids)),
+                    "source_turn_ids": list(dict.fromkeys(old.source_turn_ids + conclusion.source_turn_ids)),
+                    "category": conclusion.category or old.category,
                 }
             )
         merged.append(conclusion)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from enum import StrEnum
@@ -142,6 +143,12 @@ class Conclusion(Record):
     type: ConclusionType
     confidence: float = Field(ge=0.0, le=1.0)
     source_episode_ids: list[str] = Field(default_factory=list)
+    source_turn_ids: list[str] = Field(
+        default_factory=list, description="the turns that state it: '<episode id>.t<position>'"
+    )
+    category: str | None = Field(
+        default=None, max_length=32, description="what it is about: allergy, job, home, family, preference, ..."
+    )
     created_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     updated_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     stale: bool = False
@@ -191,8 +198,17 @@ class UserProfile(Record):
     preferences: list[str] = Field(default_factory=list, max_length=500)
     patterns: list[str] = Field(default_factory=list, max_length=500)
     facts: list[str] = Field(default_factory=list, max_length=1_000)
+    sources: dict[str, list[str]] = Field(
+        default_factory=dict, description="the evidence of each derived line: conclusion, episode and turn ids"
+    )
     opt_out: bool = False
     updated_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _sources_from_json_text(cls, value: Any) -> Any:
+        """Exports carry the mapping as JSON text (see agtos.schemas.arrow)."""
+        return json.loads(value) if isinstance(value, str) else value
 
 
 ProfileItem = Annotated[str, Field(max_length=5_000)]  # as long as a conclusion's text, which the Dreamer copies in
@@ -206,6 +222,7 @@ class ProfileUpdate(Record):
     preferences: list[ProfileItem] | None = Field(default=None, max_length=500)
     patterns: list[ProfileItem] | None = Field(default=None, max_length=500)
     facts: list[ProfileItem] | None = Field(default=None, max_length=1_000)
+    sources: dict[ProfileItem, list[str]] | None = None
     opt_out: bool | None = None
 
     @field_validator("preferences", "patterns", "facts")

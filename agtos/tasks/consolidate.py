@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections import defaultdict
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
-from agtos.schemas import Conclusion, ConclusionType, Episode
+from agtos.schemas import Conclusion, ConclusionType, Episode, StoredTurn
 from agtos.schemas.records import now_ms
 from agtos.tasks.distil import memory_kind
+from agtos.tasks.explicit import MAX_WORDS, Statement, turn_statements
 from agtos.tasks.prompts import CONSOLIDATION_PROMPT
-from agtos.tasks.text import normalise
+from agtos.tasks.text import content_words, normalise
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ DEDUCTIONS: dict[str, str] = {
     "metric units": "User expects distances and temperatures in metric units (km, °C)",
     "night owl": "User is most active late in the evening",
 }
+_ALLERGY = re.compile(r"\bis allergic to (.+)$")
 
 
 def conclusion_id(user_id: str, kind: str, text: str) -> str:
@@ -37,7 +40,15 @@ def conclusion_id(user_id: str, kind: str, text: str) -> str:
     return f"con-{digest}"
 
 
-def _conclusion(user_id: str, kind: ConclusionType, text: str, confidence: float, sources: list[str]) -> Conclusion:
+def _conclusion(
+    user_id: str,
+    kind: ConclusionType,
+    text: str,
+    confidence: float,
+    sources: list[str],
+    turns: list[str] | None = None,
+    category: str | None = None,
+) -> Conclusion:
     stamp = now_ms()
     return Conclusion(
         id=conclusion_id(user_id, kind.value, text),
@@ -46,25 +57,39 @@ def _conclusion(user_id: str, kind: ConclusionType, text: str, confidence: float
         type=kind,
         confidence=round(min(1.0, max(0.0, confidence)), 3),
         source_episode_ids=list(dict.fromkeys(sources)),
+        source_turn_ids=list(dict.fromkeys(turns or [])),
+        category=category,
         created_at=stamp,
         updated_at=stamp,
     )
 
 
-def _explicit(user_id: str, episodes: list[Episode]) -> list[Conclusion]:
-    """Stated preferences and corrections, verbatim (third person) as explicit conclusions."""
-    sources: dict[str, list[str]] = defaultdict(list)
-    texts: dict[str, str] = {}
+def _explicit(user_id: str, episodes: list[Episode], turns: dict[str, list[StoredTurn]]) -> list[Conclusion]:
+    """What people stated of weight (see :mod:`agtos.tasks.explicit`), one conclusion per statement
+    citing every episode and turn that said it; an episode without stored turns gives its stated
+    preferences. Said again in another turn: more confident."""
+    found: dict[str, list[Statement]] = defaultdict(list)
     for episode in episodes:
-        for fact in episode.facts:
-            if memory_kind(fact).value == "preference" or episode.type in ("preference", "correction"):
-                key = normalise(fact)
-                texts.setdefault(key, fact)
-                sources[key].append(episode.id)
-    return [
-        _conclusion(user_id, ConclusionType.explicit, texts[key], 0.85 + min(0.1, 0.05 * (len(ids) - 1)), ids)
-        for key, ids in sources.items()
-    ]
+        if episode.id in turns:
+            statements = turn_statements(turns[episode.id])
+        else:
+            statements = [
+                Statement(fact, "preference", 0.85, episode.id, "")
+                for fact in episode.facts
+                if memory_kind(fact).value == "preference" and len(fact.split()) <= MAX_WORDS
+            ]
+        for statement in statements:
+            found[normalise(statement.text)].append(statement)
+    out = []
+    for said in found.values():
+        first = said[0]
+        confidence = max(s.confidence for s in said) + min(0.04, 0.02 * (len(said) - 1))
+        sources = [s.episode_id for s in said]
+        cited = [s.turn_id for s in said if s.turn_id]
+        out.append(
+            _conclusion(user_id, ConclusionType.explicit, first.text, confidence, sources, cited, first.category)
+        )
+    return out
 
 
 def _inductive(user_id: str, episodes: list[Episode]) -> list[Conclusion]:
@@ -95,29 +120,54 @@ def _deductive(user_id: str, explicit: list[Conclusion]) -> list[Conclusion]:
     out = []
     for conclusion in explicit:
         lowered = conclusion.text.lower()
-        for trigger, consequence in DEDUCTIONS.items():
-            if trigger in lowered and "not" not in lowered.split():
-                out.append(
-                    _conclusion(
-                        user_id,
-                        ConclusionType.deductive,
-                        consequence,
-                        conclusion.confidence * 0.85,
-                        conclusion.source_episode_ids,
-                    )
-                )
+        consequences = [c for trigger, c in DEDUCTIONS.items() if trigger in lowered and "not" not in lowered.split()]
+        allergy = _ALLERGY.search(conclusion.text) if conclusion.text.startswith("User ") else None
+        if allergy:
+            consequences.append(f"User must avoid {allergy[1]}, so food suggestions should leave it out")
+        out += [
+            _conclusion(
+                user_id,
+                ConclusionType.deductive,
+                consequence,
+                conclusion.confidence * 0.85,
+                conclusion.source_episode_ids,
+                conclusion.source_turn_ids,
+                conclusion.category,
+            )
+            for consequence in consequences
+        ]
     return out
 
 
-def rule_based_conclusions(user_id: str, episodes: list[Episode]) -> list[Conclusion]:
-    """Deterministic consolidation used when no LLM is configured."""
-    explicit = _explicit(user_id, episodes)
-    found = explicit + _deductive(user_id, explicit) + _inductive(user_id, episodes)
+def explicit_conclusions(
+    user_id: str, episodes: list[Episode], turns: dict[str, list[StoredTurn]] | None = None
+) -> list[Conclusion]:
+    """The stated facts and preferences of weight, each citing its episodes and turns."""
+    return _explicit(user_id, episodes, turns or {})
+
+
+def rule_based_conclusions(
+    user_id: str, episodes: list[Episode], turns: dict[str, list[StoredTurn]] | None = None
+) -> list[Conclusion]:
+    """Deterministic consolidation used when no LLM is configured: explicit statements (from the
+    episodes' ``turns`` where stored), their consequences and the patterns across sessions."""
+    explicit = explicit_conclusions(user_id, episodes, turns)
+    return merge_conclusions(explicit + _deductive(user_id, explicit) + _inductive(user_id, episodes))
+
+
+def merge_conclusions(found: list[Conclusion]) -> list[Conclusion]:
+    """One conclusion per id, its sources (episodes, turns) united."""
     unique: dict[str, Conclusion] = {}
     for conclusion in found:
         if conclusion.id in unique:
-            merged = list(dict.fromkeys(unique[conclusion.id].source_episode_ids + conclusion.source_episode_ids))
-            conclusion = conclusion.model_copy(update={"source_episode_ids": merged})
+            old = unique[conclusion.id]
+            conclusion = conclusion.model_copy(
+                update={
+                    "source_episode_ids": list(dict.fromkeys(old.source_episode_ids + conclusion.source_episode_ids)),
+                    "source_turn_ids": list(dict.fromkeys(old.source_turn_ids + conclusion.source_turn_ids)),
+                    "category": conclusion.category or old.category,
+                }
+            )
         unique[conclusion.id] = conclusion
     return list(unique.values())
 
@@ -128,15 +178,39 @@ class _LLMConclusion(BaseModel):
     type: ConclusionType
     confidence: float = Field(ge=0.0, le=1.0)
     source_episode_ids: list[str] = Field(min_length=1)
+    source_turn_ids: list[str] = Field(default_factory=list)
 
 
-def llm_conclusions(llm: LLMProvider, user_id: str, episodes: list[Episode]) -> list[Conclusion]:
-    """Ask the LLM; raises LLMError when the reply as a whole is unusable, drops invalid items."""
+def _said(turns: dict[str, list[StoredTurn]], episode_id: str) -> str:
+    statements = turn_statements(turns.get(episode_id, []))
+    return "; ".join(f"[{s.turn_id}] {s.text}" for s in statements) or "none"
+
+
+def cited_turns(text: str, episode_ids: list[str], turns: dict[str, list[StoredTurn]]) -> list[str]:
+    """The turn of the cited episodes that shares most content words with ``text`` (two at least)."""
+    terms = set(content_words(text)) - {"user"}
+    best, best_shared = "", 1
+    for episode_id in episode_ids:
+        for turn in turns.get(episode_id, []):
+            shared = len(terms & set(content_words(turn.content)))
+            if turn.role == "user" and shared > best_shared:
+                best, best_shared = f"{episode_id}.t{turn.position}", shared
+    return [best] if best else []
+
+
+def llm_conclusions(
+    llm: LLMProvider, user_id: str, episodes: list[Episode], turns: dict[str, list[StoredTurn]] | None = None
+) -> list[Conclusion]:
+    """Ask the LLM; raises LLMError when the reply as a whole is unusable, drops invalid items.
+    Each episode is listed with the statements of its turns (by turn id) for the LLM to cite;
+    a conclusion that cites no known turn is given the turn of its episodes that says most of it."""
+    turns = turns or {}
     known = {e.id for e in episodes}
+    known_turns = {f"{t.episode_id}.t{t.position}" for ts in turns.values() for t in ts}
     listing = "\n".join(
         f"- {e.id} [{e.type}, topic {e.topic}, "
         f"{datetime.fromtimestamp(e.timestamp / 1000, tz=UTC):%Y-%m-%d %H:%M} UTC]: {e.summary} "
-        f"Facts: {'; '.join(e.facts) or 'none'}"
+        f"Facts: {'; '.join(e.facts) or 'none'} Statements: {_said(turns, e.id)}"
         for e in episodes
     )
     reply = parse_json_reply(
@@ -159,5 +233,9 @@ def llm_conclusions(llm: LLMProvider, user_id: str, episodes: list[Episode]) -> 
         if not sources:
             log.warning("dropping conclusion citing unknown episodes: %r", item.text[:80])
             continue
-        out.append(_conclusion(user_id, item.type, item.text.strip(), item.confidence, sources))
+        text = item.text.strip()
+        cited = [t for t in item.source_turn_ids if t in known_turns and t.rsplit(".t", 1)[0] in sources]
+        out.append(
+            _conclusion(user_id, item.type, text, item.confidence, sources, cited or cited_turns(text, sources, turns))
+        )
     return out

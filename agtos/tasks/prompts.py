@@ -16,7 +16,9 @@ CONSOLIDATION_PROMPT = (
     "said it), deductive (follows logically), inductive (a pattern across at least two sessions), "
     "abductive (the best explanation). Answer JSON only: "
     '{"conclusions":[{"text":"User ...","type":"explicit|deductive|inductive|abductive",'
-    '"confidence":0.0-1.0,"source_episode_ids":["ep-..."]}]}'
+    '"confidence":0.0-1.0,"source_episode_ids":["ep-..."],"source_turn_ids":["ep-....t0"]}]} '
+    "Give an explicit conclusion for every stated fact of weight (allergy, diet, job, home, family, pets) "
+    "and strong preference; cite the turn ids of the statements it rests on."
 )
 
 CONTRADICTION_JUDGE_PROMPT = (
