@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from agtos.cli_keys import auth_is_on, is_loopback, keys_app
 from agtos.cli_memory import register as register_memory_commands
 from agtos.cli_worker import IngestModeOption, serve_ingest_env
 from agtos.cli_worker import register as register_worker_command
@@ -12,6 +13,7 @@ from agtos.config import Settings
 app = typer.Typer(help="agtos: memory for AI agents.", no_args_is_help=True)
 memory_app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
+app.add_typer(keys_app, name="keys")
 
 
 @app.command()
@@ -25,11 +27,24 @@ def serve(
     worker: bool = typer.Option(
         None, "--worker/--no-worker", help="queue mode: run a worker thread in each API process (default yes)"
     ),
+    insecure: bool = typer.Option(False, "--insecure", help="serve a non-loopback host without API keys"),
 ) -> None:
     """Run the memory API (embedded Redis unless REDIS_URL is set)."""
     import uvicorn
 
     settings = Settings.from_env()
+    if not is_loopback(host) and not auth_is_on(settings):
+        if not insecure:
+            typer.echo(
+                f"refusing to serve {host} without authentication: create a key (agtos keys create --service NAME) "
+                "or set AGTOS_AUTH=required; --insecure serves it open to anyone who can reach the port",
+                err=True,
+            )
+            raise typer.Exit(2)
+        warn_insecure(host)
+    if not is_loopback(host) and "*" not in settings.allowed_hosts:
+        served = ", ".join(sorted(settings.allowed_hosts))
+        typer.echo(f"only these Host names are served: {served} (set AGTOS_ALLOWED_HOSTS)", err=True)
     with serve_ingest_env(ingest_mode, worker):
         uvicorn.run(
             "agtos.serving.main:app",
@@ -38,6 +53,19 @@ def serve(
             workers=workers,
             log_level="info",
         )
+
+
+def warn_insecure(host: str) -> None:
+    import logging
+
+    line = "!" * 78
+    logging.getLogger("agtos.serve").warning(
+        "\n%s\n  INSECURE: serving %s with NO authentication. Anyone who can reach this port can read,\n"
+        "  write and erase every user's memory. Create a key: agtos keys create --service NAME\n%s",
+        line,
+        host,
+        line,
+    )
 
 
 register_memory_commands(memory_app)

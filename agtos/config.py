@@ -29,6 +29,8 @@ DAY_SECONDS = 86_400
 SearchMode = Literal["hybrid", "vector", "bm25"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 BackgroundPolicy = Literal["auto", "always", "idle-only"]
+AuthMode = Literal["auto", "required"]
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})  # testserver: Starlette's TestClient
 IngestMode = Literal["inline", "queue"]
 EmbeddingProvider = Literal["onnx", "local", "ollama", "openai", "openrouter", "openai-compatible"]
 EMBEDDING_PROVIDERS: tuple[str, ...] = get_args(EmbeddingProvider)
@@ -277,9 +279,15 @@ class Settings(_Section):
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     max_body_bytes: int = env("AGTOS_MAX_BODY_BYTES", 1_048_576, ge=1)
     import_home: Path | None = env("AGTOS_IMPORT_HOME")  # where imports look for other tools' files (None: ~)
+    import_enabled: bool = env("AGTOS_IMPORT_ENABLED", False)  # GET /sources, POST /import (service keys only)
+    auth: AuthMode = env("AGTOS_AUTH", "auto")  # auto: on once any API key exists; required: always on
+    # Host header values served (no port); "*" allows any
+    allowed_hosts: Annotated[frozenset[str], NoDecode] = env("AGTOS_ALLOWED_HOSTS", LOOPBACK_HOSTS)
+    rate_limit_per_s: float = env("AGTOS_RATE_LIMIT_PER_S", 100.0, ge=0, description="0: no limit")  # per API key
+    rate_limit_burst: int = env("AGTOS_RATE_LIMIT_BURST", 200, ge=1)
 
-    _lower = field_validator("search_mode", "background_work_policy", "ingest_mode", mode="before")(_normal)
-    _host_list = field_validator("background_local_hosts", mode="before")(_hosts)
+    _lower = field_validator("search_mode", "background_work_policy", "auth", "ingest_mode", mode="before")(_normal)
+    _host_list = field_validator("background_local_hosts", "allowed_hosts", mode="before")(_hosts)
 
     @property
     def episode_ttl_seconds(self) -> int:

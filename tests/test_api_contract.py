@@ -20,12 +20,14 @@ from agtos.serving.app import create_app
 from tests.helpers import run_maintenance, user
 
 # what each operation answers: the 2xx, and the errors (400 bad X-User-Id or id, 403 opted out,
-# 404 unknown record, 409 conflict, 413 body too large, 422 invalid input, 500, 503 Redis down)
-USER = {400, 422, 500, 503}
+# 404 unknown record, 409 conflict, 413 body too large, 422 invalid input, 500, 503 Redis down);
+# issue 15 adds 401 (no or bad API key), 403 (a user key naming another user), 429 (rate limit), 400
+# for a foreign Host on every route, and 415 for a write whose body is not JSON
+USER = {400, 401, 403, 422, 429, 500, 503}
 EXPECTED: dict[str, set[int]] = {
-    "GET /health": {200, 500},
-    "GET /metrics": {200, 500},
-    "GET /api/memory/sources": {200, 500},
+    "GET /health": {200, 400, 500},
+    "GET /metrics": {200, 400, 401, 429, 500, 503},
+    "GET /api/memory/sources": {200, 400, 401, 403, 429, 500, 503},
     "GET /api/memory/episodes": {200} | USER,
     "GET /api/memory/search": {200} | USER,
     "GET /api/memory/profile": {200} | USER,
@@ -57,6 +59,9 @@ EXPECTED: dict[str, set[int]] = {
     "GET /api/entities/{entity_id}/conclusions": {200, 404} | USER,
     "GET /api/entities/{entity_id}/relationships": {200, 404} | USER,
 }
+for _label in EXPECTED:
+    if _label.split(" ", 1)[0] in {"POST", "PUT", "PATCH", "DELETE"}:
+        EXPECTED[_label] = EXPECTED[_label] | {415}
 
 
 @pytest.fixture(scope="module")

@@ -436,6 +436,5 @@ def test_profile_fields_sent_as_null_keep_the_profile_readable(client: TestClien
 
 
 def test_home_is_not_scanned(fuzz_app: FastAPI) -> None:
-    with TestClient(fuzz_app) as client:
-        found = client.get("/api/memory/sources").json()
-    assert found["count"] == 0
+    with TestClient(fuzz_app) as client:  # issue 15: no service key, no AGTOS_IMPORT_ENABLED: never scanned
+        assert client.get("/api/memory/sources").status_code == 403

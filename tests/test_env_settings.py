@@ -389,7 +389,11 @@ def test_import_home(serve: Serve, tmp_path: Path) -> None:
     home = tmp_path / "elsewhere"
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / "CLAUDE.md").write_text("# Notes\n\n- I prefer tabs over spaces.\n- My editor is Helix.\n")
-    with serve(AGTOS_IMPORT_HOME=str(home)) as client:
+    with serve(AGTOS_IMPORT_HOME=str(home), AGTOS_IMPORT_ENABLED="true") as client:
+        from agtos.cli import app as cli_app  # issue 15: imports over HTTP need a service key and the opt-in
+
+        key = CliRunner().invoke(cli_app, ["keys", "create", "--service", "ops"]).stdout.strip()
+        client.headers["Authorization"] = f"Bearer {key}"
         sources = client.get("/api/memory/sources").json()["sources"]
         assert [(s["source"], s["path"]) for s in sources] == [("claude_code", ".claude/CLAUDE.md")]  # relative
         imported = client.post("/api/memory/import", json={"sources": ["claude_code"]}, headers=user("dev")).json()

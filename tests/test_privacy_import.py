@@ -15,6 +15,7 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Episode, IngestItem
 from agtos.serving.app import create_app
+from agtos.storage.api_keys import ApiKeyStore
 from tests.helpers import SKIPPED, talk, user
 
 _spec = importlib.util.spec_from_file_location(
@@ -32,8 +33,11 @@ def user_keys(raw: redis.Redis, prefix: str, user_id: str) -> list[bytes]:
 @pytest.fixture
 def import_client(settings: Settings, tmp_path: Path) -> Iterator[TestClient]:
     """A client whose import home (AGTOS_IMPORT_HOME) holds every tool's fixture files."""
-    coordinator = MemoryCoordinator(settings.with_overrides(import_home=make_fixtures.build_home(tmp_path / "home")))
+    home = make_fixtures.build_home(tmp_path / "home")
+    coordinator = MemoryCoordinator(settings.with_overrides(import_home=home, import_enabled=True))
+    service_key, _ = ApiKeyStore(coordinator.connector, coordinator.keys).create("service", "importer")
     with TestClient(create_app(coordinator=coordinator)) as client:
+        client.headers["Authorization"] = f"Bearer {service_key}"  # issue 15: imports need a service key
         yield client
     coordinator.close()
 
@@ -51,7 +55,7 @@ def test_import_is_idempotent(import_client: TestClient) -> None:
     assert episodes["count"] == first["episodesAdded"]
     only = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ivan")).json()
     assert only["episodesAdded"] >= 1 and only["memoriesAdded"] == 0
-    assert client.post("/api/memory/import", json={"sources": ["emacs"]}).status_code == 422
+    assert client.post("/api/memory/import", json={"sources": ["emacs"]}, headers=user("ivy")).status_code == 422
 
 
 def seed_everything(client: TestClient, coordinator: MemoryCoordinator, user_id: str) -> None:

@@ -6,14 +6,17 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from agtos import __version__
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.errors import install_error_handlers
+from agtos.serving.auth import WRITE_METHODS, Authenticator, RequestGuardMiddleware
+from agtos.serving.deps import USER_HEADER, get_principal
+from agtos.serving.errors import ERROR_DESCRIPTIONS, install_error_handlers
 from agtos.serving.knowledge import mount_knowledge
 from agtos.serving.limits import BodySizeLimitMiddleware
 from agtos.serving.maintenance_runs import MaintenanceRunner
@@ -72,15 +75,55 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     app = FastAPI(
         title="agtos memory",
         version=__version__,
-        description="Working, episodic and semantic memory for AI agents. Identify the user with the X-User-Id header.",
+        description="Working, episodic and semantic memory for AI agents. Identify the user with the X-User-Id "
+        "header; once any API key exists, send it as `Authorization: Bearer <key>`.",
         lifespan=lifespan,
     )
     app.state.coordinator = coord
     app.state.maintenance_runner = runner
+    app.state.authenticator = Authenticator(coord)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=coord.settings.max_body_bytes)
-    routers = (health, memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations)
-    for module in routers:
-        app.include_router(module.router)
+    app.add_middleware(RequestGuardMiddleware, allowed_hosts=coord.settings.allowed_hosts)
+    app.include_router(health.router)  # open: liveness needs no key
+    guarded = (memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations)
+    for module in guarded:
+        app.include_router(module.router, dependencies=[Depends(get_principal)])
+    document_guards(app)
     mount_knowledge(app)
     return app
+
+
+def document_guards(app: FastAPI) -> None:
+    """Add the guards' statuses to every operation of the served OpenAPI document: 400 (Host), 401/429
+    (keys, where the bearer scheme applies), 403 (a user key naming another user, a cross-site write)
+    and 415 (a non-JSON write)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            for item in schema.get("paths", {}).values():
+                for method, op in item.items():
+                    _add_guard_statuses(method.upper() in WRITE_METHODS, op)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to amend the schema
+
+
+def _add_guard_statuses(writes: bool, op: dict[str, Any]) -> None:
+    names = {p.get("name", "").lower() for p in op.get("parameters", []) if p.get("in") == "header"}
+    codes = [400]
+    if op.get("security"):
+        codes += [401, 429, 503]  # 503: keys cannot be checked while Redis is down
+    if writes or USER_HEADER.lower() in names:
+        codes.append(403)
+    if writes:
+        codes.append(415)
+    ref = {"$ref": "#/components/schemas/ErrorOut"}
+    responses = op.setdefault("responses", {})
+    for code in codes:
+        responses.setdefault(
+            str(code), {"description": ERROR_DESCRIPTIONS[code], "content": {"application/json": {"schema": ref}}}
+        )

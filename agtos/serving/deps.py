@@ -1,16 +1,19 @@
-"""Request dependencies: the coordinator of this app and the caller's user id.
+"""Request dependencies: the coordinator of this app, the caller's key and the caller's user id.
 
-Both are ``async`` on purpose: they never block, and FastAPI would otherwise run each sync
-dependency on a worker thread — a thread hop per dependency per request.
+They are ``async`` on purpose: they never block (the key check runs on a worker thread), and
+FastAPI would otherwise run each sync dependency on a worker thread — a thread hop per dependency.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials
 
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.auth import BEARER, Authenticator, Principal
 from agtos.storage.keys import check_user_id
 
 USER_HEADER = "X-User-Id"
@@ -20,20 +23,50 @@ async def get_coordinator(request: Request) -> MemoryCoordinator:
     return request.app.state.coordinator
 
 
+async def get_principal(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
+) -> Principal | None:
+    """The API key this request proves (401 without a valid one, 429 past its rate); None while auth is off."""
+    authenticator: Authenticator = request.app.state.authenticator
+    return await run_in_threadpool(authenticator.authenticate, credentials.credentials if credentials else None)
+
+
 async def get_user_id(
     request: Request,
+    principal: Annotated[Principal | None, Depends(get_principal)],
     x_user_id: Annotated[
         str | None,
         Header(
             alias=USER_HEADER,
-            description="Whose memory this call reads or writes; the configured default user when absent.",
+            description="Whose memory this call reads or writes. A user key acts for its own user (a different "
+            "value is a 403); a service key must name the user. Without auth: the configured default user when absent.",
         ),
     ] = None,
 ) -> str:
-    """The caller's user id from ``X-User-Id`` (validated), else the default user."""
-    coordinator: MemoryCoordinator = request.app.state.coordinator
-    return check_user_id(x_user_id if x_user_id is not None else coordinator.settings.default_user)
+    """The caller's user id from ``X-User-Id`` (validated, sent at most once), the user key's user, or the default."""
+    if len(request.headers.getlist(USER_HEADER)) > 1:
+        raise HTTPException(status_code=400, detail=f"send {USER_HEADER} once")
+    if principal is None:
+        coordinator: MemoryCoordinator = request.app.state.coordinator
+        return check_user_id(x_user_id if x_user_id is not None else coordinator.settings.default_user)
+    if principal.is_service:
+        if x_user_id is None:
+            raise HTTPException(status_code=400, detail=f"a service key must name the user in {USER_HEADER}")
+        return check_user_id(x_user_id)
+    own = principal.key.subject
+    if x_user_id is not None and x_user_id != own:
+        raise HTTPException(status_code=403, detail=f"this API key acts only for user {own!r}")
+    return own
+
+
+async def require_service(principal: Annotated[Principal | None, Depends(get_principal)]) -> Principal:
+    """A service key (403 for a user key or while auth is off)."""
+    if principal is None or not principal.is_service:
+        raise HTTPException(status_code=403, detail="this operation needs a service key (agtos keys create --service)")
+    return principal
 
 
 Coordinator = Annotated[MemoryCoordinator, Depends(get_coordinator)]
+Caller = Annotated[Principal | None, Depends(get_principal)]
 UserId = Annotated[str, Depends(get_user_id)]
+ServiceKey = Annotated[Principal, Depends(require_service)]

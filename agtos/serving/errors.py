@@ -19,12 +19,17 @@ from agtos.storage.redis_conn import StorageUnavailable
 log = logging.getLogger(__name__)
 
 ERROR_DESCRIPTIONS = {
-    400: "Invalid X-User-Id or record id",
-    403: "The user opted out of persistence",
+    400: "Invalid or duplicate X-User-Id, invalid record id, a service key without X-User-Id, or a Host not in "
+    "AGTOS_ALLOWED_HOSTS",
+    401: "Auth is on and the API key is missing, invalid or revoked (WWW-Authenticate: Bearer)",
+    403: "Not allowed: the user opted out of persistence, a user key names another user, a cross-site write, "
+    "or an operation that needs a service key",
     404: "No such record for this user",
     409: "Conflicts with the current state",
     413: "Request body too large",
+    415: "A state-changing request whose body is not JSON",
     422: "Invalid request",
+    429: "Rate limit of this API key exceeded (Retry-After says when to retry)",
     500: "Internal error",
     503: "Memory storage (Redis) is unavailable",
 }

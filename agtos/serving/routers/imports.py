@@ -7,21 +7,18 @@ An operator action: both routes need a service key (so auth must be on) and
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field
 
 from agtos.importers import scan_sources
-from agtos.schemas.api import ImportOut, SourceOut, SourcesOut
+from agtos.schemas.api import ImportOut, ImportRequest, SourceOut, SourcesOut
 from agtos.serving.auth import Principal
 from agtos.serving.deps import Coordinator, UserId, require_service
 from agtos.serving.errors import USER_ERRORS, errors
 
 router = APIRouter(prefix="/api/memory", tags=["import"])
-
-SourceName = Literal["claude_code", "cursor", "windsurf", "aider", "copilot"]
 
 
 async def import_allowed(
@@ -43,15 +40,10 @@ async def sources(coordinator: Coordinator, _: ImportAllowed) -> SourcesOut:
     return SourcesOut(sources=[SourceOut.model_validate(s) for s in found], count=len(found))
 
 
-class ImportRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    sources: list[SourceName] | None = Field(default=None, max_length=5, description="all when absent")
-
-
 @router.post("/import", response_model=ImportOut, responses=USER_ERRORS | errors(403, 413))
 async def run_import(
     coordinator: Coordinator, _: ImportAllowed, user_id: UserId, body: ImportRequest | None = None
 ) -> ImportOut:
-    """Import (all or the chosen sources) for the user named in X-User-Id (service key, opt-in); re-import adds nothing."""
+    """Import (all or the chosen sources) for the user named in X-User-Id (service key, opt-in); idempotent."""
     chosen: list[str] | None = list(body.sources) if body and body.sources else None
     return ImportOut.model_validate(await run_in_threadpool(coordinator.import_sources, user_id, chosen))

@@ -5,6 +5,7 @@
   const $ = (id) => document.getElementById(id);
   const PAGE = 50;
   const state = { user: localStorage.getItem("agtos.user") || "default", offset: 0, selected: null, timer: 0 };
+  state.key = sessionStorage.getItem("agtos.key") || "";  // an API key lives for this tab only
 
   function toast(message, error) {
     const el = $("toast");
@@ -16,11 +17,33 @@
   }
 
   async function api(path, options = {}) {
-    const headers = { "X-User-Id": state.user, ...(options.body ? { "Content-Type": "application/json" } : {}) };
+    const headers = {
+      ...(state.user ? { "X-User-Id": state.user } : {}),  // blank: the key's own user (or the default)
+      ...(state.key ? { Authorization: `Bearer ${state.key}` } : {}),
+      ...(options.body ? { "Content-Type": "application/json" } : {}),
+    };
     const res = await fetch(path, { ...options, headers });
     const body = await res.json().catch(() => ({}));
+    if (res.status === 401) askForKey();
     if (!res.ok) throw new Error(body.message || `request failed (${res.status})`);
     return body;
+  }
+
+  // The API answered 401: auth is on. Show the key field; the key is sent as a bearer token.
+  function askForKey() {
+    const form = $("key-form");
+    if (!form.hidden) return;
+    form.hidden = false;
+    $("key").focus();
+  }
+
+  function useKey(ev) {
+    ev.preventDefault();
+    state.key = $("key").value.trim();
+    sessionStorage.setItem("agtos.key", state.key);
+    $("key").value = "";
+    $("key-form").hidden = true;
+    refresh();
   }
 
   function el(tag, attrs = {}, ...children) {
@@ -167,7 +190,7 @@
   function init() {
     $("user").value = state.user;
     $("user").addEventListener("change", () => {
-      state.user = $("user").value.trim() || "default";
+      state.user = $("user").value.trim();
       localStorage.setItem("agtos.user", state.user);
       state.selected = null;
       $("entity").hidden = true;
@@ -185,6 +208,7 @@
     $("edit-form").addEventListener("submit", saveEdit);
     $("merge-form").addEventListener("submit", merge);
     $("delete-btn").addEventListener("click", remove);
+    $("key-form").addEventListener("submit", useKey);
     refresh();
   }
 

@@ -1,0 +1,161 @@
+"""Who is calling: bearer API keys, per-key rate limits, the Host allow-list and the cross-site write guard.
+
+Auth is on once an API key has been created (``agtos keys create``; it stays on when the last key
+is revoked) or with ``AGTOS_AUTH=required``; it is decided on every request from Redis (no cache),
+so a key created or revoked by any process counts from the next request on. With auth off
+everything behaves as without this module. When Redis cannot be asked, the last answer this
+process saw stands if it was "auth off" (reads keep degrading to ``available: false``); otherwise
+(auth on, or never asked) the request gets a 503.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from fastapi import HTTPException
+from fastapi.security import HTTPBearer
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agtos.config import Settings
+from agtos.storage.api_keys import ApiKey, ApiKeyStore
+from agtos.storage.rate_limit import RateLimiter
+from agtos.storage.redis_conn import StorageUnavailable
+
+if TYPE_CHECKING:
+    from agtos.memory.coordinator import MemoryCoordinator
+
+log = logging.getLogger(__name__)
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+BEARER = HTTPBearer(
+    auto_error=False,
+    description="An API key from `agtos keys create` (`Authorization: Bearer agt_…`); needed once any key exists.",
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The key a request proved."""
+
+    key: ApiKey
+
+    @property
+    def is_service(self) -> bool:
+        return self.key.kind == "service"
+
+
+def unauthorized(message: str) -> HTTPException:
+    return HTTPException(status_code=401, detail=message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class Authenticator:
+    """Checks a request's bearer key and takes a token from its bucket (blocking Redis calls: run it off the loop)."""
+
+    def __init__(self, coordinator: MemoryCoordinator) -> None:
+        self.coordinator = coordinator
+        self.settings: Settings = coordinator.settings
+        self._store: ApiKeyStore | None = None
+        self._limiter: RateLimiter | None = None
+        self._lock = threading.Lock()
+        self._enabled_seen: bool | None = None  # the last answer Redis gave to "is auth on?"
+
+    def _parts(self) -> tuple[ApiKeyStore, RateLimiter]:
+        if self._store is None or self._limiter is None:  # built on first use: the OpenAPI stand-in has no Redis
+            with self._lock:
+                if self._store is None or self._limiter is None:
+                    connector, keys, s = self.coordinator.connector, self.coordinator.keys, self.settings
+                    self._limiter = RateLimiter(connector, keys, s.rate_limit_per_s, s.rate_limit_burst)
+                    self._store = ApiKeyStore(connector, keys)
+        return self._store, self._limiter
+
+    def authenticate(self, token: str | None) -> Principal | None:
+        """The principal ``token`` proves, or None when auth is off; 401 / 429 / 503 otherwise."""
+        store, limiter = self._parts()
+        try:
+            found = store.lookup(token)
+        except StorageUnavailable:
+            if self.settings.auth == "auto" and self._enabled_seen is False:
+                return None  # auth was off when Redis last answered: it stays off while Redis is down
+            raise
+        self._enabled_seen = found.enabled
+        if self.settings.auth != "required" and not found.enabled:
+            return None
+        if found.key is None:
+            raise unauthorized("an API key is required" if token is None else "invalid or revoked API key")
+        decision = limiter.take(found.key.id)
+        if not decision.allowed:
+            raise HTTPException(
+                status_code=429,
+                detail=f"rate limit of this API key exceeded; retry in {decision.retry_after_s} s",
+                headers={"Retry-After": str(decision.retry_after_s)},
+            )
+        return Principal(found.key)
+
+
+def host_name(host: str) -> str:
+    """``Host`` without its port, lower-cased (``[::1]:4102`` → ``::1``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def request_guard_error(method: str, headers: Headers, allowed_hosts: frozenset[str]) -> tuple[int, str] | None:
+    """Why a request is refused before routing (status, message), or None.
+
+    A ``Host`` outside the allow-list is a 400 (DNS rebinding). A state-changing request without an
+    ``Authorization`` header from another origin (``Origin`` not this host, or
+    ``Sec-Fetch-Site: cross-site``) is a 403, and one whose body is not JSON is a 415: a browser
+    cannot send a JSON body or an ``Authorization`` header cross-site without a CORS preflight,
+    which this API never grants. Body-less calls from non-browser clients (no ``Origin``) still work.
+    """
+    host = headers.get("host", "")
+    if "*" not in allowed_hosts and host_name(host) not in allowed_hosts:
+        return 400, f"Host {host!r} is not served here; add it to AGTOS_ALLOWED_HOSTS"
+    if method not in WRITE_METHODS or "authorization" in headers:
+        return None
+    origin = headers.get("origin")
+    if (origin is not None and urlsplit(origin).netloc.lower() != host.lower()) or headers.get(
+        "sec-fetch-site"
+    ) == "cross-site":
+        return 403, "cross-site requests may not change memory (send an Authorization header from your own client)"
+    content_type = headers.get("content-type", "").strip()
+    if content_type and not is_json(content_type):
+        return 415, f"state-changing requests take a JSON body (Content-Type: application/json), not {content_type!r}"
+    return None
+
+
+class RequestGuardMiddleware:
+    """Pure ASGI middleware: the Host allow-list and the cross-site write guard (see ``request_guard_error``)."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str]) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = request_guard_error(scope["method"], Headers(scope=scope), self.allowed_hosts)
+            if refused is not None:
+                status, message = refused
+                body = json.dumps({"message": message}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,262 @@
+"""Issue 15, "Safe to expose": API keys, user separation by key, the Host allow-list, the cross-site
+write guard, per-key rate limits and imports as an operator action, all through HTTP on a real Redis.
+
+Without any key (and ``AGTOS_AUTH`` unset) the API behaves as before: every other API test runs so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.app import create_app
+from agtos.storage.api_keys import ApiKeyStore
+from tests.helpers import user
+from tests.redis_process import RedisProcess
+
+TURN = {"turns": [{"role": "user", "content": "I keep my passport in the blue drawer."}]}
+
+
+def store_of(coordinator: MemoryCoordinator) -> ApiKeyStore:
+    return ApiKeyStore(coordinator.connector, coordinator.keys)
+
+
+def bearer(key: str, **headers: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", **headers}
+
+
+@pytest.fixture
+def app_for(settings: Settings) -> Iterator:
+    """``app_for(**overrides)``: a client of a fresh app (its own coordinator) on the test's Redis prefix."""
+    opened: list[tuple[TestClient, MemoryCoordinator]] = []
+
+    def build(**overrides: object) -> TestClient:
+        coordinator = MemoryCoordinator(settings.with_overrides(**overrides))
+        client = TestClient(create_app(coordinator=coordinator))
+        client.__enter__()
+        opened.append((client, coordinator))
+        return client
+
+    yield build
+    for client, coordinator in opened:
+        client.__exit__(None, None, None)
+        coordinator.close()
+
+
+# -- keys and users --------------------------------------------------------------------------
+
+
+def test_without_keys_nothing_changes_and_a_stray_header_is_ignored(client: TestClient) -> None:
+    assert client.get("/api/memory/episodes").status_code == 200  # the default user, as before
+    stray = client.get("/api/memory/episodes", headers=bearer("agt_000000000000_not-a-real-key-at-all"))
+    assert stray.status_code == 200
+
+
+def test_once_a_key_exists_every_call_needs_one(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    key, _ = store_of(coordinator).create("user", "alice")
+    for headers in ({}, user("alice"), {"Authorization": f"Basic {key}"}, bearer("agt_nonsense")):
+        refused = client.get("/api/memory/episodes", headers=headers)
+        assert refused.status_code == 401, headers
+        assert refused.headers["www-authenticate"] == "Bearer"
+        assert refused.json()["message"] in ("an API key is required", "invalid or revoked API key")
+    forged = key[:-4] + ("AAAA" if not key.endswith("AAAA") else "BBBB")  # right id, wrong secret
+    assert client.get("/api/memory/episodes", headers=bearer(forged)).json() == {
+        "message": "invalid or revoked API key"
+    }
+    assert client.get("/api/memory/episodes", headers=bearer(key)).status_code == 200
+    assert client.get("/health").status_code == 200  # liveness stays open
+    assert client.get("/knowledge/").status_code == 200  # the page loads, then asks for a key
+
+
+def test_a_user_key_acts_only_as_its_user(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    store = store_of(coordinator)
+    alice, _ = store.create("user", "alice")
+    service, _ = store.create("service", "agent-backend")
+    written = client.post("/api/memory/sessions/trip/turns", json=TURN, headers=bearer(alice))
+    assert written.status_code == 200, written.text
+    # no X-User-Id: alice's own memory, never the shared default bucket
+    assert client.get("/api/memory/sessions/trip", headers=bearer(service, **user("alice"))).status_code == 200
+    assert client.get("/api/memory/sessions/trip", headers=bearer(service, **user("default"))).status_code == 404
+    assert client.get("/api/memory/sessions/trip", headers=bearer(alice, **user("alice"))).status_code == 200
+    other = client.get("/api/memory/sessions/trip", headers=bearer(alice, **user("bob")))
+    assert other.status_code == 403 and other.json() == {"message": "this API key acts only for user 'alice'"}
+    wipe = client.post("/api/memory/forget", json={"kind": "all"}, headers=bearer(alice, **user("bob")))
+    assert wipe.status_code == 403
+
+
+def test_a_service_key_must_name_the_user(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    service, _ = store_of(coordinator).create("service", "agent-backend")
+    missing = client.get("/api/memory/episodes", headers=bearer(service))
+    assert missing.status_code == 400 and "X-User-Id" in missing.json()["message"]
+    assert client.get("/api/memory/episodes", headers=bearer(service, **user("carol"))).status_code == 200
+    bad = client.get("/api/memory/episodes", headers=bearer(service, **user("../etc")))
+    assert bad.status_code == 400
+
+
+def test_a_duplicate_user_header_is_400(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    twice = [("X-User-Id", "alice"), ("X-User-Id", "mallory")]
+    assert client.get("/api/memory/episodes", headers=twice).status_code == 400  # auth off: no "first wins"
+    service, _ = store_of(coordinator).create("service", "agent-backend")
+    refused = client.get("/api/memory/episodes", headers=[*twice, ("Authorization", f"Bearer {service}")])
+    assert refused.status_code == 400 and refused.json() == {"message": "send X-User-Id once"}
+
+
+def test_auth_required_refuses_before_any_key_exists(app_for) -> None:  # type: ignore[no-untyped-def]
+    client = app_for(auth="required")
+    assert client.get("/api/memory/episodes").status_code == 401
+    assert client.post("/api/memory/sessions/s/turns", json=TURN).status_code == 401
+    assert client.get("/health").status_code == 200
+
+
+def test_revocation_reaches_every_process_on_the_next_request(app_for, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    """Two API instances (own coordinators) on one Redis prefix; the CLI revokes in a third process."""
+    first, second = app_for(), app_for()
+    key, record = store_of(first.app.state.coordinator).create("service", "agent-backend")
+    headers = bearer(key, **user("dana"))
+    assert first.get("/api/memory/episodes", headers=headers).status_code == 200
+    assert second.get("/api/memory/episodes", headers=headers).status_code == 200
+    env = {**os.environ, "REDIS_URL": str(settings.redis_url), "AGTOS_KEY_PREFIX": settings.key_prefix}
+    revoked = subprocess.run(
+        [sys.executable, "-m", "agtos.cli", "keys", "revoke", record.id], env=env, capture_output=True, timeout=120
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    assert first.get("/api/memory/episodes", headers=headers).status_code == 401
+    assert second.get("/api/memory/episodes", headers=headers).status_code == 401
+
+
+# -- rate limit --------------------------------------------------------------------------------
+
+
+def test_each_key_has_its_own_token_bucket(app_for) -> None:  # type: ignore[no-untyped-def]
+    client = app_for(rate_limit_per_s=0.5, rate_limit_burst=3)  # 3 at once, then one every 2 s
+    store = store_of(client.app.state.coordinator)
+    alice, _ = store.create("user", "alice")
+    bob, _ = store.create("user", "bob")
+    assert [client.get("/api/memory/episodes", headers=bearer(alice)).status_code for _ in range(3)] == [200] * 3
+    limited = client.get("/api/memory/episodes", headers=bearer(alice))
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "2"
+    assert limited.json()["message"] == "rate limit of this API key exceeded; retry in 2 s"
+    assert client.get("/api/memory/episodes", headers=bearer(bob)).status_code == 200  # bob's bucket is full
+    other_process = app_for(rate_limit_per_s=0.5, rate_limit_burst=3)
+    assert other_process.get("/api/memory/episodes", headers=bearer(alice)).status_code == 429  # shared in Redis
+    time.sleep(2.1)
+    assert client.get("/api/memory/episodes", headers=bearer(alice)).status_code == 200
+
+
+# -- Host allow-list and cross-site writes -----------------------------------------------------
+
+
+def test_a_foreign_host_is_refused(client: TestClient, app_for) -> None:  # type: ignore[no-untyped-def]
+    rebound = client.get("/api/memory/episodes", headers={"Host": "attacker.example"})
+    assert rebound.status_code == 400
+    assert rebound.json() == {"message": "Host 'attacker.example' is not served here; add it to AGTOS_ALLOWED_HOSTS"}
+    assert client.get("/health", headers={"Host": "attacker.example:4102"}).status_code == 400
+    for host in ("localhost:4102", "127.0.0.1", "[::1]:4102", "LOCALHOST"):
+        assert client.get("/health", headers={"Host": host}).status_code == 200, host
+    named = app_for(allowed_hosts="memory.example.com")
+    assert named.get("/health", headers={"Host": "memory.example.com:443"}).status_code == 200
+    assert named.get("/health").status_code == 400  # testserver is no longer listed
+    anything = app_for(allowed_hosts="*")
+    assert anything.get("/health", headers={"Host": "whatever.example"}).status_code == 200
+
+
+def test_cross_site_and_non_json_writes_are_refused(client: TestClient) -> None:
+    assert client.post("/api/memory/sessions/s1/turns", json=TURN, headers=user("erin")).status_code == 200
+    cross = client.post("/api/memory/sessions/s1/end", headers={**user("erin"), "Origin": "https://evil.example"})
+    assert cross.status_code == 403 and "cross-site" in cross.json()["message"]
+    fetched = client.post("/api/memory/dream", headers={**user("erin"), "Sec-Fetch-Site": "cross-site"})
+    assert fetched.status_code == 403
+    form = client.post(  # a plain HTML form or a no-cors fetch: text/plain carrying JSON
+        "/api/memory/forget",
+        content=b'{"kind": "all"}',
+        headers={**user("erin"), "Content-Type": "text/plain"},
+    )
+    assert form.status_code == 415 and "application/json" in form.json()["message"]
+    urlencoded = client.post(
+        "/api/memory/forget", content=b"kind=all", headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert urlencoded.status_code == 415
+    assert client.get("/api/memory/sessions/s1", headers=user("erin")).status_code == 200  # nothing was ended
+    same_origin = client.post("/api/memory/dream", headers={**user("erin"), "Origin": "http://testserver"})
+    assert same_origin.status_code == 200  # the Knowledge page's own calls
+    assert client.post("/api/memory/sessions/s1/end", headers=user("erin")).status_code == 200  # curl, agents
+
+
+def test_a_keyed_write_passes_the_guard(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    key, _ = store_of(coordinator).create("user", "erin")
+    ended = client.post("/api/memory/dream", headers={**bearer(key), "Origin": "https://tool.example"})
+    assert ended.status_code == 200  # a browser could not have attached the header cross-site
+
+
+# -- imports -------------------------------------------------------------------------------------
+
+
+def test_imports_need_a_service_key_and_the_opt_in(app_for, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "CLAUDE.md").write_text("# Notes\n\n- I prefer tabs over spaces.\n")
+    closed = app_for(import_home=home)
+    assert closed.get("/api/memory/sources").status_code == 403  # auth off: nobody may list the host's files
+    assert closed.post("/api/memory/import", json={}, headers=user("ivy")).status_code == 403
+    store = store_of(closed.app.state.coordinator)
+    service, _ = store.create("service", "ops")
+    ivy, _ = store.create("user", "ivy")
+    off = closed.get("/api/memory/sources", headers=bearer(service))
+    assert off.status_code == 403 and "AGTOS_IMPORT_ENABLED" in off.json()["message"]
+
+    opened = app_for(import_home=home, import_enabled=True)
+    as_user = opened.post("/api/memory/import", json={}, headers=bearer(ivy))
+    assert as_user.status_code == 403 and "service key" in as_user.json()["message"]
+    assert opened.get("/api/memory/sources", headers=bearer(ivy)).status_code == 403
+    listed = opened.get("/api/memory/sources", headers=bearer(service))
+    assert listed.status_code == 200 and listed.json()["count"] == 1
+    unnamed = opened.post("/api/memory/import", json={}, headers=bearer(service))
+    assert unnamed.status_code == 400  # the target user is named explicitly
+    imported = opened.post(
+        "/api/memory/import", json={"sources": ["claude_code"]}, headers=bearer(service, **user("ivy"))
+    )
+    assert imported.status_code == 200 and imported.json()["memoriesAdded"] == 1
+
+
+# -- OpenAPI and Redis outages -----------------------------------------------------------------
+
+
+def test_openapi_declares_the_bearer_scheme(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": spec["components"]["securitySchemes"]["HTTPBearer"]["description"],
+    }
+    episodes = spec["paths"]["/api/memory/episodes"]["get"]
+    assert episodes["security"] == [{"HTTPBearer": []}]
+    assert {"401", "403", "429"} <= set(episodes["responses"])
+    assert "415" in spec["paths"]["/api/memory/sessions/{session_id}/end"]["post"]["responses"]
+    assert "security" not in spec["paths"]["/health"]["get"]
+
+
+def test_keys_that_cannot_be_checked_are_a_503(tmp_path: Path) -> None:
+    """With keys stored and Redis gone, nothing is served unauthenticated (fail closed)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        settings = Settings(redis_url=server.url, key_prefix="auth-down", data_dir=tmp_path, redis_timeout_s=0.3)
+        coordinator = MemoryCoordinator(settings)
+        key, _ = store_of(coordinator).create("user", "alice")
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            assert client.get("/api/memory/episodes", headers=bearer(key)).status_code == 200
+            server.kill()
+            for headers in ({}, bearer(key)):
+                down = client.get("/api/memory/sessions/s1", headers=headers)
+                assert down.status_code == 503, headers
+        coordinator.close()
+    finally:
+        server.stop()
