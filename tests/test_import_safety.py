@@ -22,7 +22,7 @@ from agtos.config import Settings
 from agtos.importers import scan_sources
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
-from agtos.tasks.secret_redaction import redact_secrets
+from agtos.tasks.secret_redaction import redact_all, redact_secrets
 from tests.helpers import user
 from tests.test_privacy_import import make_fixtures
 
@@ -79,6 +79,8 @@ def _claude(home: Path, outside: Path) -> None:
             _claude_entry(
                 4, "user", f'In settings.py set password = "{APP_PASSWORD}" for the admin panel', str(project)
             ),
+            # no detectable context: redacted because the same value was found in the CLAUDE.md
+            _claude_entry(5, "assistant", f"Logged in with {DB_PASSWORD}; the orders table exists.", str(project)),
         ],
     )
     # a symlinked transcript and a symlinked project directory that both lead outside
@@ -273,3 +275,15 @@ def test_operator_import_stores_no_secret_and_nothing_from_outside(
 )
 def test_redact_secrets(text: str, expected: str) -> None:
     assert redact_secrets(text) == expected
+
+
+def test_a_secret_found_once_is_redacted_where_it_recurs() -> None:
+    texts = ["DB_PASSWORD=s3cr3tValue42", "it was s3cr3tValue42 all along", "s3cr3tValue42 again: s3cr3tValue42"]
+    assert redact_all(texts) == [
+        "DB_PASSWORD=[REDACTED:secret_keyword]",
+        "it was [REDACTED:secret_keyword] all along",
+        "[REDACTED:secret_keyword] again: [REDACTED:secret_keyword]",
+    ]
+    assert redact_secrets("secret = 'Xy7pQ2rZ' and later Xy7pQ2rZ") == (
+        "secret = '[REDACTED:secret_keyword]' and later [REDACTED:secret_keyword]"
+    )

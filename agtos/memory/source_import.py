@@ -9,13 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agtos.importers.base import ImportedMemory, ImportedSession, ParseResult, make_turn, memory_key
+from agtos.importers.base import ImportedMemory, ParseResult, make_turn, memory_key
 from agtos.memory.episodic import session_episode_id
 from agtos.memory.ingestion_pipeline import IngestionReport
 from agtos.schemas import IngestItem, Memory
 from agtos.schemas.records import Role, Turn
 from agtos.tasks.distil import memory_kind
-from agtos.tasks.secret_redaction import redact_secrets
+from agtos.tasks.secret_redaction import redact_all
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -23,36 +23,38 @@ if TYPE_CHECKING:
 Ingest = Callable[[list[IngestItem]], IngestionReport]
 
 
-def _redact_turn(turn: Turn) -> Turn:
-    content = redact_secrets(turn.content)
+def _redacted_turn(turn: Turn, content: str) -> Turn:
     if content == turn.content:
         return turn
     clean = make_turn(Role(turn.role), content, turn.timestamp, turn.name, turn.is_summary)
     return clean or turn.model_copy(update={"content": "[REDACTED]"})
 
 
-def _redact_session(session: ImportedSession) -> ImportedSession:
-    title = redact_secrets(session.title) if session.title else session.title
-    return session.model_copy(update={"turns": [_redact_turn(t) for t in session.turns], "title": title})
-
-
-def _redact_memory(memory: ImportedMemory) -> ImportedMemory:
+def _redacted_memory(memory: ImportedMemory, text: str) -> ImportedMemory:
     """The item with its secrets replaced; the key is derived from the redacted text (no hash of a secret)."""
-    text = redact_secrets(memory.text)
     if text == memory.text:
         return memory
     return memory.model_copy(update={"text": text, "key": memory_key(memory.source, memory.source_path, text)})
 
 
 def redact_found(found: ParseResult) -> ParseResult:
-    """Everything the importers found with secrets (keys, tokens, passwords, private keys) redacted."""
-    redacted = ParseResult(warnings=[redact_secrets(w) for w in found.warnings])
-    redacted.merge(
-        ParseResult(
-            sessions=[_redact_session(s) for s in found.sessions],
-            memories=[_redact_memory(m) for m in found.memories],
-        )
-    )
+    """Everything the importers found (turns, titles, memory items, warnings) with secrets redacted;
+    a secret found anywhere in the import is redacted everywhere it recurs."""
+    texts = [
+        *(s.title or "" for s in found.sessions),
+        *(t.content for s in found.sessions for t in s.turns),
+        *(m.text for m in found.memories),
+        *found.warnings,
+    ]
+    clean = iter(redact_all(texts))
+    titles = [next(clean) or None for _ in found.sessions]
+    sessions = [
+        s.model_copy(update={"title": title, "turns": [_redacted_turn(t, next(clean)) for t in s.turns]})
+        for s, title in zip(found.sessions, titles, strict=True)
+    ]
+    memories = [_redacted_memory(m, next(clean)) for m in found.memories]
+    redacted = ParseResult(warnings=list(clean))
+    redacted.merge(ParseResult(sessions=sessions, memories=memories))  # re-keyed memories may coincide
     return redacted
 
 

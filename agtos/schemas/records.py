@@ -160,7 +160,6 @@ class EntityType(StrEnum):
     organization = "organization"
     event = "event"
     thing = "thing"
-    animal = "animal"  # pets ("our dog Pixel")
 
 
 class Entity(Record):
