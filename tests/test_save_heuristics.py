@@ -153,21 +153,22 @@ TWO_PEOPLE = [
     ("assistant", "Jon", "honestly i think im going to the waterpark with my family today, have you been?"),
     ("user", "Gina", "Thanks! Good luck Jon."),
 ]
-TWO_PEOPLE_FACTS = [
-    "Gina lost their job at Door Dash last week",
+TWO_PEOPLE_FACTS = [  # relative dates resolved against the turn's time (Monday 8 May 2023)
+    "Gina lost their job at Door Dash last week [= week of 1 May 2023]",
     "Jon just opened their own dance studio in Denver",
     "Gina is going to start their own clothing store",
-    "Jon is going to the waterpark with their family today",
+    "Jon is going to the waterpark with their family today [= 8 May 2023]",
 ]
+MAY_8_2023_NOON = 1_683_547_200_000
 
 
 def by_name(rows: list[tuple[str, str, str]]) -> list[Turn]:
-    return [Turn(role=role, name=name, content=content) for role, name, content in rows]
+    return [Turn(role=role, name=name, content=content, timestamp=MAY_8_2023_NOON) for role, name, content in rows]
 
 
 def by_prefix(rows: list[tuple[str, str, str]]) -> list[Turn]:
     """The LoCoMo shape the eval harness sends: speaker_a as user, speaker_b as assistant, 'Name: ' first."""
-    return [Turn(role=role, content=f"{name}: {content}") for role, name, content in rows]
+    return [Turn(role=role, content=f"{name}: {content}", timestamp=MAY_8_2023_NOON) for role, name, content in rows]
 
 
 @pytest.mark.parametrize("form", [by_name, by_prefix], ids=["Turn.name", "prefix"])

@@ -160,6 +160,7 @@ class EntityType(StrEnum):
     organization = "organization"
     event = "event"
     thing = "thing"
+    animal = "animal"  # pets ("our dog Pixel")
 
 
 class Entity(Record):

@@ -12,13 +12,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from agtos.schemas import Role, Turn
+from agtos.tasks.dates import annotate, resolve_dates
 from agtos.tasks.speakers import Utterance, human_names, utterances
 from agtos.tasks.text import STOPWORDS, content_words, sentences, words
 
 PREFERENCE_RE = re.compile(
     r"\b(i ([a-z]+ly |much |always |still )?(prefer|like|love|enjoy|hate|dislike|can't stand|"
     r"don't like|do not like|want you to|would rather)|i'd rather|my favou?rite|"
-    r"please (always|never|don't|do not)|call me|i always|i never)\b",
+    r"please (always|never|don't|do not)|call me|more of an? [\w-]+ person)\b",
     re.I,
 )
 FACT_RE = re.compile(
@@ -93,8 +94,8 @@ _TIME = (
 )
 _LEAD = rf"^((?:{_TIME},?\s+){{0,3}})"
 _DISCOURSE = re.compile(
-    r"^(?:actually|no|well|also|oh|so|and|but|yeah|yes|yea|haha+|lol|omg|ok|okay|honestly|anyway|"
-    r"wow|aw+|ah+|hmm+|um+|btw|plus)\b[,!.]*\s+",
+    r"^(?:actually|no|well|also|oh|so|and|but|yeah|yes|yea|haha+|lol|omg|ok|okay|honestly|anyway|anyways|"
+    r"wow|aw+|ah+|hmm+|um+|btw|plus|by the way|for now|in fact|funny enough|guess what)\b[,!.]*\s+",
     re.I,
 )
 _HEDGE = re.compile(
@@ -123,12 +124,27 @@ _REACTION = re.compile(
     r"totally agree|completely agree|can imagine|can tell|can see|feel you|feel that|wish you)\b|"
     r"i'm (?:so |really |very )?(?:glad|sorry|sure|not sure|happy for you|jealous|curious)\b|"
     r"i (?:really )?(?:love|like|adore) (?:that|this|it|how|your|the way|those|these)\b|"
-    r"i (?:don't|do not) (?:know|think)\b)",
+    r"i (?:don't|do not) (?:know|think)\b|i (?:can't|cannot) wait\b|i'll miss\b|i (?:will )?miss you\b)",
     re.I,
 )
 _REQUEST = re.compile(
     r"\b(?:can|could|would|will) you\b|\bi (?:need|want|would like|'d like) you\b|"
-    r"\b(?:help|let|tell|show|give|remind|send) me\b|^please\b",
+    r"\b(?:help|let|tell|show|give|remind|send) me\b|^please\b|^i need (?:a|an|some)\b",
+    re.I,
+)
+#: where one statement holds several propositions: "…, and I …", "… but my …", "…; …", "…, so …"
+_CLAUSES = re.compile(
+    r"\s*;\s+|,?\s+(?:and|but|so)\s+(?=(?:i|i'm|i've|i'd|i'll|we're|we've)\b)(?!i\s+(?:are|were|have|both)\b)"
+    r"|,\s+(?:and|but|so)\s+(?=(?:my|our)\b)|,\s+(?=(?:i|i'm|i've|i'd|my)\b)|,\s+so\s+"
+    r"|\s+and\s+(?=(?-i:[A-Z][a-z]+)\s+(?:is|was|has|had|does|doesn't|did|didn't|can|can't|will|won't|lives|"
+    r"works|loves|likes|hates|eats|doesn't)\b)",
+    re.I,
+)
+_TRAILER = re.compile(r",?\s*\b(?:by the way|btw|though|haha+|lol|too|now)\s*$", re.I)
+#: "Sofia doesn't eat fish": a named subject and its verb
+_NAMED_STATEMENT = re.compile(
+    r"^(?-i:[A-Z][a-z]+)\s+(?:(?:just|also|still|really|now|never|always)\s+)?(?:is|was|has|had|does|doesn't|did|"
+    r"didn't|can|can't|will|won't|lives|works|loves|likes|hates|eats|got|moved|started)\b",
     re.I,
 )
 _STATEMENT = re.compile(_LEAD + r"(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b", re.I)
@@ -205,7 +221,7 @@ def _first_person(p: _Person) -> list[tuple[re.Pattern[str], str]]:
 def _possessives(text: str, p: _Person, other: str | None) -> str:
     """my/me/myself (and, between two people, you/your) -> names or their/them."""
     if p.subject == "User":
-        text = re.sub(r"\bmy\b", p.possessive, text, flags=re.I)
+        text = re.sub(r"\b(?:my|our)\b", p.possessive, text, flags=re.I)
         text = re.sub(r"\bme\b", p.obj, text, flags=re.I)
     else:
         named = p.subject in text
@@ -213,6 +229,7 @@ def _possessives(text: str, p: _Person, other: str | None) -> str:
         text = re.sub(r"\bmy\b", "their", text, flags=re.I)
         text = re.sub(r"\bme\b", "them" if p.subject in text else p.obj, text, count=1, flags=re.I)
         text = re.sub(r"\bme\b", "them", text, flags=re.I)
+        text = re.sub(r"\bour\b", "their" if p.subject in text else p.possessive, text, count=1, flags=re.I)
         text = re.sub(r"\b(our|ours)\b", "their", text, flags=re.I)
         text = re.sub(r"\bwe\b", p.group, text, flags=re.I)
         text = re.sub(r"\bus\b", "them", text)
@@ -315,23 +332,38 @@ def statement_of(sentence: str) -> str | None:
     return text or None
 
 
+def propositions(statement: str) -> list[str]:
+    """A statement cut into its propositions ("I'm vegetarian and Sofia doesn't eat fish" -> two)."""
+    parts = (_TRAILER.sub("", part).strip(" ,") for part in _CLAUSES.split(statement))
+    return [part for part in parts if part]
+
+
+def dated(text: str, timestamp_ms: int) -> str:
+    """``text`` with each relative date followed by the absolute one ("last month [= April 2024]")."""
+    return annotate(text, resolve_dates(text, timestamp_ms)) if timestamp_ms else text
+
+
 def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction) -> None:
     for sentence in sentences(u.text):
         if agent_chat and u.turn.role == Role.user.value and CORRECTION_RE.search(sentence):
             out.corrections.append(sentence)
-        text = statement_of(sentence)
-        if text is None:
+        statement = statement_of(sentence)
+        if statement is None:
             continue
-        if PREFERENCE_RE.search(text) and not _REACTION.match(text):
-            out.preferences.append(third_person(text, u.speaker, other))
-            continue
-        if _REACTION.match(text):
-            continue
-        informative = len(informative_words(text, names))
-        listed = FACT_RE.search(text) is not None and informative >= 1
-        stated = informative >= 2 and _STATEMENT.match(text) is not None and not _REQUEST.search(text)
-        if listed or stated:
-            out.facts.append(third_person(text, u.speaker, other))
+        for text in propositions(statement):
+            while (m := _DISCOURSE.match(text)) is not None:
+                text = text[m.end() :]
+            if _REACTION.match(text):
+                continue
+            if PREFERENCE_RE.search(text):
+                out.preferences.append(dated(third_person(text, u.speaker, other), u.turn.timestamp))
+                continue
+            informative = len(informative_words(text, names))
+            listed = FACT_RE.search(text) is not None and informative >= 1
+            opens = _STATEMENT.match(text) is not None or _NAMED_STATEMENT.match(text) is not None
+            stated = informative >= 2 and opens and not _REQUEST.search(text)
+            if listed or stated:
+                out.facts.append(dated(third_person(text, u.speaker, other), u.turn.timestamp))
 
 
 def keywords_of(texts: list[str], limit: int = 8) -> list[str]:

@@ -80,6 +80,15 @@ def normalise_entity_name(name: str) -> str:
     return " ".join(tokens)
 
 
+def _first_names_to_full(groups: dict[str, list[Mention]]) -> None:
+    """A one-word person name ("Omar") joins the one full name it starts ("Omar Haddad"), in place."""
+    people = [k for k, g in groups.items() if any(m.type == EntityType.person for m in g)]
+    for key in [k for k in people if " " not in k]:
+        full = [k for k in people if k.startswith(key + " ")]
+        if len(full) == 1:
+            groups[full[0]].extend(groups.pop(key))
+
+
 @dataclass
 class EntityCandidate:
     """Mentions of one entity merged by normalised name: the longest surface is the name."""
@@ -98,6 +107,7 @@ def collect_entities(mentions: Iterable[Mention]) -> list[EntityCandidate]:
     for mention in mentions:
         if mention.key:
             groups.setdefault(mention.key, []).append(mention)
+    _first_names_to_full(groups)
     out: list[EntityCandidate] = []
     for key, group in groups.items():
         surfaces = sorted({m.text for m in group}, key=lambda s: (-len(s), s))

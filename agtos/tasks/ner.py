@@ -27,13 +27,23 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agtos.tasks.mentions import MODEL_LABELS, EntityRecognizer, Mention
-from agtos.tasks.ner_rules import RuleRecognizer, clean_mention, merge_with_model, strong_rule_candidates
+from agtos.tasks.ner_rules import (
+    RuleRecognizer,
+    clean_mention,
+    harmonise_types,
+    line_spans,
+    merge_with_model,
+    shift,
+    speaker_mentions,
+    strong_rule_candidates,
+)
 from agtos.tasks.text import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -56,9 +66,11 @@ _MODEL_CONFIDENCE: dict[str, float] = {
 }
 _NOT_ENTITIES = frozenset(
     {*STOPWORDS, "ceo", "cto", "cfo", "coo", "cio", "cmo", "vp", "svp", "evp", "pm", "hr", "qa", "ux", "ui"}
+    | set("phd mba msc bsc api apis gpu cpu ram ssd url pdf faq eta asap explain user assistant".split())
 )
 
 
+_LOWER_HEAD = re.compile(r"(?!(?:de|da|van|von|del|di|du|le|la)\s)[a-z]+\s+(?=[A-Z])")
 _MODELS: dict[str, Any] = {}
 _MODELS_LOCK = threading.Lock()
 
@@ -132,9 +144,10 @@ class SpacyRecognizer:
             etype = MODEL_LABELS.get(ent.label_)
             if etype is None:
                 continue
-            mention = clean_mention(
-                text, ent.start_char, ent.end_char, etype, _MODEL_CONFIDENCE[ent.label_], ent.label_
-            )
+            start = ent.start_char
+            while (head := _LOWER_HEAD.match(text, start, ent.end_char)) is not None:
+                start = head.end()  # "beagle Biscuit" -> "Biscuit"
+            mention = clean_mention(text, start, ent.end_char, etype, _MODEL_CONFIDENCE[ent.label_], ent.label_)
             if mention is not None and mention.text.lower() not in _NOT_ENTITIES:
                 model.append(mention)
         return merge_with_model(text, model, strong_rule_candidates(text))
@@ -144,14 +157,21 @@ class SpacyRecognizer:
         return self.recognize_many([text])[0]
 
     def recognize_many(self, texts: Iterable[str]) -> list[list[Mention]]:
-        """Batched :meth:`recognize` (``nlp.pipe``)."""
+        """Batched :meth:`recognize` (``nlp.pipe``), line by line: no mention spans two lines."""
         items = list(texts)
         if not self.load():
             assert self._fallback is not None
             return self._fallback.recognize_many(items)
+        split = [line_spans(text) for text in items]
+        lines = [text[s:e] for text, spans in zip(items, split, strict=True) for s, e in spans]
         with self._lock:  # spaCy does not promise thread-safe inference (shared StringStore)
-            docs = list(self._nlp.pipe(items, batch_size=self._batch_size))
-        return [self._to_mentions(doc) for doc in docs]
+            docs = iter(list(self._nlp.pipe(lines, batch_size=self._batch_size)))
+        return [
+            harmonise_types(
+                speaker_mentions(text, [m for s, _ in spans for m in shift(self._to_mentions(next(docs)), s)])
+            )
+            for text, spans in zip(items, split, strict=True)
+        ]
 
 
 def build_recognizer(*, eager: bool = True) -> EntityRecognizer:

@@ -40,8 +40,11 @@ _KIN = (
     r"friends?(?:\s+(?:of|with))?|colleagues?(?:\s+(?:of|with))?|co-?workers?|boss|manager|wife|"
     r"husband|partner|girlfriend|boyfriend|fianc[eé]e?|sister|brother|mother|mom|mum|father|dad|son|"
     r"daughter|cousin|aunt|uncle|niece|nephew|neighbou?r|teammate|mentor|roommate|flatmate|classmate|"
-    r"grandma|grandpa|grandmother|grandfather"
+    r"grandma|grandpa|grandmother|grandfather|physio|physiotherapist|therapist|doctor|dentist|tutor|teacher|"
+    r"coach|trainer|landlord|landlady|assistant|spouse|stepson|stepdaughter"
 )
+KIN_WORD = re.compile(rf"(?i:{_KIN}|mom|mum|dad|mommy|daddy|grandma|grandpa|nana|granny)")
+_TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?"
 
 DUE_RE = re.compile(rf"\bdue\s+(?:date\s+)?(?:is\s+)?(?:on\s+|by\s+|before\s+)?(?P<date>{DATE_EXPR})", re.I)
 DEADLINE_RE = re.compile(
@@ -73,7 +76,10 @@ NOT_PROJECT_NAMES = frozenset(
     "manager management lead leader plan planning team owner board meeting update status deadline "
     "side pet new big main next last first final every each another any some which what".split()
 )
-LEADING_NOISE = frozenset({"the", "a", "an", "my", "our", "your", "her", "his", "their", "this", "that"})
+LEADING_NOISE = frozenset(
+    {"the", "a", "an", "my", "our", "your", "her", "his", "their", "this", "that"}
+    | {"hi", "hey", "hello", "yo", "dear", "thanks", "congrats", "dr", "dr.", "mr", "mr.", "mrs", "mrs.", "ms", "ms."}
+)
 
 _TOOL_LEXICON = frozenset(
     """python javascript typescript java kotlin scala golang c++ c# php perl haskell elixir erlang
@@ -121,7 +127,7 @@ TECH_CONTEXT_RE = re.compile(rf"\b(?i:in|with|on|via)\s+(?P<name>{_CAP})")
 TECH_SHAPE = re.compile(r"^[A-Z]?[a-z]+[A-Z]\w*$|\d|\.(?:js|py|net)$|[+#]")
 
 PERSON_CUE_RES = (
-    re.compile(rf"\b(?i:{_KIN})\s+(?P<name>{_PERSON})"),
+    re.compile(rf"\b(?i:{_KIN})(?:,\s+|\s+(?i:is\s+)?(?i:called|named)\s+|\s+){_TITLE}(?P<name>{_PERSON})"),
     re.compile(rf"(?P<name>{_PERSON})(?:'s|’s)\s+(?:(?i:best|good|old|close|new|little|big)\s+)?(?i:{_KIN})\b"),
 )
 SOFT_PERSON_RES = (
@@ -133,6 +139,32 @@ SOFT_PERSON_RES = (
     re.compile(
         rf"(?P<name>{_PERSON})(?:'s|’s)\s+(?i:project|team|idea|birthday|kids?|children|house|car|startup|company|business)\b"
     ),
+)
+
+#: the speaker of an agent chat, as facts name them ("User moved...", "the user's wife")
+USER_RE = re.compile(r"(?<![\w'])(?:(?-i:User)|(?<=the )user|(?<=The )user)(?=(?:'s|’s)?\b)(?![\w-]|:)")
+#: a speaker's "Name: " at the start of a line or after a sentence (summary lines)
+SPEAKER_PREFIX_RE = re.compile(rf"(?:^|(?<=[.!?\"')]\s))(?P<name>{_PERSON}):\s")
+_PETS = (
+    r"dogs?|puppy|puppies|cats?|kittens?|kitty|parrots?|rabbits?|bunny|hamsters?|horses?|pony|ponies|"
+    r"guinea\s+pigs?|turtles?|tortoises?|budgie|ferrets?|goldfish|beagles?|labradors?|retrievers?|"
+    r"poodles?|terriers?|huskies|husky|corgis?|dachshunds?|spaniels?|bulldogs?|collies?|shepherds?"
+)
+#: "our dog Pixel", "a cat named Miso", "my beagle, Biscuit"
+PET_RE = re.compile(rf"\b(?i:{_PETS})(?:,\s+|\s+(?i:called|named)\s+|\s+)(?P<name>{_PERSON})\b")
+#: workplaces: "a new job at Feedzai", "works for Accenture", "teaches chemistry at the Lycée"
+ORG_STRONG_RE = re.compile(
+    r"\b(?i:(?:works?|working|worked|interns?|interning|volunteer(?:s|ing|ed)?|employed|hired|teach(?:es)?|"
+    r"teaching|taught)(?:\s+\w+)?\s+(?:at|for|by)|job\s+(?:at|with)|position\s+at|role\s+at|"
+    r"(?:company|employer|startup|bakery|restaurant|band|firm|shop|caf[eé]|studio|agency|club|team)"
+    r",?\s+(?:called|named))\s+(?i:the\s+)?"
+    rf"(?P<name>{_CAP}(?:\s+(?:(?:&|de|da|do|of|la|le|del|di|van|von)\s+)?{_CAP}){{0,4}})"
+)
+#: possessions: "my old Vespa", "my current MacBook Air" (a capitalised name after my/our/their/'s)
+PRODUCT_RE = re.compile(
+    r"\b(?i:my|our|his|her|their|(?<=')s|(?<=’)s)\s+(?:(?i:old|new|current|first|trusty|beloved|little|"
+    rf"vintage|brand-new)\s+)*(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})(?=\s+(?i:from|is|was|that|which|and|"
+    r"to|for|with|in)\b|[.,;!?]|$)"
 )
 
 # fallback-only heuristics

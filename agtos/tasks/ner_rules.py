@@ -21,24 +21,31 @@ from agtos.tasks.ner_patterns import (
     DEADLINE_RE,
     DUE_RE,
     EVENT_RE,
+    KIN_WORD,
     LEADING_NOISE,
     NOT_NAMES,
     NOT_PROJECT_NAMES,
     ORG_CONTEXT_RE,
+    ORG_STRONG_RE,
     ORG_SUFFIX_RE,
     PERSON_CUE_RES,
     PERSON_START_RE,
+    PET_RE,
     PLACE_CONTEXT_RE,
     PLACE_FROM_RE,
     PLACE_IN_RE,
+    PRODUCT_RE,
     PROJECT_RES,
     SHIP_RE,
     SOFT_PERSON_RES,
+    SPEAKER_PREFIX_RE,
     TECH_CONTEXT_RE,
     TECH_SHAPE,
     TOOL_CONTEXT_RE,
     TOOL_LEXICON_RE,
+    USER_RE,
 )
+from agtos.tasks.speakers import SPEAKER_LABELS
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +131,20 @@ def strong_rule_candidates(text: str) -> list[_Cand]:
             last = m.group("name").split()[-1].lower()
             if _name_ok(m.group("name")) and last not in CORPORATE_SUFFIXES:
                 _add(out, text, m, "name", EntityType.person, 0.75, "PERSON_CUE")
+    for m in USER_RE.finditer(text):
+        out.append(_Cand(Mention("User", EntityType.person, m.start(), m.end(), 0.9, "SPEAKER")))
+    for m in SPEAKER_PREFIX_RE.finditer(text):
+        if _name_ok(m.group("name")) and m.group("name").lower() not in SPEAKER_LABELS:
+            _add(out, text, m, "name", EntityType.person, 0.9, "SPEAKER")
+    for m in PET_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.animal, 0.85, "PET")
+    for m in ORG_STRONG_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.organization, 0.8, "ORG_RULE")
+    for m in PRODUCT_RE.finditer(text):
+        if _name_ok(m.group("name")) and not KIN_WORD.fullmatch(m.group("name")):
+            _add(out, text, m, "name", EntityType.thing, 0.7, "PRODUCT")
     for regex in SOFT_PERSON_RES:
         for m in regex.finditer(text):
             if _name_ok(m.group("name")):
@@ -189,6 +210,8 @@ def _greedy(cands: Sequence[_Cand]) -> list[_Cand]:
     return sorted(kept, key=lambda c: c.mention.start)
 
 
+#: rules that only type what the model also finds: when the model agrees, its label stays
+TYPING_LABELS = frozenset({"ORG_RULE", "SPEAKER", "PET", "PRODUCT"})
 _GENDERED_PRONOUN = re.compile(r"\b(?:she|he|her|his|him|hers|herself|himself)\b", re.I)
 
 
@@ -248,12 +271,41 @@ def merge_with_model(text: str, model: Sequence[Mention], rules: Sequence[_Cand]
             i, c = winners[0]
             if (c.mention.start, c.mention.end, c.mention.type) == (m.start, m.end, m.type):
                 boosted = min(0.95, max(c.mention.confidence, m.confidence) + 0.1)
-                chosen[i] = _Cand(replace(c.mention, confidence=round(boosted, 3)), c.overrides)
+                label = m.label if c.mention.label in TYPING_LABELS else c.mention.label  # the model agreed
+                chosen[i] = _Cand(replace(c.mention, confidence=round(boosted, 3), label=label), c.overrides)
             continue
         dropped.update(i for i, _ in clashing)
         result.append(m)
     result.extend(c.mention for i, c in enumerate(chosen) if i not in dropped)
     return harmonise_types(sorted(result, key=lambda m: (m.start, m.end)))
+
+
+def speaker_mentions(text: str, found: Sequence[Mention]) -> list[Mention]:
+    """``found`` with every occurrence of a speaker's name ("Maria: ..." somewhere in ``text``) a
+    person: facts open with the speaker's name, which the model often misses or mistypes."""
+    names = {
+        m.group("name")
+        for m in SPEAKER_PREFIX_RE.finditer(text)
+        if _name_ok(m.group("name")) and m.group("name").lower() not in SPEAKER_LABELS
+    }
+    if not names:
+        return list(found)
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")\b")
+    spans = [(m.start(), m.end()) for m in pattern.finditer(text)]
+    kept = [m for m in found if not any(m.start < e and s < m.end for s, e in spans)]
+    speakers = [Mention(text[s:e], EntityType.person, s, e, 0.9, "SPEAKER") for s, e in spans]
+    return sorted([*kept, *speakers], key=lambda m: (m.start, m.end))
+
+
+def line_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each non-blank line: recognition runs per line, so no mention joins two
+    turns, facts or summary lines ("Rui\nUser")."""
+    return [(m.start(), m.end()) for m in re.finditer(r"[^\n]*\S[^\n]*", text)]
+
+
+def shift(mentions: Iterable[Mention], offset: int) -> list[Mention]:
+    """``mentions`` of a line moved to their place in the whole text."""
+    return [replace(m, start=m.start + offset, end=m.end + offset) for m in mentions] if offset else list(mentions)
 
 
 class RuleRecognizer:
@@ -262,11 +314,13 @@ class RuleRecognizer:
     name = "rules-fallback"
 
     def recognize(self, text: str) -> list[Mention]:
-        """Mentions found by rules alone."""
-        if not text.strip():
-            return []
-        kept = _greedy([*strong_rule_candidates(text), *weak_rule_candidates(text)])
-        return harmonise_types(sorted((c.mention for c in kept), key=lambda m: (m.start, m.end)))
+        """Mentions found by rules alone, line by line."""
+        found: list[Mention] = []
+        for start, end in line_spans(text):
+            line = text[start:end]
+            kept = _greedy([*strong_rule_candidates(line), *weak_rule_candidates(line)])
+            found += shift((c.mention for c in kept), start)
+        return harmonise_types(speaker_mentions(text, sorted(found, key=lambda m: (m.start, m.end))))
 
     def recognize_many(self, texts: Iterable[str]) -> list[list[Mention]]:
         """:meth:`recognize` for each text."""

@@ -60,13 +60,26 @@ def _is_possessive(m: Mention) -> bool:
 
 _I = re.I
 _ADJ = r"(?:(?:new|own|current|latest|side|pet|big|main|little|secret|next|first|favou?rite|dream)\s+)*"
-_OBJ = r"(?:(?:project|startup|app|company|product|book|band|business|tool|idea)\s+)?"
+_OBJ = r"(?:(?:project|startup|app|product|book|band|business|tool|idea)\s+)?"
 _KIN = (
     r"(?:friends?|colleagues?|co-?workers?|classmates?|teammates?|neighbou?rs?|roommates?|flatmates?|"
-    r"mentors?|mentees?|buddy|buddies|partners?|bosse?s?|managers?|cousins?|siblings?|sisters?|"
-    r"brothers?|wife|husband|girlfriend|boyfriend|fianc[eé]e?|mother|father|mom|mum|dad|son|daughter)"
+    r"mentors?|mentees?|buddy|buddies|bosse?s?|managers?|cousins?|siblings?|sisters?|"
+    r"brothers?|girlfriend|boyfriend|mother|father|mom|mum|dad|sons?|daughters?|grandm\w+|grandp\w+|"
+    r"aunt|uncle|niece|nephew|physio|physiotherapist|therapist|doctor|dentist|tutor|teacher|coach|trainer|"
+    r"landlord|landlady)"
 )
-_AUX = r"(?:(?:now|currently|still|also|just|recently|first|often|has|have|had|is|was|are|will|used\s+to)\s+)*"
+_KIN_ADJ = r"(?:(?:best|good|old|close|new|little|big|older|younger|left|right)\s+)?"
+_SPOUSE = r"(?:wife|husband|spouse|partner|fianc[eé]e?)"
+_PETS = (
+    r"(?:dogs?|puppy|cats?|kittens?|kitty|parrots?|rabbits?|bunny|hamsters?|horses?|pony|guinea\s+pigs?|"
+    r"turtles?|tortoises?|budgie|ferrets?|goldfish|beagles?|labradors?|retrievers?|poodles?|terriers?|"
+    r"husky|corgis?|dachshunds?|spaniels?|bulldogs?|collies?|shepherds?)"
+)
+_NAMED = r"\s*,?\s*(?:(?:is\s+)?(?:called|named)\s+)?(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?"
+_AUX = (
+    r"(?:(?:now|currently|still|also|just|recently|first|often|finally|eventually|already|really|has|have|had|is|"
+    r"was|are|will|used\s+to|enjoys?|loves?|likes?)\s+)*"
+)
 
 
 @dataclass(frozen=True)
@@ -101,12 +114,32 @@ RULES: tuple[_Rule, ...] = (
     # works-at
     _Rule(
         "works-at",
-        rf"\s*,?\s*{_AUX}(?:works?|working|worked|interns?|interning|interned|started|starts|consults?)"
-        r"\s+(?:at|for)\s+(?:the\s+)?",
+        rf"\s*,?\s*{_AUX}(?:works?|working|worked|interns?|interning|interned|started|starts|consults?|"
+        r"teach(?:es|ing)?|taught|volunteer(?:s|ing|ed)?)(?:\s+[\w-]+){0,2}?\s+(?:at|for)\s+(?:the\s+)?",
         0.85,
         coordinated=True,
     ),
     _Rule("works-at", r"\s*(?:is|was|has\s+been|got)\s+(?:employed|hired)\s+(?:by|at)\s+(?:the\s+)?", 0.85),
+    _Rule(
+        "works-at",
+        rf"\s*,?\s*{_AUX}(?:started|starting|starts|got|gets|took|accepted|landed|has|have|begins?|began)\s+"
+        r"(?:a|an|the|her|his|their)\s+(?:new\s+|first\s+|dream\s+)?(?:job|position|role|internship)"
+        r"(?:\s+as\s+[\w\s-]{1,30}?)?\s+(?:at|with)\s+(?:the\s+)?",
+        0.85,
+        coordinated=True,
+    ),
+    _Rule("works-at", r"(?:'s|’s)\s+(?:company|employer)\s*,?\s+", 0.75, first="real"),
+    _Rule("works-at", r"\s+(?:company|employer)\s*,?\s+", 0.75, first="possessive"),
+    # studies-at
+    _Rule(
+        "studies-at",
+        rf"\s*,?\s*{_AUX}(?:(?:studies|studied|studying|study|enrolled)\s+(?:[\w-]+\s+){{0,3}}?(?:at|in)|"
+        r"(?:finished|completed|did|doing|got|earned|started|is\s+doing)\s+(?:(?:a|an|the|her|his|their)\s+)?"
+        r"(?:PhD|doctorate|degree|masters?|master's|bachelor's|MBA|studies)(?:\s+in\s+[\w\s]{1,30}?)?\s+(?:at|from))"
+        r"\s+(?:the\s+)?",
+        0.8,
+        coordinated=True,
+    ),
     _Rule("works-at", rf"\s*{_AUX}(?:joined|joins|join|is\s+joining)\s+(?:the\s+)?", 0.8, coordinated=True),
     _Rule(
         "works-at",
@@ -133,9 +166,15 @@ RULES: tuple[_Rule, ...] = (
     # located-in
     _Rule(
         "located-in",
-        r"\s*,?\s*(?:(?:is|are|was|were)\s+)?(?:(?:based|located|headquartered|situated)\s+)?"
-        r"(?:in|near|out\s+of)\s+(?:the\s+)?",
+        r"\s*,?\s*(?:(?:conference|festival|summit|meetup|hackathon|office|branch)\s+)?(?:(?:is|are|was|were)\s+)?"
+        r"(?:(?:based|located|headquartered|situated)\s+)?(?:in|near|out\s+of)\s+(?:the\s+)?",
         0.75,
+    ),
+    _Rule(
+        "located-in",
+        r"\s*,\s*(?:a|an|the)\s+[\w\s-]{1,40}?\s+(?:(?:based|located|headquartered)\s+)?in\s+(?:the\s+)?",
+        0.7,
+        source_types=frozenset({EntityType.organization}),
     ),
     _Rule("located-in", r"\s*,\s*", 0.7, source_types=frozenset({EntityType.place})),
     # belongs-to / owns
@@ -165,6 +204,40 @@ RULES: tuple[_Rule, ...] = (
         0.7,
         coordinated=True,
     ),
+    _Rule(
+        "owns",
+        rf"\s*,?\s*{_AUX}(?:starting|started|starts|opened|opening|founded|runs|running|owns)\s+"
+        r"(?:(?:a|an|the|her|his|their)\s+|\w+(?:'s|’s)\s+)?(?:own\s+)?(?:new\s+)?"
+        r"(?:bakery|company|business|startup|shop|restaurant|caf[eé]|store|studio|agency|firm)\s*,?\s+"
+        r"(?:called|named)\s+",
+        0.8,
+        coordinated=True,
+    ),
+    # spouse
+    _Rule("spouse", rf"(?:'s|’s)\s+(?:(?:new|late|future)\s+)?{_SPOUSE}{_NAMED}", 0.85, first="real"),
+    _Rule("spouse", rf"\s+(?:(?:new|late|future)\s+)?{_SPOUSE}{_NAMED}", 0.8, first="possessive"),
+    _Rule(
+        "spouse",
+        rf"\s*,?\s*{_AUX}(?:married|is\s+married\s+to|got\s+married\s+to|engaged\s+to|is\s+engaged\s+to)\s+",
+        0.8,
+        coordinated=True,
+    ),
+    _Rule(
+        "spouse",
+        r"\s*and\s+",
+        0.75,
+        after=r"\s+(?:are|were|have\s+been|'ve\s+been|got)\s+(?:\w+\s+)?(?:married|engaged)\b",
+    ),
+    # has-pet
+    _Rule("has-pet", rf"(?:'s|’s)\s+{_ADJ}{_PETS}{_NAMED}", 0.85, first="real"),
+    _Rule("has-pet", rf"\s+{_ADJ}{_PETS}{_NAMED}", 0.8, first="possessive"),
+    _Rule(
+        "has-pet",
+        rf"\s*,?\s*{_AUX}(?:has|have|had|got|adopted|adopts|rescued|owns?|bought)\s+(?:a|an|the|two|three)?\s*"
+        rf"(?:[\w-]+\s+)?{_PETS}{_NAMED}",
+        0.8,
+        coordinated=True,
+    ),
     # knows
     _Rule(
         "knows",
@@ -177,13 +250,15 @@ RULES: tuple[_Rule, ...] = (
     _Rule(
         "knows",
         rf"\s*{_AUX}(?:knows?|knew|met|meets|meeting|works?\s+with|working\s+with|worked\s+with|"
-        r"talked\s+(?:to|with)|spoke\s+(?:to|with)|chatted\s+with|dating|dates|dated|married|"
-        r"is\s+married\s+to|hangs?\s+out\s+with|hung\s+out\s+with|texted|called|emailed)\s+(?:with\s+)?",
+        r"talked\s+(?:to|with)|spoke\s+(?:to|with)|chatted\s+with|dating|dates|dated|"
+        r"hangs?\s+out\s+with|hung\s+out\s+with|texted|called|emailed|(?:studies|study|studying|trains?|training|"
+        r"lives?|living|travell?ing|travels?|went\s+\w+|goes\s+\w+|going\s+\w+)\s+with)\s+(?:with\s+)?"
+        rf"(?:(?:a|an|the|her|his|their)\s+)?(?:{_KIN}\s*,?\s*)?",
         0.75,
         coordinated=True,
     ),
-    _Rule("knows", rf"(?:'s|’s)\s+(?:(?:best|good|old|close|new)\s+)?{_KIN}\s+", 0.8, first="real"),
-    _Rule("knows", rf"\s+(?:(?:best|good|old|close|new)\s+)?{_KIN}\s+", 0.75, first="possessive"),
+    _Rule("knows", rf"(?:'s|’s)\s+{_KIN_ADJ}{_KIN}{_NAMED}", 0.8, first="real"),
+    _Rule("knows", rf"\s+{_KIN_ADJ}{_KIN}{_NAMED}", 0.75, first="possessive"),
     _Rule(
         "knows",
         r"\s*and\s+",
@@ -240,6 +315,8 @@ def _subject(sentence_mentions: Sequence[Mention], text: str, sent_start: int) -
     if not sentence_mentions:
         return None
     first = sentence_mentions[0]
+    if text[first.end : first.end + 1] == ":":  # a speaker's label ("Maria: ..."), not the subject
+        return None
     return first if len(text[sent_start : first.start].split()) <= 3 else None
 
 
@@ -314,7 +391,10 @@ class PatternRelationExtractor:
                     b = inside[j]
                     if b.start < a.end:
                         continue
-                    clear = all(not (a.end <= m.start and m.end <= b.start) for m in inside[i + 1 : j])
+                    clear = all(
+                        not (a.end <= m.start and m.end <= b.start) or (is_pronoun(m) and m.key == a.key)
+                        for m in inside[i + 1 : j]
+                    )
                     for rtype, source, target, conf in _match_pair(text, a, b, subject, clear, sent):
                         src, tgt = names.get(source.key, source.text), names.get(target.key, target.text)
                         if normalise_entity_name(src) != normalise_entity_name(tgt):

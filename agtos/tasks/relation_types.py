@@ -14,35 +14,42 @@ from typing import Protocol
 from agtos.schemas import EntityType
 from agtos.tasks.mentions import Mention, normalise_entity_name
 
-_P, _PL, _O, _E, _T = (
+_P, _PL, _O, _E, _T, _A = (
     EntityType.person,
     EntityType.place,
     EntityType.organization,
     EntityType.event,
     EntityType.thing,
+    EntityType.animal,
 )
 
 #: relation type -> (allowed source types, allowed target types)
 RELATION_SIGNATURES: dict[str, tuple[frozenset[EntityType], frozenset[EntityType]]] = {
     "works-at": (frozenset({_P}), frozenset({_O})),
+    "studies-at": (frozenset({_P}), frozenset({_O})),
     "lives-in": (frozenset({_P}), frozenset({_PL})),
     "located-in": (frozenset({_O, _PL, _E}), frozenset({_PL})),
     "belongs-to": (frozenset({_T, _E, _O}), frozenset({_P, _O})),
     "owns": (frozenset({_P, _O}), frozenset({_T, _O})),
     "knows": (frozenset({_P}), frozenset({_P})),
+    "spouse": (frozenset({_P}), frozenset({_P})),
+    "has-pet": (frozenset({_P}), frozenset({_A})),
     "due": (frozenset({_T, _E}), frozenset({_E})),
     "has-deadline": (frozenset({_T, _E}), frozenset({_E})),
 }
 RELATION_TYPES: frozenset[str] = frozenset(RELATION_SIGNATURES)
-SYMMETRIC_TYPES: frozenset[str] = frozenset({"knows"})
+SYMMETRIC_TYPES: frozenset[str] = frozenset({"knows", "spouse"})
 #: relation type -> what it means (the relations prompt lists them)
 RELATION_DESCRIPTIONS = {
     "works-at": "person -> organization they work for",
+    "studies-at": "person -> school or university they study (or studied) at",
     "lives-in": "person -> place they live in",
     "located-in": "organization/place/event -> place it is in",
     "belongs-to": "project/thing/event/startup -> person or organization it belongs to",
     "owns": "person/organization -> thing or organization it owns",
-    "knows": "person -> person (friend, colleague, family, met)",
+    "knows": "person -> person (friend, colleague, family other than a spouse, met)",
+    "spouse": "person -> their wife, husband or life partner",
+    "has-pet": "person -> their pet (animal)",
     "due": "project/thing/event -> the deadline (event) it is due on",
     "has-deadline": "project/thing/event -> its deadline or date (event)",
 }

@@ -25,6 +25,8 @@ _LABELS = frozenset(
     yes no thanks hint source quote translation
     """.split()
 )
+#: words that head a line like a speaker's name but are labels ("Note: ...")
+SPEAKER_LABELS = _LABELS
 
 
 @dataclass(frozen=True, slots=True)
