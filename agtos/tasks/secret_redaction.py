@@ -1,12 +1,14 @@
 """Secret redaction of imported text with the ``detect-secrets`` ruleset (Yelp's maintained plugins).
 
 Every plugin of the package (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, basic auth in URLs,
-private-key headers, …) runs on each line of the text; the keyword plugin (``password = "…"``,
+private-key headers, …) runs over the text; the keyword plugin (line by line) (``password = "…"``,
 ``DB_PASSWORD=…``, ``api_key: …``) and the two high-entropy plugins (quoted strings, and unquoted
 base64-like tokens) run with the limits below. Each found value is replaced by
-``[REDACTED:<type>]``; whole private-key blocks (``BEGIN … PRIVATE KEY`` … ``END …``) are removed
-first, across lines. Only the plugins' pure ``analyze_string`` is used: nothing is verified over the
-network and no global detect-secrets settings are touched."""
+``[REDACTED:<type>]``; whole private-key blocks (``BEGIN … PRIVATE KEY`` … ``END …``) are removed,
+across lines; a value found once is also redacted where it recurs without a detectable context
+(``redact_all`` does this across all the texts of an import). Only the plugins' patterns are used:
+nothing is verified over the network and no global detect-secrets settings are touched.
+Cost: about 0.6 s of CPU per MB of transcript text."""
 
 from __future__ import annotations
 
@@ -201,11 +203,17 @@ def secret_values(text: str, spans: list[Span]) -> dict[str, str]:
     }
 
 
+@lru_cache(maxsize=4)
+def _alternation(values: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for the known values (longest first), compiled once for all texts of an import."""
+    return re.compile("|".join(re.escape(v) for v in values))
+
+
 def redact(text: str, spans: list[Span], known: Mapping[str, str] | None = None) -> str:
     """``text`` with ``spans`` and every occurrence of a ``known`` value replaced by ``[REDACTED:<type>]``."""
     ranked = [(start, end, 0, label) for start, end, label in spans]
     if known:
-        pattern = re.compile("|".join(re.escape(v) for v in sorted(known, key=len, reverse=True)))
+        pattern = _alternation(tuple(sorted(known, key=lambda v: (-len(v), v))))
         ranked += [(*m.span(), 1, known[m.group(0)]) for m in pattern.finditer(text)]
     out: list[str] = []
     done = 0
