@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agtos.config import Settings
-from agtos.memory import recall
+from agtos.memory import memory_crud, recall
 from agtos.memory.conversation_ingest import ingest_conversations
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
@@ -36,6 +36,8 @@ from agtos.schemas import (
     IngestItem,
     MaintenanceReport,
     Memory,
+    MemoryChange,
+    MemoryKind,
     ProfileUpdate,
     Turn,
     UserProfile,
@@ -326,6 +328,52 @@ class MemoryCoordinator:
     def ask(self, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
         """Dialectic: answer a question about the user from profile, conclusions, memories, episodes."""
         return recall.ask(self.services, check_user_id(user_id), question, limit)
+
+    # -- memories (CRUD over the semantic tier) ------------------------------------------
+    def create_memory(
+        self,
+        user_id: str,
+        text: str,
+        kind: MemoryKind = MemoryKind.fact,
+        source: str | None = None,
+        valid_from: int | None = None,
+        valid_until: int | None = None,
+    ) -> memory_crud.MemoryWrite:
+        """Store a memory directly, or merge it into its stored near-duplicate."""
+        self.privacy.require_persistence(check_user_id(user_id))
+        return memory_crud.create(self.services, user_id, text, kind, source, valid_from, valid_until)
+
+    def list_memories(
+        self, user_id: str, query: str | None = None, kind: MemoryKind | None = None, limit: int = 20, offset: int = 0
+    ) -> memory_crud.MemoryPage:
+        return memory_crud.listing(self.services, check_user_id(user_id), query, kind, limit, offset)
+
+    def get_memory(self, user_id: str, memory_id: str) -> Memory:
+        check_record_id(memory_id, "memory id")
+        return memory_crud.get(self.services, check_user_id(user_id), memory_id)
+
+    def update_memory(
+        self,
+        user_id: str,
+        memory_id: str,
+        text: str | None = None,
+        kind: MemoryKind | None = None,
+        valid_from: int | None = None,
+        valid_until: int | None = None,
+        clear_until: bool = False,
+    ) -> Memory:
+        check_record_id(memory_id, "memory id")
+        self.privacy.require_persistence(check_user_id(user_id))
+        return memory_crud.update(self.services, user_id, memory_id, text, kind, valid_from, valid_until, clear_until)
+
+    def delete_memory(self, user_id: str, memory_id: str) -> None:
+        check_record_id(memory_id, "memory id")
+        self.privacy.require_persistence(check_user_id(user_id))
+        self.privacy.forget_item(user_id, "memory", memory_id)  # every index, caches, history redacted
+
+    def memory_history(self, user_id: str, memory_id: str) -> list[MemoryChange]:
+        check_record_id(memory_id, "memory id")
+        return memory_crud.history(self.services, check_user_id(user_id), memory_id)
 
     # -- conclusions, Dreamer, lint, query-as-ingest ------------------------------------
     def list_conclusions(self, user_id: str, limit: int = 50, kind: str | None = None) -> list[Conclusion]:

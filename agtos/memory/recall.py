@@ -56,6 +56,7 @@ DATED_EPISODES = 20  # sessions read per named day
 DATED_WEIGHT = 1.0  # their weight in that fusion (the index's hits weigh 1)
 _DAY_MS = 86_400_000
 PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
+SUPERSEDED_WEIGHT = 0.5  # a superseded fact's score counts this much (its current replacement is added)
 CONTEXT_TURN_TOKENS = 25  # a context searches budget / this many turns (enough candidates to fill it)
 
 
@@ -157,11 +158,15 @@ def recall(
     dated = dated_turns(rt, user_id, query, days, neighbours) if days else []
     out.turns = _with_dated(out.turns, dated)
     if "memory" in found:
-        out.memories = [
-            (Memory.model_validate_json(h.payload), _scaled(found["memory"], h))
-            for h in found["memory"].results
-            if h.payload is not None
-        ]
+        out.memories = prefer_current(
+            rt,
+            user_id,
+            [
+                (Memory.model_validate_json(h.payload), _scaled(found["memory"], h))
+                for h in found["memory"].results
+                if h.payload is not None
+            ],
+        )
     if "conclusion" in found:
         out.conclusions = [
             (Conclusion.model_validate_json(h.payload), _scaled(found["conclusion"], h))
@@ -206,6 +211,29 @@ def recall(
         replace(h, score=round(best.get(h.episode.id, 0.0), 4)) for h in rerank_by_recency(hits, recency_weight(query))
     ]
     return out
+
+
+def prefer_current(
+    rt: Services, user_id: str, memories: list[tuple[Memory, float]], hops: int = 3
+) -> list[tuple[Memory, float]]:
+    """Memories best first with current facts preferred: a superseded one counts
+    :data:`SUPERSEDED_WEIGHT` of its score, and the current fact that replaced it (following up to
+    ``hops`` replacements) joins with its full score."""
+    have = {m.id for m, _ in memories}
+    wanted = {m.superseded_by: s for m, s in memories if m.superseded_by and m.superseded_by not in have}
+    replacements: list[tuple[Memory, float]] = []
+    for _ in range(hops):
+        following: dict[str, float] = {}
+        for raw in rt.semantic.records("memory", user_id, list(wanted)).values():
+            memory = Memory.model_validate_json(raw)
+            have.add(memory.id)
+            if memory.current:
+                replacements.append((memory, wanted[memory.id]))
+            elif memory.superseded_by and memory.superseded_by not in have:
+                following[memory.superseded_by] = wanted[memory.id]
+        wanted = following
+    scored = [(m, s if m.current else s * SUPERSEDED_WEIGHT) for m, s in memories] + replacements
+    return sorted(scored, key=lambda pair: -pair[1])
 
 
 def _key(match: TurnMatch) -> str:
@@ -317,12 +345,16 @@ def build_context(
         items += profile_items(rt, user_id, query)
         turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
         found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1)
-        derived = [(m.id, m.text, m.created_at, m.source_episode_ids, s, "semantic") for m, s in found.memories]
-        derived += [(c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion") for c, s in found.conclusions]
+        derived = [
+            (m.id, m.text, m.valid_from, m.source_episode_ids, s, "semantic", m.valid_until) for m, s in found.memories
+        ]
+        derived += [
+            (c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None) for c, s in found.conclusions
+        ]
         sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]])
         for m in found.turns:
             items += turn_items(m.window, m.turn, m.score, query, _chunk(m.doc_ids[0]))
-        for record_id, text, when, source_ids, score, tier in derived:
+        for record_id, text, when, source_ids, score, tier, until in derived:
             source = sources.get(source_ids[0]) if source_ids else None
             items.append(
                 ContextItem(
@@ -333,6 +365,7 @@ def build_context(
                     when,
                     source.id if source else None,
                     source.session_id if source else None,
+                    until=until,
                 )
             )
         for hit in found.episodes[:limit]:

@@ -6,9 +6,9 @@ import json
 import time
 import uuid
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: every stored time is a real date
 
@@ -125,6 +125,43 @@ class Memory(Record):
     source_episode_ids: list[str] = Field(default_factory=list)
     created_at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    valid_from: int = Field(
+        default=0, ge=0, le=MAX_TIMESTAMP_MS, description="when it became true or was stated (ms); created_at if unset"
+    )
+    valid_until: int | None = Field(
+        default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when a later fact replaced it (ms); None: current"
+    )
+    superseded_by: str | None = Field(default=None, max_length=128, description="the memory that replaced it")
+
+    @model_validator(mode="after")
+    def _valid_from_default(self) -> Memory:
+        if not self.valid_from:  # records stored before validity existed: true since they were learned
+            self.valid_from = self.created_at
+        return self
+
+    @property
+    def current(self) -> bool:
+        return self.valid_until is None
+
+
+ChangeOrigin = Literal["extracted", "user", "lint", "supersession", "import"]
+ChangeAction = Literal["created", "restated", "edited", "merged", "superseded", "supersedes", "reopened", "deleted"]
+
+
+class MemoryChange(Record):
+    """One entry of a memory's history: what changed, when, and where the change came from."""
+
+    memory_id: str = Field(max_length=128)
+    at: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS, description="when it was recorded (ms)")
+    origin: ChangeOrigin
+    action: ChangeAction
+    text: str | None = Field(default=None, max_length=20_000, description="the text after the change")
+    related_id: str | None = Field(
+        default=None, max_length=128, description="the other memory (merged in, superseding or superseded)"
+    )
+    source_episode_id: str | None = Field(default=None, max_length=128)
+    valid_from: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
+    valid_until: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
 
 
 class ConclusionType(StrEnum):

@@ -27,6 +27,7 @@ from agtos.serving.routers import (
     imports,
     insight,
     maintenance,
+    memories,
     memory,
     metrics,
     privacy,
@@ -86,7 +87,7 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=coord.settings.max_body_bytes)
     app.add_middleware(RequestGuardMiddleware, allowed_hosts=coord.settings.allowed_hosts)
     app.include_router(health.router)  # open: liveness needs no key
-    guarded = (memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations)
+    guarded = (memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations, memories)
     for module in guarded:
         app.include_router(module.router, dependencies=[Depends(get_principal)])
     document_guards(app)

@@ -112,6 +112,19 @@ class SemanticStore:
         self.connector.run(op)
         self.index_many(user_id, [d[0] for d in docs], [d[1] for d in docs], vectors)
 
+    def put_records(self, user_id: str, records: dict[str, str]) -> None:
+        """Rewrite records whose indexed text did not change (validity, sources): no re-indexing."""
+        if not records:
+            return
+
+        def op(r: redis.Redis) -> None:
+            pipe = r.pipeline(transaction=False)
+            for doc_id, payload in records.items():
+                pipe.set(self._record_key(user_id, doc_id), payload)
+            pipe.execute()
+
+        self.connector.run(op)
+
     def index_many(self, user_id: str, ids: list[str], texts: list[str], vectors: Any | None) -> None:
         """Index records already stored (e.g. by EpisodeStore): vectors and BM25 one call per batch each."""
         if vectors is not None and ids:

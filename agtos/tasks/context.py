@@ -20,6 +20,7 @@ from agtos.tasks.bm25 import query_terms
 from agtos.tasks.dates import annotate, format_day, turn_datetime, turn_prefix
 from agtos.tasks.text import content_words, normalise
 from agtos.tasks.tokens import count_tokens, load_tokenizer
+from agtos.tasks.validity import until_label
 from agtos.tasks.verbatim_turns import turn_units
 
 SECTION_TITLES = {
@@ -62,13 +63,16 @@ class ContextItem:
     session_id: str | None = None
     position: int | None = None  # a turn's place in its session
     neighbour: bool = False  # a turn next to a matched one, there for its context
+    until: int | None = None  # a superseded fact: when a later one replaced it (ms)
 
     @property
     def bullet(self) -> str:
-        """The line as written in the section: dated (a turn line is dated and attributed already)."""
+        """The line as written in the section: dated (a turn line is dated and attributed already);
+        a superseded fact says until when it held."""
         if self.tier in UNDATED or self.tier == "turn":
             return f"- {self.text}"
-        return f"- ({format_day(turn_datetime(self.timestamp).date())}) {self.text}"
+        until = f" ({until_label(self.until)})" if self.until is not None else ""
+        return f"- ({format_day(turn_datetime(self.timestamp).date())}) {self.text}{until}"
 
     @property
     def weight(self) -> float:

@@ -1,0 +1,109 @@
+"""Memory CRUD: write, list or search, read, edit and delete semantic memories, and their history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response, status
+
+from agtos.schemas import Memory, MemoryKind
+from agtos.schemas.api import (
+    MAX_QUERY_CHARS,
+    MemoriesOut,
+    MemoryChangeOut,
+    MemoryDeletedOut,
+    MemoryHistoryOut,
+    MemoryIn,
+    MemoryOut,
+    MemoryUpdate,
+    MemoryWriteOut,
+)
+from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.errors import USER_ERRORS, errors
+from agtos.storage.redis_conn import StorageUnavailable
+
+router = APIRouter(prefix="/api/memory/memories", tags=["memories"], responses=USER_ERRORS)
+MemoryId = Annotated[str, "a memory id"]
+MERGED: dict[int | str, dict[str, Any]] = {
+    200: {"model": MemoryWriteOut, "description": "Merged into a stored near-duplicate"}
+}
+
+
+def memory_out(memory: Memory) -> MemoryOut:
+    return MemoryOut.model_validate(memory)
+
+
+@router.post(
+    "",
+    response_model=MemoryWriteOut,
+    status_code=status.HTTP_201_CREATED,
+    responses=MERGED | errors(403, 413),
+)
+def create_memory(coordinator: Coordinator, user_id: UserId, body: MemoryIn, response: Response) -> MemoryWriteOut:
+    """Store a fact or preference (201), or fold it into the stored memory whose words it repeats
+    (token-set Jaccard ≥ the lint's threshold: 200 with ``mergedInto``). A fact that a stored one of
+    the same subject and attribute contradicts closes the earlier one (``validUntil``, ``supersededBy``)."""
+    written = coordinator.create_memory(
+        user_id, body.text, MemoryKind(body.kind), body.source, body.valid_from, body.valid_until
+    )
+    if not written.created:
+        response.status_code = status.HTTP_200_OK
+    return MemoryWriteOut(memory=memory_out(written.memory), created=written.created, merged_into=written.merged_into)
+
+
+@router.get("", response_model=MemoriesOut)
+def list_memories(
+    coordinator: Coordinator,
+    user_id: UserId,
+    q: Annotated[
+        str | None,
+        Query(max_length=MAX_QUERY_CHARS, pattern=r"\S", description="search (hybrid); newest first without"),
+    ] = None,
+    kind: Annotated[Literal["fact", "preference", "pattern"] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    offset: Annotated[int, Query(ge=0, le=10_000)] = 0,
+) -> MemoriesOut:
+    """The user's memories, newest first by ``validFrom``; with ``q``, the best matches, current
+    facts before superseded ones. ``available: false`` when Redis is down."""
+    try:
+        page = coordinator.list_memories(user_id, q, MemoryKind(kind) if kind else None, limit, offset)
+    except StorageUnavailable:
+        return MemoriesOut(memories=[], count=0, query=q, available=False)
+    memories = [memory_out(m) for m in page.memories]
+    return MemoriesOut(memories=memories, count=len(memories), total=page.total, query=q, available=True)
+
+
+@router.get("/{memory_id}", response_model=MemoryOut, responses=errors(404))
+def get_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -> MemoryOut:
+    return memory_out(coordinator.get_memory(user_id, memory_id))
+
+
+@router.put("/{memory_id}", response_model=MemoryOut, responses=errors(403, 404, 413))
+def update_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId, body: MemoryUpdate) -> MemoryOut:
+    """Change the text (re-indexed), kind or validity; the edit is kept in the history."""
+    clear_until = "valid_until" in body.model_fields_set and body.valid_until is None
+    return memory_out(
+        coordinator.update_memory(
+            user_id,
+            memory_id,
+            body.text,
+            MemoryKind(body.kind) if body.kind else None,
+            body.valid_from,
+            body.valid_until,
+            clear_until,
+        )
+    )
+
+
+@router.delete("/{memory_id}", response_model=MemoryDeletedOut, responses=errors(403, 404))
+def delete_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -> MemoryDeletedOut:
+    """Remove it from Redis and every index; facts it had superseded are current again."""
+    coordinator.delete_memory(user_id, memory_id)
+    return MemoryDeletedOut(deleted=memory_id)
+
+
+@router.get("/{memory_id}/history", response_model=MemoryHistoryOut, responses=errors(404))
+def memory_history(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -> MemoryHistoryOut:
+    """Every change, oldest first: extracted, user edits, merges, supersession, deletion."""
+    changes = [MemoryChangeOut.model_validate(c) for c in coordinator.memory_history(user_id, memory_id)]
+    return MemoryHistoryOut(memory_id=memory_id, changes=changes, count=len(changes))
