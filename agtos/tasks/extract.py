@@ -140,7 +140,7 @@ _CLAUSES = re.compile(
     r"works|loves|likes|hates|eats|doesn't)\b)",
     re.I,
 )
-_TRAILER = re.compile(r",?\s*\b(?:by the way|btw|though|haha+|lol|too|now)\s*$", re.I)
+_TRAILER = re.compile(r",?\s*\b(?:by the way|btw|though|haha+|lol|too|now)\s*[.!]*$", re.I)
 #: "Sofia doesn't eat fish": a named subject and its verb
 _NAMED_STATEMENT = re.compile(
     r"^(?-i:[A-Z][a-z]+)\s+(?:(?:just|also|still|really|now|never|always)\s+)?(?:is|was|has|had|does|doesn't|did|"
