@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import copy
 import email.utils
+import enum
 import functools
 import itertools
 import time
@@ -62,6 +63,13 @@ from agtos.schemas.api import (
     ImportRequest,
     MaintenanceHistoryOut,
     MaintenanceRun,
+    MemoriesOut,
+    MemoryDeletedOut,
+    MemoryHistoryOut,
+    MemoryIn,
+    MemoryOut,
+    MemoryUpdate,
+    MemoryWriteOut,
     MergeRequest,
     PrivacyOut,
     PrivacySettings,
@@ -172,9 +180,23 @@ def endpoint(
     return lambda build: Endpoint(method, path, adapter, build)
 
 
+def body_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments given: None stands for the API's default."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def body(model: type[B], **fields: Any) -> B:
-    """A request body from the arguments given (None: the API's default), checked by the API's model."""
-    return model.model_validate({k: v for k, v in fields.items() if v is not None})
+    """A request body from the arguments given, checked by the API's own request model."""
+    return model.model_validate(body_fields(fields))
+
+
+class Unset(enum.Enum):
+    """Marks an argument not given where None means something (``valid_until=None``: clear it)."""
+
+    token = "unset"
+
+
+UNSET = Unset.token
 
 
 FORGET_RESULT: TypeAdapter[ForgetAllOut | ForgetItemOut] = TypeAdapter(ForgetAllOut | ForgetItemOut)
@@ -212,14 +234,63 @@ class _Endpoints:
         return Parts({"session_id": session_id})
 
     @endpoint("POST", "/api/memory/sessions/{session_id}/end", SessionEndOut)
-    def end_session(session_id: str) -> Parts:
-        """Summarise the session into an episode (idempotent)."""
-        return Parts({"session_id": session_id})
+    def end_session(session_id: str, wait: float | None = None) -> Parts:
+        """Summarise the session into an episode (idempotent); queue mode: ``wait`` up to that many seconds."""
+        return Parts({"session_id": session_id}, params={"wait": wait})
 
     @endpoint("POST", "/api/memory/conversations", ConversationsOut)
     def ingest_conversations(sessions: Sequence[ConversationSession | Mapping[str, Any]]) -> Parts:
         """Store past sessions (id, started_at?, speakers?, dated turns) in one batch; idempotent on ids."""
         return Parts(body=body(ConversationsIn, sessions=list(sessions)))
+
+    # -- memories -------------------------------------------------------------------------
+    @endpoint("POST", "/api/memory/memories", MemoryWriteOut)
+    def add_memory(
+        text: str,
+        kind: Literal["fact", "preference"] | None = None,
+        source: str | None = None,
+        valid_from: int | None = None,
+        valid_until: int | None = None,
+    ) -> Parts:
+        """Remember a fact or preference; a near-duplicate of a stored one is merged (``merged_into``)."""
+        fields = {"source": source, "valid_from": valid_from, "valid_until": valid_until}
+        return Parts(body=body(MemoryIn, text=text, kind=kind, **fields))
+
+    @endpoint("GET", "/api/memory/memories", MemoriesOut)
+    def list_memories(
+        q: str | None = None,
+        kind: Literal["fact", "preference", "pattern"] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Parts:
+        """Memories, newest first, or the best matches of ``q``."""
+        return Parts(params={"q": q, "kind": kind, "limit": limit, "offset": offset})
+
+    @endpoint("GET", "/api/memory/memories/{memory_id}", MemoryOut)
+    def get_memory(memory_id: str) -> Parts:
+        return Parts({"memory_id": memory_id})
+
+    @endpoint("PUT", "/api/memory/memories/{memory_id}", MemoryOut)
+    def update_memory(
+        memory_id: str,
+        text: str | None = None,
+        kind: Literal["fact", "preference"] | None = None,
+        valid_from: int | None = None,
+        valid_until: int | Unset | None = UNSET,
+    ) -> Parts:
+        """Edit a memory; ``valid_until=None`` makes a closed memory current again."""
+        fields = {"text": text, "kind": kind, "valid_from": valid_from}
+        until = {} if isinstance(valid_until, Unset) else {"valid_until": valid_until}
+        return Parts({"memory_id": memory_id}, body=MemoryUpdate.model_validate({**body_fields(fields), **until}))
+
+    @endpoint("DELETE", "/api/memory/memories/{memory_id}", MemoryDeletedOut)
+    def delete_memory(memory_id: str) -> Parts:
+        return Parts({"memory_id": memory_id})
+
+    @endpoint("GET", "/api/memory/memories/{memory_id}/history", MemoryHistoryOut)
+    def memory_history(memory_id: str) -> Parts:
+        """Every change of a memory, oldest first, with its origin."""
+        return Parts({"memory_id": memory_id})
 
     # -- recall ---------------------------------------------------------------------------
     @endpoint("GET", "/api/memory/episodes", EpisodesOut)
