@@ -155,6 +155,8 @@ class WorkingMemoryConfig(_Section):
     maxHistoryTokens: int = env("AGTOS_WM_MAX_HISTORY_TOKENS", 4000, ge=1)  # noqa: N815 - the public config names
     maxMessages: int = env("AGTOS_WM_MAX_MESSAGES", 30, ge=1)  # noqa: N815
     preserveRecentCount: int = env("AGTOS_WM_PRESERVE_RECENT", 6, ge=0)  # noqa: N815
+    # live sessions held in this process; the least recently used go back to their Redis journal
+    maxSessions: int = env("AGTOS_WM_MAX_SESSIONS", 1000, ge=1)  # noqa: N815
 
     @model_validator(mode="after")
     def _keeps_fewer_than_it_holds(self) -> Self:
@@ -250,6 +252,11 @@ class Settings(_Section):
     default_user: str = env("AGTOS_DEFAULT_USER", "default")
     episode_ttl_days: float = env("AGTOS_EPISODE_TTL_DAYS", 30.0, gt=0)
     session_journal_ttl_hours: float = env("AGTOS_SESSION_JOURNAL_TTL_HOURS", 48.0, gt=0)
+    # journal caps: an append past one is refused with 413 (never trimmed)
+    session_max_turns: int = env("AGTOS_SESSION_MAX_TURNS", 5_000, ge=1)
+    session_max_bytes: int = env("AGTOS_SESSION_MAX_BYTES", 8 * 1024 * 1024, ge=1)
+    user_max_sessions: int = env("AGTOS_USER_MAX_SESSIONS", 100, ge=1)
+    user_max_turns: int = env("AGTOS_USER_MAX_TURNS", 20_000, ge=1)
     working: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
     llm_slots: dict[str, LLMSlot] = Field(default_factory=dict)  # config.json, then AGTOS_LLM_* / AGTOS_<SLOT>_*
     redis_timeout_s: float = env("AGTOS_REDIS_TIMEOUT_S", 1.0, gt=0)

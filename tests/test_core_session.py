@@ -4,7 +4,6 @@ replayed after a restart, ended once, and nothing journalled for an opted-out us
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Role, Turn
 from agtos.serving.app import create_app
 from agtos.storage.keys import InvalidIdentifier
+from agtos.storage.redis_conn import StorageUnavailable
 from tests.helpers import SKIPPED, user
 
 JOURNAL_TTL_S = 48 * 3600  # README: "Turns are also journalled in Redis (48 h)"
@@ -75,16 +75,26 @@ def test_turns_are_journalled_in_order_for_48_hours(
     assert raw_redis.exists(journal_key(key_prefix, "bob", "s1")) == 0
 
 
-def test_journal_keeps_the_newest_5000_turns(client: TestClient, key_prefix: str, raw_redis: redis.Redis) -> None:
+def test_a_full_journal_refuses_the_append_and_keeps_every_turn(
+    client: TestClient, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """Issue 15 changed this: past 5,000 turns (AGTOS_SESSION_MAX_TURNS) the append is refused with
+    413; the journal used to drop its oldest turn instead."""
     post(client, "alice", "s1", "turn 0")
     key = journal_key(key_prefix, "alice", "s1")
     raw_redis.rpush(
         key, *[json.dumps({"role": "user", "content": f"turn {i}", "timestamp": i}) for i in range(1, 5000)]
     )
-    post(client, "alice", "s1", "turn 5000")
+    refused = client.post(
+        "/api/memory/sessions/s1/turns",
+        json={"turns": [{"role": "user", "content": "turn 5000"}]},
+        headers=user("alice"),
+    )
+    assert refused.status_code == 413
+    assert "5000 turns per session (AGTOS_SESSION_MAX_TURNS)" in refused.json()["message"]
     kept = journal(raw_redis, key)
     assert len(kept) == 5000
-    assert kept[0] == ("user", "turn 1") and kept[-1] == ("user", "turn 5000")
+    assert kept[0] == ("user", "turn 0") and kept[-1] == ("user", "turn 4999")
 
 
 def test_a_session_continues_after_a_restart(
@@ -98,11 +108,13 @@ def test_a_session_continues_after_a_restart(
         assert [m["content"] for m in body["messages"]] == first
         assert get_session(other, "bob", "s1")[0] == 404
         assert get_session(other, "alice", "s2")[0] == 404
-        body = post(other, "alice", "s1", "Also round them to cents")
+        post(other, "alice", "s1", "Also round them to cents")
+        body = get_session(other, "alice", "s1")[1]  # issue 15: the append answers counts, GET the messages
         assert [m["content"] for m in body["messages"]] == [*first, "Also round them to cents"]
         assert other.get("/health").json()["tiers"]["working"]["sessions"] == 1  # the replayed session itself
     with restarted(settings) as other:  # the first call after a restart is a new turn: replayed first
-        body = post(other, "alice", "s1", "And show the currency sign")
+        assert post(other, "alice", "s1", "And show the currency sign")["messageCount"] == 4
+        body = get_session(other, "alice", "s1")[1]
         assert [m["content"] for m in body["messages"]] == [
             *first,
             "Also round them to cents",
@@ -225,7 +237,9 @@ def test_the_coordinator_rejects_bad_ids_before_touching_anything(coordinator: M
     assert coordinator.working.active_sessions() == []
 
 
-def test_without_redis_working_memory_keeps_working(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_without_redis_an_append_is_refused_and_nothing_is_kept(tmp_path: Path) -> None:
+    """Issue 15 changed this: an append that cannot be journalled raises (the API answers 503, see
+    test_durability.py) and leaves nothing in working memory; it used to be kept in this process only."""
     settings = Settings(
         redis_url="redis://127.0.0.1:1/0",  # nothing listens there
         key_prefix="offline",
@@ -235,17 +249,10 @@ def test_without_redis_working_memory_keeps_working(tmp_path: Path, caplog: pyte
     )
     coordinator = MemoryCoordinator(settings)
     try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            with caplog.at_level(logging.WARNING, logger="agtos.memory.coordinator"):
-                assert post(client, "alice", "s1", "first question", "first answer")["messageCount"] == 2
-            status, body = get_session(client, "alice", "s1")
-            assert status == 200 and [m["content"] for m in body["messages"]] == ["first question", "first answer"]
-            assert get_session(client, "alice", "s2")[0] == 404
-            ctx = client.post(
-                "/api/memory/context", json={"query": "question", "session_id": "s1"}, headers=user("alice")
-            )
-            assert ctx.status_code == 200 and ctx.json()["available"] is False
+        with pytest.raises(StorageUnavailable):
+            coordinator.add_turn("alice", "s1", Turn(role=Role.user, content="first question"))
+        assert coordinator.session("alice", "s1") is None
+        assert coordinator.working.active_sessions() == []
+        assert coordinator.build_context("alice", "question", "s1")["available"] is False
     finally:
         coordinator.close()
-    warning = "session journal not written (Redis unavailable); turn kept in working memory"
-    assert [r.getMessage() for r in caplog.records if r.name == "agtos.memory.coordinator"] == [warning, warning]

@@ -105,7 +105,10 @@ def store(capacity: int = 10_000) -> WorkingMemoryStore:
 
 def test_store_creates_once_per_user_and_session_with_its_config() -> None:
     s = store()
-    assert s.capacity == 10_000 and WorkingMemoryStore(WorkingMemoryConfig(), ExtractiveSummariser()).capacity == 10_000
+    assert s.capacity == 10_000
+    # issue 15: the default cap of in-process sessions is AGTOS_WM_MAX_SESSIONS = 1,000 (was 10,000)
+    assert WorkingMemoryStore(WorkingMemoryConfig(), ExtractiveSummariser()).capacity == 1_000
+    assert WorkingMemoryStore(WorkingMemoryConfig(maxSessions=3), ExtractiveSummariser()).capacity == 3
     assert s.get("alice", "s1") is None
     wm = s.get_or_create("alice", "s1")
     assert wm.config.maxMessages == 5 and wm.messages == []

@@ -35,6 +35,8 @@ def test_redis_down_then_back(private_redis: RedisProcess, private_client: TestC
     client = private_client
     talk(client, "alice", "before", ("user", "I prefer window seats on flights."), ("assistant", "Noted."))
     assert client.get("/api/memory/episodes", headers=user("alice")).json()["count"] == 1
+    window = {"turns": [{"role": "user", "content": "I prefer window seats on long flights."}]}
+    assert client.post("/api/memory/sessions/during/turns", json=window, headers=user("alice")).status_code == 200
 
     private_redis.kill()
 
@@ -48,13 +50,11 @@ def test_redis_down_then_back(private_redis: RedisProcess, private_client: TestC
     assert health["status"] == "degraded" and "episodic" in health["degraded"]
     assert health["tiers"]["working"]["available"] is True
 
-    # working memory keeps working without Redis
-    turns = client.post(
-        "/api/memory/sessions/during/turns",
-        json={"turns": [{"role": "user", "content": "I like aisle seats for short trips."}]},
-        headers=user("alice"),
-    )
-    assert turns.status_code == 200 and turns.json()["messageCount"] == 1
+    # issue 15 changed this: an append that cannot be journalled is refused (it used to answer 200
+    # and keep the turn in this process only), so the agent retries it after the outage
+    aisle = {"turns": [{"role": "user", "content": "I like aisle seats for short trips."}]}
+    turns = client.post("/api/memory/sessions/during/turns", json=aisle, headers=user("alice"))
+    assert turns.status_code == 503 and "unavailable" in turns.json()["message"]
 
     # writes say clearly that storage is down
     ended = client.post("/api/memory/sessions/during/end", headers=user("alice"))
@@ -64,7 +64,8 @@ def test_redis_down_then_back(private_redis: RedisProcess, private_client: TestC
 
     private_redis.start()  # same port, empty server (no persistence configured)
 
-    # the in-process session survived the outage and can now be stored
+    # the retried turn lands and the session can now be stored
+    assert client.post("/api/memory/sessions/during/turns", json=aisle, headers=user("alice")).status_code == 200
     ended = client.post("/api/memory/sessions/during/end", headers=user("alice"))
     assert ended.status_code == 200 and ended.json()["saved"] is True
     assert client.put("/api/memory/profile", json={"name": "Alice"}, headers=user("alice")).status_code == 200

@@ -81,7 +81,10 @@ def post_turns(client: TestClient, session: str, contents: list[str], user_id: s
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": c} for i, c in enumerate(contents)]
     response = client.post(f"/api/memory/sessions/{session}/turns", json={"turns": turns}, headers=user(user_id))
     assert response.status_code == 200, response.text
-    return response.json()
+    # issue 15: the append answers a compact acknowledgement; the session's GET has the messages
+    shown = client.get(f"/api/memory/sessions/{session}", headers=user(user_id))
+    assert shown.status_code == 200 and shown.json()["messageCount"] == response.json()["messageCount"]
+    return shown.json()
 
 
 def numbered(n: int, start: int = 0) -> list[str]:

@@ -47,6 +47,7 @@ from agtos.storage.conclusions import ConclusionStore
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id, check_user_id
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
+from agtos.storage.session_journal import JournalFull
 from agtos.tasks.extract import extract
 from agtos.tasks.importance import decide_save
 
@@ -108,51 +109,76 @@ class MemoryCoordinator:
 
     # -- working memory ---------------------------------------------------------------
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
-        """Append a turn to the session's working memory and journal it to Redis if reachable."""
+        """Append one turn (see :meth:`add_turns`)."""
+        return self.add_turns(user_id, session_id, [turn])
+
+    def add_turns(self, user_id: str, session_id: str, turns: list[Turn]) -> WorkingMemory:
+        """Journal the turns in Redis, all or none, and only then add them to working memory: a
+        returned append is durable. ``StorageUnavailable`` (Redis down) and ``JournalFull`` (a cap
+        passed) leave nothing written. An opted-out user's turns stay in working memory only."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
         wm = self.working.get_or_create(user_id, session_id)
-        persist = not self.privacy.is_opted_out(user_id)
-        if not wm.messages and persist:
-            self._restore_from_journal(user_id, session_id, wm)
-        wm.add(turn)
+        with wm.lock:
+            if self.privacy.is_opted_out(user_id):
+                for turn in turns:
+                    wm.add(turn)
+            else:
+                self._journal(user_id, session_id, wm, turns)
         self.activity.turn(user_id, session_id)
-        if persist:
-            self._journal(user_id, session_id, turn)
         return wm
 
     def session(self, user_id: str, session_id: str) -> WorkingMemory | None:
-        """The live session, replayed from its Redis journal when this process does not hold it
-        (after a restart, or on another API worker); None when there is neither."""
+        """The live session as its Redis journal has it: replayed when this process does not hold
+        it (after a restart, an LRU eviction, or on another API worker), brought up to date when
+        another worker appended, None once it was ended elsewhere. This process's view while Redis
+        is down; None when there is no session."""
         check_record_id(session_id, "session id")
         wm = self.working.get(check_user_id(user_id), session_id)
-        if wm is not None or self.privacy.is_opted_out(user_id):
+        if self.privacy.is_opted_out(user_id):
             return wm
-        turns = self._journal_turns(user_id, session_id)
-        if not turns:
-            return None
-        wm = self.working.get_or_create(user_id, session_id)
-        if not wm.messages:  # (a concurrent add_turn may have replayed it meanwhile)
-            for turn in turns:
-                wm.add(turn)
+        try:
+            length = self.services.journal.length(user_id, session_id)
+        except StorageUnavailable:
+            return wm
+        if wm is None:
+            if not length:
+                return None
+            wm = self.working.get_or_create(user_id, session_id)
+        with wm.lock:
+            if not length and (wm.journal_len or not wm.messages):  # ended (or expired) elsewhere
+                self.working.discard(user_id, session_id, wm)
+                return None
+            if length < wm.journal_len:  # ended elsewhere, and continued since
+                wm.reset()
+            if length > wm.journal_len:
+                self._journal_catch_up(wm, self.services.journal.turns(user_id, session_id, wm.journal_len))
         return wm
 
-    def _journal(self, user_id: str, session_id: str, turn: Turn) -> None:
+    def _journal(self, user_id: str, session_id: str, wm: WorkingMemory, turns: list[Turn]) -> None:
+        """Append to the journal (the caller holds ``wm.lock``), then to ``wm``, with any turns
+        other processes journalled first; on failure ``wm`` is left as it was."""
         try:
-            self.services.journal.append(user_id, session_id, turn)
-        except StorageUnavailable:
-            log.warning("session journal not written (Redis unavailable); turn kept in working memory")
+            appended = self.services.journal.append(user_id, session_id, turns, seen=wm.journal_len)
+        except (StorageUnavailable, JournalFull):
+            if not wm.messages:  # created for this append: not a live session
+                self.working.discard(user_id, session_id, wm)
+            raise
+        if appended.reset:
+            wm.reset()
+        self._journal_catch_up(wm, [*appended.unseen, *turns])
+
+    @staticmethod
+    def _journal_catch_up(wm: WorkingMemory, turns: list[Turn]) -> None:
+        for turn in turns:
+            wm.add(turn)
+        wm.journal_len += len(turns)
 
     def _journal_turns(self, user_id: str, session_id: str) -> list[Turn]:
         try:
             return self.services.journal.turns(user_id, session_id)
         except StorageUnavailable:
             return []
-
-    def _restore_from_journal(self, user_id: str, session_id: str, wm: WorkingMemory) -> None:
-        """After a restart (or on another API worker) a session continues from its journal."""
-        for turn in self._journal_turns(user_id, session_id):
-            wm.add(turn)
 
     # -- episodic memory --------------------------------------------------------------
     def end_session(self, user_id: str, session_id: str, wait_s: float = 0.0) -> SessionEndResult:
@@ -424,11 +450,23 @@ class MemoryCoordinator:
 
     # -- profile, health --------------------------------------------------------------
     def get_profile(self, user_id: str) -> UserProfile:
-        return self.profiles.get(check_user_id(user_id))
+        """The stored profile; its ``opt_out`` is the privacy setting (``/privacy``)."""
+        profile = self.profiles.get(check_user_id(user_id))
+        return profile.model_copy(update={"opt_out": self.privacy.is_opted_out(user_id)})
 
     def update_profile(self, user_id: str, update: ProfileUpdate) -> UserProfile:
-        self.privacy.require_persistence(check_user_id(user_id))
-        return self.profiles.merge(user_id, update)
+        """Merge the fields sent. ``opt_out`` sets the privacy setting itself (as ``PUT /privacy``):
+        ``false`` applies before the other fields are written, ``true`` after them."""
+        check_user_id(user_id)
+        fields = ProfileUpdate.model_validate(update.model_dump(exclude_unset=True, exclude={"opt_out"}))
+        if update.opt_out is False:
+            self.privacy.set_opt_out(user_id, False)
+        if fields.model_fields_set or update.opt_out is None:
+            self.privacy.require_persistence(user_id)
+            self.profiles.merge(user_id, fields)
+        if update.opt_out:
+            self.privacy.set_opt_out(user_id, True)
+        return self.get_profile(user_id)
 
     def health(self) -> dict[str, Any]:
         report = health(self.services)

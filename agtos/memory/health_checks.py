@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from agtos.storage.ingest_queue import IngestQueue
 
 MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
+REDIS_DOWN = "Redis unreachable"
 _PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="health-probe")
 
 
 def health(rt: Services) -> dict[str, Any]:
     """Tiers (working, episodic, semantic) with what degraded, plus the maintenance, index and guard checks."""
-    redis_info = rt.connector.describe()
+    redis_info = _redis_info(rt)
     embedder_ok = rt.semantic.embedder_available()
     semantic: dict[str, Any] = {
         "available": redis_info["available"] and embedder_ok,
@@ -50,14 +51,25 @@ def health(rt: Services) -> dict[str, Any]:
     }
 
 
+def _redis_info(rt: Services) -> dict[str, Any]:
+    """Mode and availability probed now (a PING), never the connection error: it names hosts, ports
+    and socket paths (the server log has it)."""
+    info: dict[str, Any] = {"mode": rt.connector.mode, "available": rt.connector.available(max_age_s=0)}
+    if rt.connector.embedded is not None:
+        info["dataDir"] = str(rt.connector.embedded.data_dir)
+    if not info["available"]:
+        info["error"] = REDIS_DOWN
+    return info
+
+
 def _maintenance_check(rt: Services) -> dict[str, Any]:
     """Unhealthy when no lint sweep ran in the last 48 h (counters live in Redis)."""
     if not rt.settings.maintenance.enabled:
         return {"healthy": True, "enabled": False, "reason": "maintenance disabled by configuration"}
     try:
         status = rt.maintenance.status()
-    except StorageUnavailable as exc:
-        return {"healthy": False, "reason": f"Redis unavailable: {exc}"}
+    except StorageUnavailable:
+        return {"healthy": False, "reason": REDIS_DOWN}
     last = status["lastMaintenanceAt"]
     healthy = last is not None and now_ms() - last <= MAINTENANCE_MAX_AGE_MS
     reason = None if healthy else ("no sweep yet" if last is None else "no sweep in the last 48 h")
@@ -84,7 +96,9 @@ def _semantic_check(rt: Services, embedder_ok: bool) -> dict[str, Any]:
         return {"healthy": True, **future.result(timeout=1.0)}
     except FutureTimeout:
         return {"healthy": False, "reason": "vector index probe timed out (1 s)"}
-    except (StorageUnavailable, EmbeddingError) as exc:
+    except StorageUnavailable:
+        return {"healthy": False, "reason": REDIS_DOWN}
+    except EmbeddingError as exc:
         return {"healthy": False, "reason": str(exc)}
 
 

@@ -32,7 +32,7 @@ from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.profiles import ProfileStore
 from agtos.storage.record_reads import RecordReads
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.session_journal import SessionJournal
+from agtos.storage.session_journal import JournalLimits, SessionJournal
 from agtos.storage.users import UserDirectory
 from agtos.tasks.contradiction import NLIModel, build_nli
 from agtos.tasks.expansion import expand_query
@@ -69,7 +69,10 @@ class Services:
         self.profiles = ProfileStore(conn, keys)
         self.maintenance = MaintenanceStore(conn, keys)
         self.nli_cache = NLICache(conn, keys)
-        self.journal = SessionJournal(conn, keys, settings.session_journal_ttl_seconds)
+        limits = JournalLimits(
+            settings.session_max_turns, settings.session_max_bytes, settings.user_max_sessions, settings.user_max_turns
+        )
+        self.journal = SessionJournal(conn, keys, settings.session_journal_ttl_seconds, limits)
         self.opt_outs = OptOutStore(conn, keys)
         self.dream_markers = DreamMarkers(conn, keys)
         self.users = UserDirectory(conn, keys)

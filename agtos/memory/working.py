@@ -10,9 +10,11 @@ from typing import Any
 from agtos.config import WorkingMemoryConfig
 from agtos.schemas import Role, Turn
 from agtos.tasks.summarize import Summariser
+from agtos.tasks.text import sentences
 from agtos.tasks.tokens import count_tokens
 
 SUMMARY_PREFIX = "Summary of earlier conversation: "
+MAX_SUMMARY_TEXT_CHARS = 1_200  # a rolling summary keeps its newest sentences within this
 
 
 @dataclass
@@ -28,6 +30,8 @@ class WorkingMemory:
     messages: list[Turn] = field(default_factory=list)
     task_state: dict[str, Any] = field(default_factory=dict)
     compactions: int = 0
+    journal_len: int = 0  # entries of the session's Redis journal these messages reflect
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _tokens: list[int] = field(default_factory=list)
 
     @property
@@ -43,16 +47,25 @@ class WorkingMemory:
             return True
         return False
 
+    def reset(self) -> None:
+        """Forget every message (the session is rebuilt from its journal next)."""
+        self.messages, self._tokens, self.compactions, self.journal_len = [], [], 0, 0
+
     def over_limit(self) -> bool:
         return len(self.messages) > self.config.maxMessages or self.token_count > self.config.maxHistoryTokens
 
     def compact(self) -> None:
-        """Summarise all but the most recent turns into a single summary message."""
+        """Summarise all but the most recent turns into a single summary message.
+
+        An earlier summary is carried over as text, never summarised again as a turn."""
         keep = max(0, self.config.preserveRecentCount)
         if len(self.messages) <= keep:
             return
         older, recent = self.messages[: len(self.messages) - keep], self.messages[len(self.messages) - keep :]
-        summary_text = self.summariser.summarise(older) or "(earlier turns had no content)"
+        prior = [t.content.removeprefix(SUMMARY_PREFIX) for t in older if t.is_summary]
+        said = [t for t in older if not t.is_summary]
+        new_text = self.summariser.summarise(said) if said else ""
+        summary_text = _bounded(" ".join([*prior, new_text]).strip()) or "(earlier turns had no content)"
         summary = Turn(
             role=Role.system,
             content=SUMMARY_PREFIX + summary_text,
@@ -76,13 +89,26 @@ class WorkingMemory:
         }
 
 
-class WorkingMemoryStore:
-    """Live sessions of this process, least recently used evicted past ``capacity``."""
+def _bounded(text: str, limit: int = MAX_SUMMARY_TEXT_CHARS) -> str:
+    """The newest whole sentences of a rolling summary that fit in ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    kept: list[str] = []
+    for sentence in reversed(sentences(text)):
+        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
+            break
+        kept.insert(0, sentence)
+    return " ".join(kept) or text[-limit:]
 
-    def __init__(self, config: WorkingMemoryConfig, summariser: Summariser, capacity: int = 10_000):
+
+class WorkingMemoryStore:
+    """Live sessions of this process, least recently used evicted past ``capacity``
+    (``maxSessions``); an evicted session is replayed from its Redis journal when asked for."""
+
+    def __init__(self, config: WorkingMemoryConfig, summariser: Summariser, capacity: int | None = None):
         self.config = config
         self.summariser = summariser
-        self.capacity = capacity
+        self.capacity = capacity or config.maxSessions
         self._sessions: OrderedDict[tuple[str, str], WorkingMemory] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -104,6 +130,12 @@ class WorkingMemoryStore:
                     self._sessions.popitem(last=False)
             self._sessions.move_to_end(key)
             return wm
+
+    def discard(self, user_id: str, session_id: str, wm: WorkingMemory) -> None:
+        """Drop the session if ``wm`` is still the one held for it."""
+        with self._lock:
+            if self._sessions.get((user_id, session_id)) is wm:
+                del self._sessions[(user_id, session_id)]
 
     def drop(self, user_id: str, session_id: str | None = None) -> None:
         with self._lock:

@@ -34,7 +34,7 @@ class ApiModel(BaseModel):
 
 # -- errors ----------------------------------------------------------------------------
 class ErrorOut(ApiModel):
-    """Every 4xx/5xx: a human-readable ``message`` (503 adds the storage error as ``detail``)."""
+    """Every 4xx/5xx: a human-readable ``message`` (never a connection string or a traceback)."""
 
     message: str
     detail: str | None = None
@@ -65,6 +65,21 @@ def _examples(*examples: dict[str, Any]) -> ConfigDict:
     return ConfigDict(extra="forbid", json_schema_extra={"examples": list(examples)})
 
 
+class TurnIn(BaseModel):
+    """One turn as a client sends it: no ``tool`` role and no ``is_summary`` (working memory's
+    own summaries are the only summary turns)."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant", "system"]
+    content: str = Field(min_length=1, max_length=100_000)
+    timestamp: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS, description="ms; default: now")
+    name: str | None = Field(default=None, max_length=128, description="the speaker's name")
+
+    def to_turn(self, name: str | None = None) -> Turn:
+        """The stored turn, named ``name`` when given."""
+        return Turn.model_validate({**self.model_dump(exclude_none=True), **({"name": name} if name else {})})
+
+
 class TurnsIn(BaseModel):
     model_config = _examples(
         {
@@ -76,7 +91,7 @@ class TurnsIn(BaseModel):
             "speakers": {"user": "Alice"},
         }
     )
-    turns: list[Turn] = Field(min_length=1, max_length=200)
+    turns: list[TurnIn] = Field(min_length=1, max_length=200)
     speakers: dict[Role, SpeakerName] = Field(
         default_factory=dict, description="speaker names by role, given to the turns that carry no name"
     )
@@ -84,7 +99,7 @@ class TurnsIn(BaseModel):
     def named_turns(self) -> list[Turn]:
         """The turns, each named by its own ``name`` or else by ``speakers``."""
         return [
-            t if t.name or t.role not in self.speakers else t.model_copy(update={"name": self.speakers[Role(t.role)]})
+            t.to_turn() if t.name or t.role not in self.speakers else t.to_turn(self.speakers[Role(t.role)])
             for t in self.turns
         ]
 
@@ -298,6 +313,17 @@ class ContextOut(ApiModel):
 
 
 # -- sessions --------------------------------------------------------------------------
+class TurnsAppendedOut(ApiModel):
+    """The acknowledgement of an append: the turns are journalled (durable) and in working memory."""
+
+    session_id: str
+    appended: int = Field(description="turns appended by this request")
+    message_count: int = Field(description="messages in working memory now (a summary counts as one)")
+    token_count: int
+    compactions: int
+    journal_length: int = Field(description="turns journalled for the live session (0 for an opted-out user)")
+
+
 class SessionOut(ApiModel):
     """A live session's working memory."""
 
@@ -352,6 +378,7 @@ class ConversationsOut(ApiModel):
 class ConclusionsOut(ApiModel):
     conclusions: list[Conclusion]
     count: int
+    available: bool = Field(default=True, description="false when Redis is down (the list is then empty)")
 
 
 class ConclusionDeletedOut(ApiModel):
@@ -375,10 +402,14 @@ class EvidenceOut(ApiModel):
 
 class AskOut(ApiModel):
     question: str
-    answer: str
-    source: str = Field(description="'extractive' or 'llm:<provider>'")
+    answer: str = Field(description="one or two sentences from the best evidence, or \"I don't know: …\"")
+    answered: bool = Field(default=True, description="false when nothing stored is relevant enough (abstention)")
+    relevance: float = Field(default=0.0, description="0-1: how well the best evidence sentence matches the question")
+    cited_ids: list[str] = Field(default_factory=list, description="the evidence ids the answer rests on")
+    source: str = Field(description="'extractive', 'llm:<provider>', or 'unavailable' (Redis down)")
     evidence: list[EvidenceOut]
     evidence_ids: list[str]
+    available: bool = Field(default=True, description="false when Redis is down (no evidence could be read)")
 
 
 class ScoreFactorOut(ApiModel):

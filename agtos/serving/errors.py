@@ -15,8 +15,12 @@ from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
+from agtos.storage.session_journal import JournalFull
 
 log = logging.getLogger(__name__)
+
+FASTAPI_BODY_PARSE_ERROR = "There was an error parsing the body"  # its 400 for a body json.loads cannot decode
+UNDECODABLE = "undecodable: invalid UTF-8 or nested too deeply"
 
 ERROR_DESCRIPTIONS = {
     400: "Invalid or duplicate X-User-Id, invalid record id, a service key without X-User-Id, or a Host not in "
@@ -26,7 +30,8 @@ ERROR_DESCRIPTIONS = {
     "or an operation that needs a service key",
     404: "No such record for this user",
     409: "Conflicts with the current state",
-    413: "Request body too large",
+    413: "Request body too large, or a session journal cap reached (turns or bytes per session, live sessions "
+    "or journalled turns per user): nothing was written",
     415: "A state-changing request whose body is not JSON",
     422: "Invalid request",
     429: "Rate limit of this API key exceeded (Retry-After says when to retry)",
@@ -91,13 +96,19 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StorageUnavailable)
     async def _storage_down(_: Request, exc: StorageUnavailable) -> JSONResponse:
+        log.warning("503: %s", exc)  # the connection error (host, port, socket path) stays in the server log
         return JSONResponse(
-            status_code=503,
-            content={"message": "memory storage (Redis) is unavailable; try again later", "detail": str(exc)},
+            status_code=503, content={"message": "memory storage (Redis) is unavailable; try again later"}
         )
+
+    @app.exception_handler(JournalFull)
+    async def _journal_full(_: Request, exc: JournalFull) -> JSONResponse:
+        return JSONResponse(status_code=413, content={"message": str(exc)})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == FASTAPI_BODY_PARSE_ERROR:  # not UTF-8, nested too deep
+            return _validation_response([{"type": "json_invalid", "msg": UNDECODABLE}])
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         return JSONResponse(status_code=exc.status_code, content={"message": message}, headers=exc.headers)
 

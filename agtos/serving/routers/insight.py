@@ -17,6 +17,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.storage.redis_conn import StorageUnavailable
 
 router = APIRouter(prefix="/api/memory", tags=["insight"], responses=USER_ERRORS)
 
@@ -30,8 +31,11 @@ def list_conclusions(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     type: Annotated[ConclusionKind | None, Query(description="only this conclusion type")] = None,
 ) -> ConclusionsOut:
-    """The user's conclusions, most recently updated first."""
-    items = coordinator.list_conclusions(user_id, limit, type)
+    """The user's conclusions, most recently updated first; ``available: false`` when Redis is down."""
+    try:
+        items = coordinator.list_conclusions(user_id, limit, type)
+    except StorageUnavailable:
+        return ConclusionsOut(conclusions=[], count=0, available=False)
     return ConclusionsOut(conclusions=items, count=len(items))
 
 
@@ -54,8 +58,19 @@ def dream(coordinator: Coordinator, user_id: UserId) -> DreamOut:
 
 @router.post("/ask", response_model=AskOut, responses=errors(413))
 def ask(coordinator: Coordinator, user_id: UserId, body: AskRequest) -> AskOut:
-    """Dialectic: ask about the user; the answer comes with the ids of the evidence it used."""
-    return AskOut.model_validate(coordinator.ask(user_id, body.question, body.limit))
+    """Dialectic: ask about the user; the answer comes with the ids of the evidence it used
+    (``available: false`` and no answer when Redis is down)."""
+    try:
+        return AskOut.model_validate(coordinator.ask(user_id, body.question, body.limit))
+    except StorageUnavailable:
+        return AskOut(
+            question=body.question,
+            answer="Memory storage is unavailable right now; nothing about the user could be read.",
+            source="unavailable",
+            evidence=[],
+            evidence_ids=[],
+            available=False,
+        )
 
 
 @router.post("/responses", response_model=ResponseIngestOut, responses=errors(403, 413))

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from agtos.memory.working import WorkingMemory
-from agtos.schemas.api import SessionEndOut, SessionOut, TurnsIn
+from agtos.schemas.api import SessionEndOut, SessionOut, TurnsAppendedOut, TurnsIn
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 
@@ -18,24 +18,33 @@ SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$", description=
 
 def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
     """A copy taken now: the session may change while the response is serialised."""
-    return SessionOut(
-        session_id=session_id,
-        messages=list(wm.messages),
-        message_count=len(wm.messages),
-        token_count=wm.token_count,
-        compactions=wm.compactions,
-        task_state=dict(wm.task_state),
-    )
+    with wm.lock:
+        return SessionOut(
+            session_id=session_id,
+            messages=list(wm.messages),
+            message_count=len(wm.messages),
+            token_count=wm.token_count,
+            compactions=wm.compactions,
+            task_state=dict(wm.task_state),
+        )
 
 
-@router.post("/{session_id}/turns", response_model=SessionOut, responses=errors(413))
-def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> SessionOut:
-    """Append one or more turns; older turns are summarised when the limits are passed."""
-    wm = None
-    for turn in body.named_turns():
-        wm = coordinator.add_turn(user_id, session_id, turn)
-    assert wm is not None
-    return _session_out(session_id, wm)
+@router.post("/{session_id}/turns", response_model=TurnsAppendedOut, responses=errors(413))
+def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> TurnsAppendedOut:
+    """Append one or more turns, all or none: 200 only once they are journalled in Redis (503 when
+    it is down, 413 past a journal cap: nothing written). Older turns are summarised when the
+    working-memory limits are passed; ``GET`` the session for its messages."""
+    turns = body.named_turns()
+    wm = coordinator.add_turns(user_id, session_id, turns)
+    with wm.lock:
+        return TurnsAppendedOut(
+            session_id=session_id,
+            appended=len(turns),
+            message_count=len(wm.messages),
+            token_count=wm.token_count,
+            compactions=wm.compactions,
+            journal_length=wm.journal_len,
+        )
 
 
 @router.get("/{session_id}", response_model=SessionOut, responses=errors(404))
