@@ -11,6 +11,7 @@ from __future__ import annotations
 import calendar
 import re
 from datetime import UTC, date, datetime
+from functools import lru_cache
 
 from dateparser.date import DateDataParser
 
@@ -60,22 +61,28 @@ def candidate_spans(text: str) -> list[tuple[int, int]]:
 
 def resolve_dates(text: str, timestamp_ms: int) -> list[ResolvedDate]:
     """The expressions of ``text`` that dateparser resolves, as dates relative to ``timestamp_ms``."""
-    spans = candidate_spans(text)
-    if not spans:
-        return []
-    parser = DateDataParser(
-        languages=["en"], settings={"RELATIVE_BASE": turn_datetime(timestamp_ms), "RETURN_TIME_AS_PERIOD": True}
-    )
+    day = turn_datetime(timestamp_ms).date()
     out: list[ResolvedDate] = []
-    for start, end in spans[:MAX_DATES]:
-        data = parser.get_date_data(text[start:end])
-        period = _PERIODS.get(data.period or "")
-        if data.date_obj is None or period is None:
-            continue
-        out.append(
-            ResolvedDate(text=text[start:end], start=start, date=data.date_obj.date().isoformat(), period=period)
-        )
+    for start, end in candidate_spans(text)[:MAX_DATES]:
+        resolved = _resolve_span(text[start:end].lower(), day)
+        if resolved is not None:
+            out.append(ResolvedDate(text=text[start:end], start=start, date=resolved[0], period=resolved[1]))
     return out
+
+
+@lru_cache(maxsize=8192)
+def _resolve_span(span: str, day: date) -> tuple[str, DatePeriod] | None:
+    """One expression against the start of the turn's day (every pattern names a day or longer, so
+    the time of day never changes the answer); cached, as the same phrases recur across a chat."""
+    parser = DateDataParser(
+        languages=["en"],
+        settings={"RELATIVE_BASE": datetime.combine(day, datetime.min.time()), "RETURN_TIME_AS_PERIOD": True},
+    )
+    data = parser.get_date_data(span)
+    period = _PERIODS.get(data.period or "")
+    if data.date_obj is None or period is None:
+        return None
+    return data.date_obj.date().isoformat(), period
 
 
 _MONTHS = (
