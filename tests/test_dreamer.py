@@ -15,7 +15,6 @@ from agtos.config import LLMSlot, Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
 from agtos.serving.app import create_app
-from agtos.tasks.dialectic import Evidence, extractive_answer
 from tests.helpers import user
 from tests.stub_servers import StubModelServer
 
@@ -330,13 +329,3 @@ def test_idle_sessions_are_ended_for_the_agent(settings: Settings) -> None:
             assert coordinator.activity.idle_sessions(0) == []  # ended once, not again
     finally:
         coordinator.close()
-
-
-def test_extractive_answer_says_a_sentence_held_by_two_tiers_once() -> None:
-    evidence = [
-        Evidence("con-1", "conclusion", "User prefers green tea.", 0.9),
-        Evidence("mem-1", "memory", "User prefers green tea", 0.8),
-        Evidence("ep-1", "episode", "User moved to Lisbon in May.", 0.5),
-    ]
-    answer = extractive_answer("What tea does the user prefer?", evidence)
-    assert answer == "From what I remember: User prefers green tea. User moved to Lisbon in May."

@@ -25,7 +25,8 @@ from agtos.storage.turns import TurnMatch, parse_turn_doc_id, turn_doc_id
 from agtos.tasks.bm25 import rank_texts
 from agtos.tasks.context import ContextItem, assemble, turn_items
 from agtos.tasks.dates import annotate, format_turn, named_days, speaker, turn_datetime
-from agtos.tasks.dialectic import Evidence, extractive_answer, llm_answer
+from agtos.tasks.answer_builder import build_answer
+from agtos.tasks.dialectic import Evidence, llm_answer
 from agtos.tasks.ranking import (
     display_score,
     fuse_evidence,
@@ -404,9 +405,10 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
         for m in found.turns[:limit]
     ]
     evidence += [Evidence(h.episode.id, "episode", h.episode.summary, h.score) for h in found.episodes[:limit]]
-    source = "extractive"
-    answer = extractive_answer(question, evidence)
-    if rt.dialectic_llm is not None:
+    # the best sentence(s) of the evidence, or "I don't know" below the relevance floor (tasks/answer_builder)
+    built = build_answer(question, evidence, rt.semantic.embed_or_none)
+    source, answer = "extractive", built.text
+    if rt.dialectic_llm is not None and built.answered:
         try:
             answer, source = llm_answer(rt.dialectic_llm, question, evidence), f"llm:{rt.dialectic_llm.name}"
         except LLMError:
@@ -414,6 +416,9 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
     return {
         "question": question,
         "answer": answer,
+        "answered": built.answered,
+        "relevance": built.relevance,
+        "citedIds": built.cited,
         "source": source,
         "evidence": evidence,
         "evidenceIds": list(dict.fromkeys(e.id for e in evidence)),

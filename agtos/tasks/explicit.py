@@ -40,8 +40,11 @@ _REACTION_OBJECT = re.compile(
     re.I,
 )
 _CLAUSE_BREAK = re.compile(
-    r"\s*(?:[,;:()]|\s-\s|\s—\s|\bbut\b|\bbecause\b|\bsince\b|\bso\b|\bwhich\b|\bwhen\b)\s*", re.I
+    r"\s*(?:[,;:()]|\s-\s|\s—\s|\s–\s|\b(?:that's|thats|which is) why\b|"
+    r"\bbut\b|\bbecause\b|\bsince\b|\bso\b|\bwhich\b|\bwhen\b)\s*",
+    re.I,
 )
+_VAGUE_OBJECT = re.compile(r"^(?:the following|the same|both|all of them|so much|a lot|too)\b|.*:$", re.I)
 _CLAUSES = re.compile(r"[,;]?\s+(?:but|and|while|whereas|though)\s+(?=(?:i|my)\b)", re.I)
 MAX_WORDS = 14  # one profile line
 
@@ -109,11 +112,11 @@ def _article(role: str) -> str:
 
 
 def _home(m: re.Match[str], who: str) -> str | None:
-    return f"{who} lives in {m.group('place')}"
+    return f"{who} lives in {m.group('place').rstrip('.')}"
 
 
 def _origin(m: re.Match[str], who: str) -> str | None:
-    return f"{who} is from {m.group('place')}"
+    return f"{who} is from {m.group('place').rstrip('.')}"
 
 
 def _relative(m: re.Match[str], who: str) -> str | None:
@@ -184,7 +187,7 @@ def _preference(text: str, who: str) -> str | None:
     if m is None:
         return None
     obj = m.group("x") or m.group("favx") or m.group("fan")
-    if _REACTION_OBJECT.match(obj.strip()):
+    if _REACTION_OBJECT.match(obj.strip()) or _VAGUE_OBJECT.match(obj.strip()):
         return None
     head = text[: m.start("x")] if m.group("x") else text[: m.start("favx") if m.group("favx") else m.start("fan")]
     line = third_person(head + _clip(obj) if len(obj.split()) > 3 else text, None if who == "User" else who)

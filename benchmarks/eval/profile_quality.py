@@ -34,7 +34,7 @@ DEFAULT_DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / 
 #: a preference line says what someone likes, loves, prefers, enjoys, hates, dislikes, or their favourite
 PREFERENCE = re.compile(
     r"\b(likes?|loves?|prefers?|enjoys?|hates?|dislikes?|favou?rite|would rather|can't stand|"
-    r"(?:does not|doesn't) like|is a (?:big )?fan of|is into)\b",
+    r"(?:does not|doesn't) like|adores?|is an? (?:\w+ )?fan of|is into)\b",
     re.I,
 )
 ONE_LINE_WORDS = 20
