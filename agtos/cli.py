@@ -95,6 +95,22 @@ def export_memory(
     console.print(f"exported {len(users)} user(s) to {out}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
 
 
+@app.command()
+def mcp(
+    http: bool = typer.Option(False, "--http", help="serve streamable HTTP (at /mcp) instead of stdio"),
+    host: str = typer.Option("127.0.0.1", help="--http: interface to bind"),
+    port: int = typer.Option(4103, help="--http: port"),
+    url: str = typer.Option(None, envvar="AGTOS_URL", help="the agtos API to use (default: run it in this process)"),
+    api_key: str = typer.Option(None, envvar="AGTOS_API_KEY", help="bearer key for the API"),
+    user: str = typer.Option(None, envvar="AGTOS_USER_ID", help="whose memory (default: AGTOS_DEFAULT_USER)"),
+) -> None:
+    """MCP server (tools remember, recall, get_context, ask_about_user, forget, list_memories; the
+    profile as memory://profile) acting for one user, over stdio or streamable HTTP."""
+    from agtos.mcp_server import run
+
+    run(url, api_key, user, http, host, port)
+
+
 flows_app = typer.Typer(help="Prefect flows: serve the deployments.", no_args_is_help=True)
 app.add_typer(flows_app, name="flows")
 

@@ -82,6 +82,7 @@ from agtos.schemas.api import (
     SessionOut,
     SourceName,
     SourcesOut,
+    TurnsAppendedOut,
     TurnsIn,
 )
 
@@ -145,8 +146,8 @@ class Call(Generic[T]):
 class Endpoint(Generic[P, T]):
     """One route (method, path template, response model) and the function that builds a call's parts."""
 
-    def __init__(self, method: str, path: str, result: TypeAdapter[T], build: Callable[P, Parts]) -> None:
-        self.method, self.path, self.result, self.build = method, path, result, build
+    def __init__(self, method: str, path: str, result: TypeAdapter[T], returns: Any, build: Callable[P, Parts]) -> None:
+        self.method, self.path, self.result, self.returns, self.build = method, path, result, returns, build
         functools.update_wrapper(self, build)  # type: ignore[arg-type]
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[T]:
@@ -162,7 +163,7 @@ class Endpoint(Generic[P, T]):
     def __get__(self, obj: MemoryClient, owner: type) -> Callable[P, T]: ...
     @overload
     def __get__(self, obj: AsyncMemoryClient, owner: type) -> Callable[P, Awaitable[T]]: ...
-    def __get__(self, obj: _Endpoints | None, owner: type) -> Any:
+    def __get__(self, obj: Endpoints | None, owner: type) -> Any:
         if obj is None:
             return self
 
@@ -174,10 +175,12 @@ class Endpoint(Generic[P, T]):
 
 
 def endpoint(
-    method: str, path: str, result: type[T] | TypeAdapter[T]
+    method: str, path: str, result: type[T] | TypeAdapter[T], returns: Any = None
 ) -> Callable[[Callable[P, Parts]], Endpoint[P, T]]:
+    """Declare a route's method: HTTP method, path template, response model (``returns``: the type a
+    union's adapter validates)."""
     adapter: TypeAdapter[T] = result if isinstance(result, TypeAdapter) else TypeAdapter(result)
-    return lambda build: Endpoint(method, path, adapter, build)
+    return lambda build: Endpoint(method, path, adapter, returns or result, build)
 
 
 def body_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,11 +202,12 @@ class Unset(enum.Enum):
 UNSET = Unset.token
 
 
-FORGET_RESULT: TypeAdapter[ForgetAllOut | ForgetItemOut] = TypeAdapter(ForgetAllOut | ForgetItemOut)
+ForgetResult = ForgetAllOut | ForgetItemOut
+FORGET_RESULT: TypeAdapter[ForgetResult] = TypeAdapter(ForgetResult)
 
 
 # ruff: noqa: N805 - the functions below build a call's parts; Endpoint binds them to the client
-class _Endpoints:
+class Endpoints:
     """Every public route of the API as a method (the client test checks none is missing)."""
 
     def _send(self, call: Call[Any]) -> Any:
@@ -221,7 +225,7 @@ class _Endpoints:
         return Parts()
 
     # -- sessions -------------------------------------------------------------------------
-    @endpoint("POST", "/api/memory/sessions/{session_id}/turns", SessionOut)
+    @endpoint("POST", "/api/memory/sessions/{session_id}/turns", TurnsAppendedOut)
     def add_turns(
         session_id: str, turns: Sequence[Turn | Mapping[str, Any]], speakers: Mapping[str, str] | None = None
     ) -> Parts:
@@ -371,7 +375,7 @@ class _Endpoints:
         return Parts({"timestamp": timestamp})
 
     # -- privacy, import ------------------------------------------------------------------
-    @endpoint("POST", "/api/memory/forget", FORGET_RESULT)
+    @endpoint("POST", "/api/memory/forget", FORGET_RESULT, ForgetResult)
     def forget(kind: ForgetKind | Literal["all"], id: str | None = None) -> Parts:
         """Delete one record (``kind``, ``id``) or, with ``"all"``, everything stored for the user."""
         return Parts(body=body(ForgetRequest, kind=kind, id=id))
@@ -442,7 +446,7 @@ class _Endpoints:
 
 def routes() -> dict[tuple[str, str], str]:
     """(HTTP method, path template) → the client method that calls it."""
-    return {(e.method, e.path): name for name, e in vars(_Endpoints).items() if isinstance(e, Endpoint)}
+    return {(e.method, e.path): name for name, e in vars(Endpoints).items() if isinstance(e, Endpoint)}
 
 
 # -- transports ---------------------------------------------------------------------------------
@@ -458,7 +462,7 @@ def retry_delay(response: httpx.Response, attempt: int, backoff_s: float, max_de
     return min(max(delay, 0.0), max_delay_s)
 
 
-class _Client(_Endpoints):
+class _Client(Endpoints):
     def __init__(
         self,
         api_key: str | None,

@@ -224,7 +224,7 @@ def test_client_methods_match_the_openapi_contract(app: FastAPI) -> None:
     components = spec["components"]["schemas"]
     for (method, path), name in client_module.routes().items():
         operation = spec["paths"][path][method.lower()]
-        endpoint = vars(client_module._Endpoints)[name]
+        endpoint = vars(client_module.Endpoints)[name]
         arguments = set(inspect.signature(endpoint.build).parameters)
         wanted = {p["name"] for p in operation.get("parameters", ()) if p["in"] in ("path", "query")}
         request = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
