@@ -64,6 +64,7 @@ EXPECTED: dict[str, set[int]] = {
     "PUT /api/memory/memories/{memory_id}": {200, 403, 404, 413} | USER,
     "DELETE /api/memory/memories/{memory_id}": {200, 403, 404} | USER,
     "GET /api/memory/memories/{memory_id}/history": {200, 404} | USER,
+    "POST /api/memory/conversations": {200, 403, 413} | USER,  # issue 17: whole-conversation ingest
 }
 for _label in EXPECTED:
     if _label.split(" ", 1)[0] in {"POST", "PUT", "PATCH", "DELETE"}:

@@ -22,6 +22,8 @@ from agtos import client as client_module
 from agtos.client import AsyncMemoryClient, MemoryAPIError, MemoryClient, retry_delay
 from agtos.config import MaintenanceConfig, Settings
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas import api as api_models
+from agtos.schemas import records
 from agtos.schemas.api import ForgetAllOut, ForgetItemOut, SearchOut
 from agtos.serving.app import create_app
 from agtos.storage.api_keys import ApiKeyStore
@@ -313,3 +315,23 @@ def test_retry_after_is_honoured() -> None:
     in_4s = format_datetime(datetime.now(UTC) + timedelta(seconds=4), usegmt=True)
     assert 2.5 <= wait({"Retry-After": in_4s}) <= 4.0
     assert wait({}) == 0.5 and wait({}, attempt=2) == 2.0 and wait({"Retry-After": "soon"}, attempt=1) == 1.0
+
+
+def test_every_request_body_has_a_valid_example(app: FastAPI) -> None:
+    """/openapi.json shows an example for every request body, and each example is a valid request."""
+    spec = app.openapi()
+    components = spec["components"]["schemas"]
+    bodies = {
+        name
+        for operations in spec["paths"].values()
+        for operation in operations.values()
+        if "requestBody" in operation
+        for name in schema_names(operation["requestBody"]["content"]["application/json"]["schema"]) - {"null"}
+    }
+    assert {"ContextRequest", "ConversationsIn", "MemoryIn", "ProfileUpdate", "TurnsIn"} <= bodies
+    for name in sorted(bodies):
+        examples = components[name].get("examples")
+        assert examples, f"{name} has no example"
+        model = getattr(api_models, name, None) or getattr(records, name)
+        for example in examples:
+            model.model_validate(example)  # raises on an example that no longer fits its model

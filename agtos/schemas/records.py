@@ -255,6 +255,10 @@ ProfileItem = Annotated[str, Field(max_length=5_000)]  # as long as a conclusion
 class ProfileUpdate(Record):
     """A partial profile: only the fields present are changed."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"name": "Alice", "preferences": ["metric units", "short answers"]}]}
+    )
+
     name: str | None = Field(default=None, max_length=256)
     communication_style: str | None = Field(default=None, max_length=1_000)
     preferences: list[ProfileItem] | None = Field(default=None, max_length=500)
