@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from typer.testing import CliRunner
 from agtos.cli import app as cli_app
 from agtos.memory.coordinator import MemoryCoordinator
 from tests.helpers import user
+from tests.test_mcp_server import free_port, wait_healthy
 
 MAY_8 = 1683540000000  # 2023-05-08T10:00:00Z
 JUNE_12 = 1686594600000  # 2023-06-12T18:30:00Z
@@ -169,3 +172,25 @@ def test_cli_ingests_a_jsonl_log_idempotently(cli_env: None, tmp_path: Path, cli
     refused = runner.invoke(cli_app, ["memory", "ingest", str(bad), "--user", "cli2"])
     assert refused.exit_code == 2 and "bad.jsonl:2" in refused.output
     assert client.get("/api/memory/episodes", headers=user("cli2")).json()["count"] == 0
+
+
+def test_cli_sends_the_log_to_a_running_api(cli_env: None, tmp_path: Path, client: TestClient) -> None:
+    """``--url``: the same sessions through POST /api/memory/conversations of a live server (the client)."""
+    log = tmp_path / "chat.jsonl"
+    log.write_text("\n".join(json.dumps(s) for s in SESSIONS[:2]), encoding="utf-8")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "agtos.serving.main:app", "--port", str(port), "--log-level", "warning"],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, server)
+        sent = CliRunner().invoke(cli_app, ["memory", "ingest", str(log), "--user", "remote", "--url", url])
+        assert sent.exit_code == 0, sent.output
+        assert "2 session(s): stored 2, unchanged 0, skipped 0" in sent.output
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    episodes = client.get("/api/memory/episodes", headers=user("remote")).json()["episodes"]
+    assert sorted(e["timestamp"] for e in episodes) == [MAY_8 + 60_000, JUNE_12 + 1]
