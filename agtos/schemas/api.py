@@ -349,7 +349,7 @@ class SessionEndOut(ApiModel):
     turns_accepted: int = Field(0, description="the session's turns taken into the episode (or its queued job)")
     queue_position: int | None = Field(None, description="jobs in the ingestion queue up to this one")
     searchable_in_s: float | None = Field(
-        None, description="estimated seconds until searchable (position x mean job time / live workers); null if unknown"
+        None, description="estimated seconds until searchable (position x mean job time / live workers), or null"
     )
 
 
