@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.config import Settings
+from agtos.config import Settings, SettingsError
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.storage.api_keys import ApiKeyStore
 from tests.helpers import user
 from tests.redis_process import RedisProcess
+from tests.test_knowledge_page import CHROMIUM, CHROMIUM_ARGS, base_url, needs_chromium  # noqa: F401 - base_url: a fixture
 
 TURN = {"turns": [{"role": "user", "content": "I keep my passport in the blue drawer."}]}
 
@@ -75,6 +76,13 @@ def test_once_a_key_exists_every_call_needs_one(client: TestClient, coordinator:
     assert client.get("/api/memory/episodes", headers=bearer(key)).status_code == 200
     assert client.get("/health").status_code == 200  # liveness stays open
     assert client.get("/knowledge/").status_code == 200  # the page loads, then asks for a key
+
+
+def test_a_first_key_created_elsewhere_applies_within_a_second(client: TestClient, app_for) -> None:  # type: ignore[no-untyped-def]
+    assert client.get("/api/memory/episodes").status_code == 200  # this process saw auth off
+    store_of(app_for().app.state.coordinator).create("service", "agent-backend")  # another process's key
+    time.sleep(1.1)  # "auth off" is trusted for calls without a key for at most 1 s
+    assert client.get("/api/memory/episodes").status_code == 401
 
 
 def test_a_user_key_acts_only_as_its_user(client: TestClient, coordinator: MemoryCoordinator) -> None:
@@ -260,3 +268,51 @@ def test_keys_that_cannot_be_checked_are_a_503(tmp_path: Path) -> None:
         coordinator.close()
     finally:
         server.stop()
+
+
+def test_the_settings_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("AGTOS_"):
+            monkeypatch.delenv(name)
+    defaults = Settings.from_env()
+    assert defaults.allowed_hosts == {"localhost", "127.0.0.1", "::1", "testserver"}
+    assert (defaults.auth, defaults.import_enabled) == ("auto", False)
+    assert (defaults.rate_limit_per_s, defaults.rate_limit_burst) == (100.0, 200)
+    monkeypatch.setenv("AGTOS_ALLOWED_HOSTS", " Memory.Example.com, 10.0.0.7 ")
+    monkeypatch.setenv("AGTOS_AUTH", "Required")
+    monkeypatch.setenv("AGTOS_IMPORT_ENABLED", "true")
+    monkeypatch.setenv("AGTOS_RATE_LIMIT_PER_S", "2.5")
+    monkeypatch.setenv("AGTOS_RATE_LIMIT_BURST", "5")
+    read = Settings.from_env()
+    assert read.allowed_hosts == {"memory.example.com", "10.0.0.7"}
+    assert (read.auth, read.import_enabled, read.rate_limit_per_s, read.rate_limit_burst) == ("required", True, 2.5, 5)
+    monkeypatch.setenv("AGTOS_AUTH", "off")
+    with pytest.raises(SettingsError, match="AGTOS_AUTH must be one of"):
+        Settings.from_env()
+
+
+# -- the Knowledge page ----------------------------------------------------------------------------
+
+
+@needs_chromium
+def test_the_knowledge_page_asks_for_a_key(base_url: str, coordinator: MemoryCoordinator) -> None:  # noqa: F811
+    from playwright.sync_api import expect, sync_playwright
+
+    key, _ = store_of(coordinator).create("service", "knowledge-page")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            sent: list[str | None] = []
+            page.on("request", lambda r: sent.append(r.headers.get("authorization")) if "/api/" in r.url else None)
+            page.goto(f"{base_url}/knowledge")
+            expect(page.locator("#key-form")).to_be_visible()  # the API answered 401
+            expect(page.locator("#toast")).to_contain_text("an API key is required")
+            page.fill("#key", key)
+            page.press("#key", "Enter")
+            expect(page.locator("#stats")).to_contain_text("0 entities")
+            expect(page.locator("#key-form")).to_be_hidden()
+            assert sent[0] is None and sent[-1] == f"Bearer {key}"
+        finally:
+            browser.close()

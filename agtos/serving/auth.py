@@ -1,8 +1,10 @@
 """Who is calling: bearer API keys, per-key rate limits, the Host allow-list and the cross-site write guard.
 
 Auth is on once an API key has been created (``agtos keys create``; it stays on when the last key
-is revoked) or with ``AGTOS_AUTH=required``; it is decided on every request from Redis (no cache),
-so a key created or revoked by any process counts from the next request on. With auth off
+is revoked) or with ``AGTOS_AUTH=required``. A presented key is looked up in Redis on every request
+(no cache), so a revocation by any process counts from the next request on; a process that saw auth
+off trusts that for calls without a key for ``OFF_CACHE_S`` (1 s), so a first key created elsewhere
+applies to them within a second. With auth off
 everything behaves as without this module. When Redis cannot be asked, the last answer this
 process saw stands if it was "auth off" (reads keep degrading to ``available: false``); otherwise
 (auth on, or never asked) the request gets a 503.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+OFF_CACHE_S = 1.0  # how long "auth is off" is trusted for calls without a key (a key presented is always checked)
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BEARER = HTTPBearer(
     auto_error=False,
@@ -64,6 +68,7 @@ class Authenticator:
         self._limiter: RateLimiter | None = None
         self._lock = threading.Lock()
         self._enabled_seen: bool | None = None  # the last answer Redis gave to "is auth on?"
+        self._seen_at = 0.0
 
     def _parts(self) -> tuple[ApiKeyStore, RateLimiter]:
         if self._store is None or self._limiter is None:  # built on first use: the OpenAPI stand-in has no Redis
@@ -74,6 +79,11 @@ class Authenticator:
                     self._store = ApiKeyStore(connector, keys)
         return self._store, self._limiter
 
+    def known_off(self) -> bool:
+        """Auth was off at most ``OFF_CACHE_S`` ago: a call without a key may skip the Redis check."""
+        fresh = time.monotonic() - self._seen_at < OFF_CACHE_S
+        return self.settings.auth != "required" and self._enabled_seen is False and fresh
+
     def authenticate(self, token: str | None) -> Principal | None:
         """The principal ``token`` proves, or None when auth is off; 401 / 429 / 503 otherwise."""
         store, limiter = self._parts()
@@ -83,7 +93,7 @@ class Authenticator:
             if self.settings.auth == "auto" and self._enabled_seen is False:
                 return None  # auth was off when Redis last answered: it stays off while Redis is down
             raise
-        self._enabled_seen = found.enabled
+        self._enabled_seen, self._seen_at = found.enabled, time.monotonic()
         if self.settings.auth != "required" and not found.enabled:
             return None
         if found.key is None:
