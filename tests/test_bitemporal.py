@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.tasks.validity import claims_of, supersedes
+from agtos.tasks.validity import about, after_replacements, claims_of, supersedes
 from tests.helpers import user
 
 MEMORIES = "/api/memory/memories"
@@ -141,3 +141,42 @@ def test_a_restated_fact_is_current_again(client: TestClient) -> None:
 )
 def test_which_later_fact_ends_an_earlier_one(later: str, earlier: str, ends: bool) -> None:
     assert supersedes(claims_of(later), earlier, claims_of(earlier)) is ends
+
+
+def test_episode_search_ranks_the_session_with_the_current_fact_first(client: TestClient) -> None:
+    """The session whose fact a later session superseded goes below that session, unless the
+    question asks how things were."""
+    session(client, "leo", "s-wp", JAN_8_2024, "My food blog runs on WordPress and traffic is flat.")
+    session(client, "leo", "s-ghost", MAR_15_2024, "I finally migrated the blog from WordPress to Ghost.")
+
+    def ranked(q: str) -> list[str]:
+        hits = client.get("/api/memory/search", params={"q": q}, headers=user("leo")).json()["results"]
+        return [h["sessionId"] for h in hits]
+
+    assert ranked("Which blogging platform is my site on?")[:2] == ["s-ghost", "s-wp"]
+    assert ranked("Which platform did my blog run on before?")[0] == "s-wp"
+
+
+@pytest.mark.parametrize(
+    ("order", "replaced_by", "expected"),
+    [
+        (["a", "b", "c"], {"a": "c"}, ["b", "c", "a"]),
+        (["a", "b", "c"], {"c": "a"}, ["a", "b", "c"]),  # already below its replacement
+        (["a", "b"], {"a": "z"}, ["a", "b"]),  # the replacement is not among the hits
+    ],
+)
+def test_after_replacements(order: list[str], replaced_by: dict[str, str], expected: list[str]) -> None:
+    assert after_replacements(order, replaced_by) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "text", "expected"),
+    [
+        ("Which blogging platform is my site on?", "The user's food blog runs on WordPress", True),
+        ("Where do I work part-time?", "User works part-time as a barista", True),
+        ("Where does the user live?", "User's favourite colour is green", False),  # 'user' alone is no match
+        ("How do I fix the mould?", "User lives in Lisbon", False),
+    ],
+)
+def test_about(query: str, text: str, expected: bool) -> None:
+    assert about(query, text) is expected

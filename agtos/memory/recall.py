@@ -27,6 +27,7 @@ from agtos.tasks.context import ContextItem, assemble, turn_items
 from agtos.tasks.dates import annotate, format_turn, named_days, speaker, turn_datetime
 from agtos.tasks.answer_builder import build_answer
 from agtos.tasks.dialectic import Evidence, llm_answer
+from agtos.tasks.distil import memory_id
 from agtos.tasks.ranking import (
     display_score,
     fuse_evidence,
@@ -37,6 +38,7 @@ from agtos.tasks.ranking import (
     rerank_by_recency,
 )
 from agtos.tasks.text import content_words
+from agtos.tasks.validity import about, after_replacements, asks_about_the_past
 
 if TYPE_CHECKING:
     from agtos.memory.semantic import SemanticSearch
@@ -211,7 +213,31 @@ def recall(
     out.episodes = [
         replace(h, score=round(best.get(h.episode.id, 0.0), 4)) for h in rerank_by_recency(hits, recency_weight(query))
     ]
+    out.episodes = prefer_current_episodes(rt, user_id, query, out.episodes[:limit]) + out.episodes[limit:]
     return out
+
+def prefer_current_episodes(rt: Services, user_id: str, query: str, hits: list[SearchHit]) -> list[SearchHit]:
+    """An episode holding a fact the question is about, which a later episode among the hits
+    superseded, goes just below that episode (unless the question asks how things were)."""
+    if len(hits) < 2 or asks_about_the_past(query):
+        return hits
+    source = {memory_id(user_id, fact): h.episode.id for h in hits for fact in h.episode.facts}
+    found = {
+        i: Memory.model_validate_json(raw) for i, raw in rt.semantic.records("memory", user_id, list(source)).items()
+    }
+    newer = [m.superseded_by for m in found.values() if m.superseded_by and m.superseded_by not in found]
+    found |= {i: Memory.model_validate_json(raw) for i, raw in rt.semantic.records("memory", user_id, newer).items()}
+    listed = {h.episode.id for h in hits}
+    replaced: dict[str, str] = {}
+    for mid, memory in found.items():
+        later = found.get(memory.superseded_by or "")
+        if mid not in source or later is None or not (about(query, memory.text) or about(query, later.text)):
+            continue
+        episode = next((e for e in later.source_episode_ids if e in listed and e != source[mid]), None)
+        if episode is not None:
+            replaced.setdefault(source[mid], episode)
+    by_id = {h.episode.id: h for h in hits}
+    return [by_id[i] for i in after_replacements(list(by_id), replaced)]
 
 
 def prefer_current(

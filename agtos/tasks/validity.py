@@ -183,6 +183,38 @@ def until_label(valid_until: int) -> str:
     return f"until {turn_datetime(valid_until):%B %Y}"
 
 
-def shares_words(query: str, text: str) -> bool:
-    """Whether a text shares a content word with the query (a superseded fact the question is about)."""
-    return bool(set(content_words(query)) & set(content_words(text)))
+_PAST = re.compile(
+    r"\b(before|used to|previous(ly)?|former(ly)?|originally|at first|earlier|prior|in the past|old|first|"
+    r"did i (live|work)|was i)\b",
+    re.IGNORECASE,
+)
+_SUBJECT_WORDS = frozenset({"user", "user's", "users"})
+STEM_CHARS = 4  # words match when one begins with the other and the shorter has at least this many letters
+
+
+def asks_about_the_past(query: str) -> bool:
+    """Whether a question asks how things were ("where did I live before?"), not how they are."""
+    return bool(_PAST.search(query))
+
+
+def about(query: str, text: str) -> bool:
+    """Whether a fact is about what the question asks: a content word in common, a word matching
+    another it begins ("blog" / "blogging"); the subject word "user" does not count."""
+    asked = set(content_words(query)) - _SUBJECT_WORDS
+    said = set(content_words(text)) - _SUBJECT_WORDS
+    return any(
+        a == b or (min(len(a), len(b)) >= STEM_CHARS and (a.startswith(b) or b.startswith(a)))
+        for a in asked
+        for b in said
+    )
+
+
+def after_replacements(order: list[str], replaced_by: dict[str, str]) -> list[str]:
+    """``order`` with each item that ``replaced_by`` maps to a later-ranked item moved just below
+    it (an episode whose fact a later episode superseded goes below that episode)."""
+    out = list(order)
+    for old, new in replaced_by.items():
+        if old in out and new in out and out.index(old) < out.index(new):
+            out.remove(old)
+            out.insert(out.index(new) + 1, old)
+    return out
