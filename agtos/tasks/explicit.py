@@ -44,6 +44,10 @@ _CLAUSE_BREAK = re.compile(
     r"\bbut\b|\bbecause\b|\bsince\b|\bso\b|\bwhich\b|\bwhen\b)\s*",
     re.I,
 )
+#: "Remember that I prefer ...": what the user asks to be kept, said before the statement
+_PREAMBLE = re.compile(
+    r"^(?:(?:please )?(?:remember|note|keep in mind)(?: that)?|just so you know|fyi|for the record)[,:]?\s+", re.I
+)
 _VAGUE_OBJECT = re.compile(r"^(?:the following|the same|both|all of them|so much|a lot|too)\b|.*:$", re.I)
 _CLAUSES = re.compile(r"[,;]?\s+(?:but|and|while|whereas|though)\s+(?=(?:i|my)\b)", re.I)
 MAX_WORDS = 14  # one profile line
@@ -200,7 +204,7 @@ def statements_of(sentence: str, who: str) -> list[tuple[str, str, float]]:
     text = statement_of(sentence)
     if text is None:
         return []
-    text = casual_to_standard(text)
+    text = _PREAMBLE.sub("", casual_to_standard(text))
     found = []
     taken: dict[str, list[tuple[int, int]]] = {}  # per category, the spans a rule already read
     for category, pattern, build, confidence in RULES:
