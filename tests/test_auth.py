@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,10 +24,13 @@ from tests.helpers import user
 from tests.redis_process import RedisProcess
 from tests.test_knowledge_page import CHROMIUM, CHROMIUM_ARGS, base_url, needs_chromium  # noqa: F401 - base_url: a fixture
 
+AppFor = Callable[..., TestClient]
 TURN = {"turns": [{"role": "user", "content": "I keep my passport in the blue drawer."}]}
 
 
-def store_of(coordinator: MemoryCoordinator) -> ApiKeyStore:
+def store_of(owner: MemoryCoordinator | TestClient) -> ApiKeyStore:
+    """The key store of a coordinator, or of a test client's app."""
+    coordinator = owner.app.state.coordinator if isinstance(owner, TestClient) else owner  # type: ignore[attr-defined]
     return ApiKeyStore(coordinator.connector, coordinator.keys)
 
 
@@ -36,7 +39,7 @@ def bearer(key: str, **headers: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def app_for(settings: Settings) -> Iterator:
+def app_for(settings: Settings) -> Iterator[AppFor]:
     """``app_for(**overrides)``: a client of a fresh app (its own coordinator) on the test's Redis prefix."""
     opened: list[tuple[TestClient, MemoryCoordinator]] = []
 
@@ -78,9 +81,9 @@ def test_once_a_key_exists_every_call_needs_one(client: TestClient, coordinator:
     assert client.get("/knowledge/").status_code == 200  # the page loads, then asks for a key
 
 
-def test_a_first_key_created_elsewhere_applies_within_a_second(client: TestClient, app_for) -> None:  # type: ignore[no-untyped-def]
+def test_a_first_key_created_elsewhere_applies_within_a_second(client: TestClient, app_for: AppFor) -> None:
     assert client.get("/api/memory/episodes").status_code == 200  # this process saw auth off
-    store_of(app_for().app.state.coordinator).create("service", "agent-backend")  # another process's key
+    store_of(app_for()).create("service", "agent-backend")  # another process's key
     time.sleep(1.1)  # "auth off" is trusted for calls without a key for at most 1 s
     assert client.get("/api/memory/episodes").status_code == 401
 
@@ -118,17 +121,17 @@ def test_a_duplicate_user_header_is_400(client: TestClient, coordinator: MemoryC
     assert refused.status_code == 400 and refused.json() == {"message": "send X-User-Id once"}
 
 
-def test_auth_required_refuses_before_any_key_exists(app_for) -> None:  # type: ignore[no-untyped-def]
+def test_auth_required_refuses_before_any_key_exists(app_for: AppFor) -> None:
     client = app_for(auth="required")
     assert client.get("/api/memory/episodes").status_code == 401
     assert client.post("/api/memory/sessions/s/turns", json=TURN).status_code == 401
     assert client.get("/health").status_code == 200
 
 
-def test_revocation_reaches_every_process_on_the_next_request(app_for, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+def test_revocation_reaches_every_process_on_the_next_request(app_for: AppFor, settings: Settings) -> None:
     """Two API instances (own coordinators) on one Redis prefix; the CLI revokes in a third process."""
     first, second = app_for(), app_for()
-    key, record = store_of(first.app.state.coordinator).create("service", "agent-backend")
+    key, record = store_of(first).create("service", "agent-backend")
     headers = bearer(key, **user("dana"))
     assert first.get("/api/memory/episodes", headers=headers).status_code == 200
     assert second.get("/api/memory/episodes", headers=headers).status_code == 200
@@ -144,9 +147,9 @@ def test_revocation_reaches_every_process_on_the_next_request(app_for, settings:
 # -- rate limit --------------------------------------------------------------------------------
 
 
-def test_each_key_has_its_own_token_bucket(app_for) -> None:  # type: ignore[no-untyped-def]
+def test_each_key_has_its_own_token_bucket(app_for: AppFor) -> None:
     client = app_for(rate_limit_per_s=0.5, rate_limit_burst=3)  # 3 at once, then one every 2 s
-    store = store_of(client.app.state.coordinator)
+    store = store_of(client)
     alice, _ = store.create("user", "alice")
     bob, _ = store.create("user", "bob")
     assert [client.get("/api/memory/episodes", headers=bearer(alice)).status_code for _ in range(3)] == [200] * 3
@@ -163,7 +166,7 @@ def test_each_key_has_its_own_token_bucket(app_for) -> None:  # type: ignore[no-
 # -- Host allow-list and cross-site writes -----------------------------------------------------
 
 
-def test_a_foreign_host_is_refused(client: TestClient, app_for) -> None:  # type: ignore[no-untyped-def]
+def test_a_foreign_host_is_refused(client: TestClient, app_for: AppFor) -> None:
     rebound = client.get("/api/memory/episodes", headers={"Host": "attacker.example"})
     assert rebound.status_code == 400
     assert rebound.json() == {"message": "Host 'attacker.example' is not served here; add it to AGTOS_ALLOWED_HOSTS"}
@@ -208,14 +211,14 @@ def test_a_keyed_write_passes_the_guard(client: TestClient, coordinator: MemoryC
 # -- imports -------------------------------------------------------------------------------------
 
 
-def test_imports_need_a_service_key_and_the_opt_in(app_for, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_imports_need_a_service_key_and_the_opt_in(app_for: AppFor, tmp_path: Path) -> None:
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / "CLAUDE.md").write_text("# Notes\n\n- I prefer tabs over spaces.\n")
     closed = app_for(import_home=home)
     assert closed.get("/api/memory/sources").status_code == 403  # auth off: nobody may list the host's files
     assert closed.post("/api/memory/import", json={}, headers=user("ivy")).status_code == 403
-    store = store_of(closed.app.state.coordinator)
+    store = store_of(closed)
     service, _ = store.create("service", "ops")
     ivy, _ = store.create("user", "ivy")
     off = closed.get("/api/memory/sources", headers=bearer(service))
