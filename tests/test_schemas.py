@@ -70,6 +70,9 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("source_episode_ids", STRS, OPTIONAL),
             ("created_at", I64, OPTIONAL),
             ("importance", F64, OPTIONAL),
+            ("valid_from", I64, OPTIONAL),  # issue 16: facts that change over time
+            ("valid_until", I64, OPTIONAL),
+            ("superseded_by", S, OPTIONAL),
         ],
     ),
     "conclusion": (

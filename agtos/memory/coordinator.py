@@ -395,7 +395,7 @@ class MemoryCoordinator:
     def delete_memory(self, user_id: str, memory_id: str) -> None:
         check_record_id(memory_id, "memory id")
         self.privacy.require_persistence(check_user_id(user_id))
-        self.privacy.forget_item(user_id, "memory", memory_id)  # every index, caches, history redacted
+        self.privacy.forget_item(user_id, "memory", memory_id)  # every index, caches and its history
 
     def memory_history(self, user_id: str, memory_id: str) -> list[MemoryChange]:
         check_record_id(memory_id, "memory id")

@@ -291,8 +291,8 @@ class SemanticMemory:
         return new
 
     def delete_memory(self, user_id: str, memory_id: str, origin: ChangeOrigin = "user") -> bool:
-        """Remove a memory from Redis and every index; the facts it had superseded are current
-        again, and its history keeps only when and how it changed (no texts) and the deletion."""
+        """Remove a memory and its history from Redis and every index; the facts it had superseded
+        are current again (their histories say so)."""
         store = self.store("memory")
         raw = store.get_many(user_id, [memory_id]).get(memory_id)
         if not store.delete(user_id, memory_id):
@@ -308,7 +308,7 @@ class SemanticMemory:
         ]
         store.put_records(user_id, {m.id: m.model_dump_json() for m in reopened})
         self.history.append(user_id, [_change(m, origin, "reopened", related_id=memory_id) for m in reopened])
-        self.history.redact(user_id, memory_id, MemoryChange(memory_id=memory_id, origin=origin, action="deleted"))
+        self.history.forget(user_id, memory_id)
         return True
 
     def delete(self, namespace: str, user_id: str, doc_id: str) -> bool:

@@ -780,7 +780,7 @@ class MemoryChangeOut(ApiModel):
     memory_id: str
     at: int = Field(description="when it was recorded (ms)")
     origin: Literal["extracted", "user", "lint", "supersession", "import"]
-    action: Literal["created", "restated", "edited", "merged", "superseded", "supersedes", "reopened", "deleted"]
+    action: Literal["created", "restated", "edited", "merged", "superseded", "supersedes", "reopened"]
     text: str | None = Field(default=None, description="the text after the change (none once deleted)")
     related_id: str | None = Field(default=None, description="the other memory: merged, superseding or superseded")
     source_episode_id: str | None = None

@@ -145,7 +145,7 @@ class Memory(Record):
 
 
 ChangeOrigin = Literal["extracted", "user", "lint", "supersession", "import"]
-ChangeAction = Literal["created", "restated", "edited", "merged", "superseded", "supersedes", "reopened", "deleted"]
+ChangeAction = Literal["created", "restated", "edited", "merged", "superseded", "supersedes", "reopened"]
 
 
 class MemoryChange(Record):

@@ -53,19 +53,9 @@ class MemoryHistory:
         raws = self.connector.run(lambda r: r.lrange(self._history(user_id, memory_id), 0, -1))
         return [MemoryChange.model_validate_json(as_text(raw)) for raw in raws]
 
-    def redact(self, user_id: str, memory_id: str, last: MemoryChange) -> None:
-        """Keep only when and how the memory changed (no texts), then ``last``: a deleted memory's
-        words leave Redis while its history still says what happened to it."""
-        key = self._history(user_id, memory_id)
-        past = [c.model_copy(update={"text": None}) for c in self.history(user_id, memory_id)]
-
-        def op(r: redis.Redis) -> None:
-            pipe = r.pipeline(transaction=True)
-            pipe.delete(key)
-            pipe.rpush(key, *[c.model_dump_json() for c in [*past, last]])
-            pipe.execute()
-
-        self.connector.run(op)
+    def forget(self, user_id: str, memory_id: str) -> None:
+        """Drop the memory's history: a deleted memory's words leave Redis."""
+        self.connector.run(lambda r: r.delete(self._history(user_id, memory_id)))
 
     # -- timeline -----------------------------------------------------------------------
     def set_times(self, user_id: str, stamps: Mapping[str, int]) -> None:

@@ -97,13 +97,13 @@ def update_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId
 
 @router.delete("/{memory_id}", response_model=MemoryDeletedOut, responses=errors(403, 404))
 def delete_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -> MemoryDeletedOut:
-    """Remove it from Redis and every index; facts it had superseded are current again."""
+    """Remove it and its history from Redis and every index; facts it had superseded are current again."""
     coordinator.delete_memory(user_id, memory_id)
     return MemoryDeletedOut(deleted=memory_id)
 
 
 @router.get("/{memory_id}/history", response_model=MemoryHistoryOut, responses=errors(404))
 def memory_history(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -> MemoryHistoryOut:
-    """Every change, oldest first: extracted, user edits, merges, supersession, deletion."""
+    """Every change, oldest first: extracted, restated, user edits, merges, supersession; 404 once deleted."""
     changes = [MemoryChangeOut.model_validate(c) for c in coordinator.memory_history(user_id, memory_id)]
     return MemoryHistoryOut(memory_id=memory_id, changes=changes, count=len(changes))
