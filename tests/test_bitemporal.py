@@ -74,6 +74,21 @@ def test_a_move_closes_the_old_home_and_the_context_shows_the_current_one(client
     assert ids.index(berlin["id"]) < ids.index(london["id"])
 
 
+def test_a_new_home_closes_the_old_lives_in_edge(client: TestClient) -> None:
+    session(client, "zed", "s-a", JAN_8_2024, "My sister Maria lives in London.")
+    session(client, "zed", "s-b", MAR_15_2024, "My sister Maria lives in Berlin now.")
+    (maria,) = [e for e in client.get("/api/entities", headers=user("zed")).json()["entities"] if e["name"] == "Maria"]
+    edges = client.get(f"/api/entities/{maria['id']}/relationships", headers=user("zed")).json()["relationships"]
+    homes = {e["other"]["name"]: e for e in edges if e["type"] == "lives-in"}
+    assert set(homes) == {"London", "Berlin"}  # both kept
+    assert homes["London"]["validFrom"] == JAN_8_2024 + TURN_GAP_MS
+    assert (homes["London"]["validUntil"], homes["London"]["supersededBy"]) == (
+        MAR_15_2024 + TURN_GAP_MS,
+        homes["Berlin"]["id"],
+    )
+    assert (homes["Berlin"]["validUntil"], homes["Berlin"]["supersededBy"]) == (None, None)
+
+
 def test_leaving_a_job_closes_it(client: TestClient) -> None:
     session(client, "rui", "s-job", JAN_8_2024, "I work at Feedzai as a data engineer.")
     session(client, "rui", "s-left", MAR_15_2024, "I left Feedzai last week.")

@@ -116,6 +116,9 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("type", S, REQUIRED),
             ("confidence", F64, OPTIONAL),
             ("source_episode_ids", STRS, OPTIONAL),
+            ("valid_from", I64, OPTIONAL),  # issue 16: edges that change over time
+            ("valid_until", I64, OPTIONAL),
+            ("superseded_by", S, OPTIONAL),
         ],
     ),
     "profile": (

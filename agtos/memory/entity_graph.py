@@ -23,6 +23,7 @@ from agtos.tasks.relation_types import SYMMETRIC_TYPES
 
 log = logging.getLogger(__name__)
 
+SINGLE_VALUED = frozenset({"lives-in", "works-at"})  # a new edge of these types ends the older ones
 WRITE_RETRIES = 8  # compare-and-set attempts before a write gives up
 
 
@@ -108,9 +109,18 @@ class EntityGraph:
 
     # -- edges ------------------------------------------------------------------------
     def relate(
-        self, user_id: str, source_id: str, target_id: str, rtype: str, confidence: float, episode_id: str
+        self,
+        user_id: str,
+        source_id: str,
+        target_id: str,
+        rtype: str,
+        confidence: float,
+        episode_id: str,
+        stated_at: int | None = None,
     ) -> str | None:
-        """Create the edge or merge into the same (source, type, target): ids union, max confidence."""
+        """Create the edge or merge into the same (source, type, target): ids union, max confidence.
+        An edge of a single-valued type (lives-in, works-at) closes the source's earlier edges of
+        that type to other targets (``valid_until``, ``superseded_by``)."""
         triple = triple_key(source_id, rtype, target_id, rtype in SYMMETRIC_TYPES)
         incoming = Relationship(
             user_id=user_id,
@@ -119,16 +129,33 @@ class EntityGraph:
             type=rtype,
             confidence=confidence,
             source_episode_ids=[episode_id],
+            valid_from=stated_at,
         )
         for _ in range(WRITE_RETRIES):
             owner = self.store.triple_owner(user_id, triple)
             if owner is None or self.store.rel_raw(user_id, owner) is None:
                 if self.store.save_rel(incoming, triple, expect="", force=owner is not None).status == "ok":
+                    self._supersede_edges(incoming)
                     return incoming.id
                 continue
             if self.absorb_rel(user_id, owner, incoming):
                 return owner
         return None
+
+    def _supersede_edges(self, new: Relationship) -> None:
+        """Close the source's current edges of ``new``'s single-valued type that were stated earlier."""
+        if new.type not in SINGLE_VALUED or new.valid_from is None:
+            return
+        outgoing, _ = self.store.edge_ids(new.user_id, new.source_id)
+        for rel in self.store.rels(new.user_id, outgoing).values():
+            if rel.type != new.type or rel.target_id == new.target_id or rel.valid_until is not None:
+                continue
+            raw = self.store.rel_raw(new.user_id, rel.id)
+            if raw is None or (rel.valid_from or 0) > new.valid_from:
+                continue
+            closed = rel.model_copy(update={"valid_until": new.valid_from, "superseded_by": new.id})
+            triple = triple_key(rel.source_id, rel.type, rel.target_id, rel.type in SYMMETRIC_TYPES)
+            self.store.save_rel(closed, triple, expect=raw, old=rel, old_triple=triple)  # lost race: stays open
 
     def absorb_rel(self, user_id: str, rel_id: str, other: Relationship) -> bool:
         """Fold ``other``'s confidence and episodes into the stored edge ``rel_id``."""
@@ -137,13 +164,21 @@ class EntityGraph:
             if raw is None:
                 return False
             rel = Relationship.model_validate_json(raw)
-            new = rel.model_copy(
-                update={
-                    "confidence": max(rel.confidence, other.confidence),
-                    "source_episode_ids": union_ids(rel.source_episode_ids, other.source_episode_ids),
-                }
+            stated = [t for t in (rel.valid_from, other.valid_from) if t is not None]
+            update = {
+                "confidence": max(rel.confidence, other.confidence),
+                "source_episode_ids": union_ids(rel.source_episode_ids, other.source_episode_ids),
+                "valid_from": min(stated, default=None),
+            }
+            reopened = (
+                rel.valid_until is not None and other.valid_from is not None and other.valid_from >= rel.valid_until
             )
+            if reopened:  # stated again after another edge replaced it: current again, from now
+                update |= {"valid_from": other.valid_from, "valid_until": None, "superseded_by": None}
+            new = rel.model_copy(update=update)
             triple = triple_key(rel.source_id, rel.type, rel.target_id, rel.type in SYMMETRIC_TYPES)
             if new == rel or self.store.save_rel(new, triple, expect=raw, old=rel, old_triple=triple).status == "ok":
+                if reopened:
+                    self._supersede_edges(new)
                 return True
         return False

@@ -99,7 +99,7 @@ class EntityMemory(EntityGraph):
                     src = ids.get(normalise_entity_name(rel.source))
                     tgt = ids.get(normalise_entity_name(rel.target))
                     if src and tgt and src != tgt:
-                        self.relate(episode.user_id, src, tgt, rel.type, rel.confidence, episode.id)
+                        self.relate(episode.user_id, src, tgt, rel.type, rel.confidence, episode.id, episode.timestamp)
                         report.relationships += 1
         return report
 

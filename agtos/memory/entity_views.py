@@ -115,6 +115,9 @@ class EntityViews:
                     "confidence": rel.confidence,
                     "sourceEpisodeIds": rel.source_episode_ids,
                     "other": {"id": other.id, "name": other.name, "type": other.type},
+                    "validFrom": rel.valid_from,
+                    "validUntil": rel.valid_until,
+                    "supersededBy": rel.superseded_by,
                 }
             )
         return sorted(items, key=lambda i: (i["direction"] == "in", i["type"], i["other"]["name"]))

@@ -582,6 +582,9 @@ class RelationshipOut(ApiModel):
     confidence: float
     source_episode_ids: list[str]
     other: EntityRefOut
+    valid_from: int | None = Field(default=None, description="when it was first stated (ms)")
+    valid_until: int | None = Field(default=None, description="when a later edge replaced it (ms); null: current")
+    superseded_by: str | None = Field(default=None, description="the edge that replaced it")
 
 
 class EntityRelationshipsOut(ApiModel):

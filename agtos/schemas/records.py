@@ -225,6 +225,11 @@ class Relationship(Record):
     type: str = Field(min_length=1, max_length=64, description="works-at, lives-in, knows...")
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
     source_episode_ids: list[str] = Field(default_factory=list)
+    valid_from: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when it was first stated (ms)")
+    valid_until: int | None = Field(
+        default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when a later edge replaced it (ms); None: current"
+    )
+    superseded_by: str | None = Field(default=None, max_length=128, description="the edge that replaced it")
 
 
 class UserProfile(Record):
