@@ -165,6 +165,10 @@ def seeded(fuzz_app: FastAPI) -> dict[str, str]:
         entities = client.get("/api/entities", headers=user(FUZZ_USER)).json()["entities"]
         conclusions = client.get("/api/memory/conclusions", headers=user(FUZZ_USER)).json()["conclusions"]
         reports = client.get("/api/memory/maintain/history", headers=user(FUZZ_USER)).json()["reports"]
+        memories = [
+            client.post("/api/memory/memories", json={"text": text}, headers=user(FUZZ_USER)).json()["memory"]["id"]
+            for text in ("User keeps bees on the roof", "User plays the oboe")
+        ]
     assert len(entities) >= 2 and conclusions and reports
     return {
         "entity_id": entities[0]["id"],
@@ -173,6 +177,8 @@ def seeded(fuzz_app: FastAPI) -> dict[str, str]:
         "session_id": "live",
         "timestamp": str(reports[0]["timestamp"]),
         "run_id": run["runId"],
+        "memory_id": memories[0],
+        "doomed_memory_id": memories[1],  # the one DELETE may remove
     }
 
 
@@ -185,6 +191,8 @@ def _existing_path(label: str, seeded: dict[str, str]) -> dict[str, str] | None:
     chosen = {name: seeded[name] for name in names}
     if method == "DELETE" and "entity_id" in chosen:
         chosen["entity_id"] = seeded["doomed_entity_id"]
+    if method == "DELETE" and "memory_id" in chosen:
+        chosen["memory_id"] = seeded["doomed_memory_id"]
     return chosen
 
 
