@@ -53,7 +53,7 @@ from typing import Any
 
 import redis
 
-import agtos.memory.coordinator as coordinator_module
+import agtos.memory.ingest_worker as ingest_worker_module
 import agtos.memory.ingestion_pipeline as pipeline_module
 from agtos.config import Settings
 from agtos.flows.ingestion_flow import ingestion_flow
@@ -293,8 +293,8 @@ class Run:
         stack.enter_context(
             patched(coord.dreamer, on_session_ended=watch.wrap("Dreamer (rules)", coord.dreamer.on_session_ended))
         )
-        summarise = watch.wrap("summarise + save heuristics", coordinator_module.build_episode)
-        stack.enter_context(patched_module(coordinator_module, build_episode=summarise))
+        summarise = watch.wrap("summarise + save heuristics", ingest_worker_module.build_episode)
+        stack.enter_context(patched_module(ingest_worker_module, build_episode=summarise))
         records = watch.wrap("turn records", pipeline_module.batch_turns)
         stack.enter_context(patched_module(pipeline_module, batch_turns=records))
         return stack

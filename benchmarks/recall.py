@@ -265,7 +265,7 @@ class AsgiClient:
 
     def __init__(self, app: FastAPI) -> None:
         self.loop = asyncio.new_event_loop()
-        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://agtos")
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")
         self._stop: asyncio.Future[None] | None = None
         ready = threading.Event()
 

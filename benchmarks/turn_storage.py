@@ -5,7 +5,7 @@ synthetic chat) through :class:`TurnStore` under a throw-away key prefix, sums `
 <key> SAMPLES 0`` per key family and divides by the turns stored. Vectors are random unit rows
 of the embedder's width (their bytes do not depend on their values).
 
-    python -m benchmarks.turn_storage [--sessions 200] [--redis-url redis://127.0.0.1:6379/0]
+    python -m benchmarks.turn_storage [--sessions 200] [--dtype f4 --dtype f2] [--redis-url redis://127.0.0.1:6379/0]
 
 Redis 7, 100 realtalk-dev sessions (2,290 turns, 214 content bytes each): turn lists 412, BM25
 index 1,604, vector index (float32, 384) 1,983; 3,999 bytes per turn in all.
@@ -55,12 +55,16 @@ def chat_sessions() -> list[list[tuple[str, str]]]:
     return out
 
 
-def measure(redis_url: str, sessions: int) -> dict[str, float]:
+def measure(redis_url: str, sessions: int, dtype: str = "f2") -> dict[str, Any]:
     prefix = f"agtos-bench-{uuid.uuid4().hex[:8]}"
     keys = GlobalKeys(prefix)
     connector = RedisConnector(redis_url, None, 5.0)
     store = TurnStore(
-        connector, keys, VectorIndex(connector, keys, "turn", DIM), BM25Index(connector, keys, "turn"), 3600
+        connector,
+        keys,
+        VectorIndex(connector, keys, "turn", DIM, storage_dtype=dtype),
+        BM25Index(connector, keys, "turn"),
+        3600,
     )
     rng = np.random.default_rng(0)
     chats, n_turns, content_bytes = chat_sessions(), 0, 0
@@ -87,6 +91,7 @@ def measure(redis_url: str, sessions: int) -> dict[str, float]:
             client.unlink(key)
     per_turn = {family: round(total / n_turns, 1) for family, total in sorted(families.items())}
     return {
+        "vector blobs": {"f2": "float16", "f4": "float32"}[dtype],
         "sessions": sessions,
         "turns": n_turns,
         "content bytes per turn": round(content_bytes / n_turns, 1),
@@ -99,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--dtype", choices=["f2", "f4"], action="append", help="vector blobs (default: both)")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.redis_url, args.sessions), indent=2))
+    print(json.dumps([measure(args.redis_url, args.sessions, d) for d in args.dtype or ["f4", "f2"]], indent=2))
     return 0
 
 

@@ -9,14 +9,16 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from agtos.memory.coordinator import MemoryCoordinator
 from agtos.providers.embeddings import Embedder, build_embedder
-from agtos.schemas import StoredTurn, Turn
+from agtos.schemas import Episode, IngestItem, Role, StoredTurn, Turn
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic_store import SearchResult
 from agtos.storage.turns import TurnStore, parse_turn_doc_id, turn_doc_id
 from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.text import episode_text
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
 
 T0 = 1_683_556_200_000  # 8 May 2023 14:30 UTC
@@ -138,3 +140,29 @@ def test_expired_turns_leave_the_indexes(
 def test_turns_are_not_upserted_as_plain_records(store: TurnStore) -> None:
     with pytest.raises(TypeError, match=r"use TurnStore\.save"):
         store.upsert_many("alice", [("ep-1.t0", "text", "{}")], None)
+
+
+def test_ingested_episode_vectors_and_float16_turn_vectors(
+    coordinator: MemoryCoordinator, embedder: Embedder, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """A session's episode gets its vector from its turns and facts (its summary is not embedded
+    again) and is what a question about it finds; a ready episode without turns is embedded by its
+    text; turn vectors are stored as float16, the others as float32."""
+    said = [Turn(role=Role.user, name=n, content=c, timestamp=T0 + i * 60_000) for i, (n, c) in enumerate(CHAT)]
+    ready = Episode(id="ep-ready", user_id="alice", session_id="s-ready", summary="Alice repaired her bicycle brakes.")
+    coordinator.ingest(
+        [IngestItem(user_id="alice", session_id="s-chat", turns=said), IngestItem(user_id="alice", episode=ready)]
+    )
+    [chat] = [e for e in coordinator.list_episodes("alice") if e.session_id == "s-chat"]
+    episodes = coordinator.services.semantic.store("episode").vectors
+    stored = episodes.vectors("alice", [chat.id, "ep-ready"])
+    [kept] = [e for e in coordinator.list_episodes("alice") if e.id == "ep-ready"]
+    assert float(stored["ep-ready"] @ embedder.embed([episode_text(kept)])[0]) > 0.999
+    for question, expected in (("adopting children, LGBTQ support group", chat.id), ("bike brakes fixed", "ep-ready")):
+        assert episodes.search("alice", embedder.embed([question])[0], limit=1)[0][0] == expected
+    lengths = {
+        kind: {len(b) for b in raw_redis.hvals(key)}
+        for kind in ("turn", "episode")
+        for key in raw_redis.keys(f"{key_prefix}:u:{{alice}}:{kind}:*vec:data")
+    }
+    assert lengths == {"turn": {2 * 384}, "episode": {4 * 384}}

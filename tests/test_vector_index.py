@@ -101,6 +101,28 @@ def test_survives_restart_and_sees_other_process_writes(make_index: MakeIndex) -
     assert second.search("alice", target, limit=1)[0] == ("d0", pytest.approx(1.0))
 
 
+def test_float16_blobs_are_half_the_bytes_and_read_beside_float32_ones(
+    make_index: MakeIndex, raw_redis: redis.Redis, settings: Settings
+) -> None:
+    rng = np.random.default_rng(4)
+    vectors = unit_rows(rng, 50)
+    old = make_index()  # float32 blobs, as every index wrote them before
+    old.add_many("alice", [f"d{i}" for i in range(25)], vectors[:25])
+    half = make_index(storage_dtype="f2")
+    half.add_many("alice", [f"d{i}" for i in range(25, 50)], vectors[25:])
+    [key] = raw_redis.keys(f"{settings.key_prefix}:*vec:data")
+    data: dict[bytes, bytes] = raw_redis.hgetall(key)  # type: ignore[assignment]
+    assert sorted({len(blob) for blob in data.values()}) == [2 * DIM, 4 * DIM]
+    assert np.frombuffer(data[b"d30"], dtype="<f2").tolist() == vectors[30].astype(np.float16).tolist()
+    for reader in (half, make_index()):  # a fresh process reloads both formats from Redis
+        for i in (3, 30):
+            doc_id, sim = reader.search("alice", vectors[i], limit=1)[0]
+            assert doc_id == f"d{i}"
+            assert sim == pytest.approx(1.0, abs=1e-3)
+    with pytest.raises(ValueError, match="storage_dtype"):
+        make_index(storage_dtype="f8")
+
+
 def test_prepared_shard_carries_other_process_writes(make_index: MakeIndex) -> None:
     """prepare() does the version check ahead of the search (as while a query is embedded)."""
     writer, reader = make_index(), make_index()

@@ -20,7 +20,7 @@ from agtos.schemas import Episode, IngestItem, Memory
 from agtos.tasks.distil import distil_memories
 from agtos.tasks.entity_records import entity_text
 from agtos.tasks.text import episode_text
-from agtos.tasks.verbatim_turns import TurnBatch, batch_turns
+from agtos.tasks.verbatim_turns import TurnBatch, batch_turns, episode_vectors
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -128,6 +128,18 @@ def upsert_entities(rt: Services, episodes: list[Episode], mentions: list[list[A
 INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch, upsert_entities)
 
 
+def _episode_rows_first(
+    episodes: list[Episode], own: list[Episode], memories: list[Memory], turns: TurnBatch, embedded: np.ndarray
+) -> np.ndarray:
+    """``embedded`` (the ``own`` episodes' rows, the memories', the turn units') as ``index_batch``
+    takes it: a row per episode first, an episode with turns getting one made of its turns' and
+    facts' vectors (:func:`episode_vectors`) instead of an embedding of its summary."""
+    rest = embedded[len(own) :]
+    made = episode_vectors(turns.units, rest[len(memories) :], memories, rest[: len(memories)])
+    made |= dict(zip((e.id for e in own), embedded[: len(own)], strict=True))
+    return np.concatenate([np.stack([made[e.id] for e in episodes]), rest])
+
+
 def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps = INLINE_STEPS) -> IngestionReport:
     """The ingestion DAG: summarise → NER → distil → embed (one batch call) → index → entities.
 
@@ -141,10 +153,12 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
     episodes, mentions = steps.recognise(rt, episodes)
     memories = steps.distil(rt, episodes)
     turns = TurnBatch.of(batch_turns(items, episodes))
-    texts = [episode_text(e) for e in episodes] + [m.text for m in memories] + [u.text for u in turns.units]
+    with_turns = {u.episode_id for u in turns.units}
+    own = [e for e in episodes if e.id not in with_turns]  # an episode without turns: its text is embedded
+    texts = [episode_text(e) for e in own] + [m.text for m in memories] + [u.text for u in turns.units]
     vectors: np.ndarray | None
     try:
-        vectors = steps.embed(rt, texts)
+        vectors = _episode_rows_first(episodes, own, memories, turns, steps.embed(rt, texts))
     except EmbeddingError as exc:
         report.degraded = f"embedder unavailable, stored for keyword search only: {exc}"
         vectors = None

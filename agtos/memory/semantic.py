@@ -127,6 +127,7 @@ class SemanticMemory:
                         dim,
                         expansion_search=self.hnsw_ef_search,
                         build_threads=self.hnsw_build_threads,
+                        storage_dtype="f2" if namespace == TURN_NAMESPACE else "f4",  # benchmarks/turn_storage.py
                     )
                     bm25 = BM25Index(self.connector, self.keys, namespace)
                     self._stores[namespace] = (

@@ -2,7 +2,9 @@
 
 Redis holds the truth, under ``…:{namespace}:_idx:vec:`` (see :mod:`agtos.storage.index_keys`):
 
-* ``data``     hash ``doc_id -> float32 little-endian blob`` (the vector as given)
+* ``data``     hash ``doc_id -> little-endian blob``: float32 (the vector as given), or float16 for
+  an index made with ``storage_dtype="f2"`` (half the bytes; read back by the blob's length, so an
+  index holds either)
 * ``meta``, ``changes``  the versioned change log of :mod:`agtos.storage.mirror_sync`
 
 Each process mirrors a user's vectors into a local shard (a normalised matrix, plus a
@@ -68,6 +70,7 @@ return {v, changed, redis.call('HGET', KEYS[1], 'epoch')}
 )
 
 WRITE_BATCH = 500
+STORAGE_DTYPES = {"f4": "<f4", "f2": "<f2"}  # blob formats of the data hash, told apart by length
 
 
 class VectorIndex:
@@ -90,13 +93,18 @@ class VectorIndex:
         max_change_log: int = 10_000,
         max_loaded_users: int = 512,
         use_redisearch: bool | None = None,
+        storage_dtype: str = "f4",
     ) -> None:
         """HNSW settings: see :class:`HnswParams`. ``hnsw_min_size``: smaller shards are
         searched exactly. ``max_loaded_users``: least recently used shards beyond it are
         dropped (reloaded from Redis on next use). ``use_redisearch``: None detects the
-        module, False never uses it."""
+        module, False never uses it. ``storage_dtype``: ``"f4"`` or ``"f2"`` (float16) blobs in Redis
+        (searches always compute in float32; RediSearch's own hashes stay float32)."""
         if dim <= 0:
             raise ValueError("dim must be positive")
+        if storage_dtype not in STORAGE_DTYPES:
+            raise ValueError(f"storage_dtype must be one of {sorted(STORAGE_DTYPES)}")
+        self.storage_dtype = STORAGE_DTYPES[storage_dtype]
         self.connector = connector
         self.keys = keys
         self.namespace = check_namespace(namespace)
@@ -147,7 +155,7 @@ class VectorIndex:
             check_record_id(doc_id, f"{self.namespace} id")
         for start in range(0, len(ids), WRITE_BATCH):
             chunk = dict(zip(ids[start : start + WRITE_BATCH], vectors[start : start + WRITE_BATCH], strict=True))
-            blobs = {doc_id: vec.astype("<f4").tobytes() for doc_id, vec in chunk.items()}
+            blobs = {doc_id: vec.astype(self.storage_dtype).tobytes() for doc_id, vec in chunk.items()}
             version, _, epoch = self._write(user_id, "set", blobs)
             self._apply_local(user_id, version, epoch, chunk)
 
@@ -186,8 +194,8 @@ class VectorIndex:
                 for doc_id, blob in docs.items():
                     if blob is None:
                         pipe.delete(doc_prefix + doc_id)
-                    else:
-                        pipe.hset(doc_prefix + doc_id, "v", blob)
+                    else:  # the FT schema is FLOAT32
+                        pipe.hset(doc_prefix + doc_id, "v", self._as_f4(blob))
             return pipe.execute()[0]
 
         version, changed, epoch = self.connector.run(run)
@@ -326,11 +334,15 @@ class VectorIndex:
         decoded = {doc_id: self._decode(doc_id, blob) for doc_id, blob in zip(ids, blobs, strict=True)}
         return {doc_id: vec for doc_id, vec in decoded.items() if vec is not None}
 
+    def _as_f4(self, blob: bytes) -> bytes:
+        return blob if len(blob) == 4 * self.dim else np.frombuffer(blob, dtype="<f2").astype("<f4").tobytes()
+
     def _decode(self, doc_id: str, blob: bytes | str | None) -> np.ndarray | None:
-        """A stored blob as a unit vector; None when deleted or unusable."""
+        """A stored blob (float32, or float16 by its length) as a unit vector; None when deleted or
+        unusable."""
         if not isinstance(blob, bytes):  # None: deleted (the connector never decodes replies to str)
             return None
-        vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        vec = np.frombuffer(blob, dtype="<f2" if len(blob) == 2 * self.dim else "<f4").astype(np.float32)
         if vec.shape[0] != self.dim:
             log.warning("skipping stored vector %r: dimension %d, expected %d", doc_id, len(vec), self.dim)
             return None
@@ -362,5 +374,5 @@ class VectorIndex:
     def _ft(self, user_id: str) -> tuple[str, str]:
         """The user's FT index name and document key prefix (the index created if needed)."""
         name, prefix = self._key(user_id, "ft"), self._key(user_id, "doc:")
-        self._ft_search.ensure(name, prefix, lambda: self._scan(user_id))
+        self._ft_search.ensure(name, prefix, lambda: ((d, self._as_f4(b)) for d, b in self._scan(user_id)))
         return name, prefix

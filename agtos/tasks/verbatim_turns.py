@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from agtos.schemas import Episode, IngestItem, Role, StoredTurn, Turn
+import numpy as np
+
+from agtos.schemas import Episode, IngestItem, Memory, Role, StoredTurn, Turn
 from agtos.tasks.dates import annotate, resolve_dates, turn_prefix
 from agtos.tasks.speakers import utterances
 from agtos.tasks.tokens import count_tokens, load_tokenizer
@@ -94,6 +97,32 @@ def turn_units(turns: Sequence[StoredTurn]) -> list[TurnUnit]:
         for chunk, (start, end) in enumerate(chunk_spans(body, room)):
             units.append(TurnUnit(turn.user_id, turn.episode_id, turn.position, chunk, prefix + body[start:end]))
     return units
+
+
+def episode_vectors(
+    units: Sequence[TurnUnit], unit_vectors: np.ndarray, memories: Sequence[Memory] = (), memory_vectors: Any = None
+) -> dict[str, np.ndarray]:
+    """The vector of each episode with turn units, without embedding its summary again: the mean
+    of its units' unit vectors and the mean of its facts' (``memories`` that name it as a source),
+    added with equal weight and normalised (``benchmarks/ingest.py`` measures the time it saves,
+    ``benchmarks/eval/api_eval.py`` the recall)."""
+    groups: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    for unit, row in zip(units, unit_vectors, strict=True):
+        groups.setdefault(unit.episode_id, ([], []))[0].append(row)
+    for memory, row in zip(memories, [] if memory_vectors is None else memory_vectors, strict=True):
+        for episode_id in memory.source_episode_ids:
+            if episode_id in groups:
+                groups[episode_id][1].append(row)
+    return {episode_id: _unit_sum(_unit_mean(rows) for rows in parts if rows) for episode_id, parts in groups.items()}
+
+
+def _unit_mean(rows: list[np.ndarray]) -> np.ndarray:
+    return _unit_sum(np.asarray(rows, dtype=np.float32))
+
+
+def _unit_sum(rows: Any) -> np.ndarray:
+    total = np.asarray(np.sum(list(rows), axis=0, dtype=np.float32))
+    return total / max(float(np.linalg.norm(total)), 1e-12)
 
 
 @dataclass(frozen=True)
