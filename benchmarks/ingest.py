@@ -60,7 +60,7 @@ from agtos.flows.ingestion_flow import ingestion_flow
 from agtos.flows.runtime import use_runtime
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.providers.embeddings import MINILM_MAX_TOKENS
-from agtos.schemas import IngestItem, Turn
+from agtos.schemas import IngestItem, Role, Turn
 from agtos.serving.app import create_app
 from benchmarks.eval.api_eval import turn_timestamps
 from benchmarks.eval.dataset import load_dataset
@@ -166,13 +166,12 @@ class Run:
         log(f"deleted {delete_prefix(redis.Redis.from_url(self.args.redis_url), self.prefix)} keys")
 
     def warm_up(self) -> None:
-        """Load the embedder and spaCy, and run one session end to end (not measured)."""
-        item = IngestItem(
-            user_id="bench-warmup",
-            session_id="w1",
-            turns=[Turn(role="user", content="Warm-up: Mia moved to Lisbon yesterday and prefers window seats.")],
-        )
-        self.coord.ingest([item])
+        """Load the embedder and spaCy, and run one session end to end through the session path
+        (its Dreamer too: it loads a model of its own) and one batch (not measured)."""
+        turn = Turn(role=Role.user, content="Warm-up: Mia moved to Lisbon yesterday and prefers window seats.")
+        self.coord.ingest([IngestItem(user_id="bench-warmup", session_id="w1", turns=[turn])])
+        self.coord.add_turns("bench-warmup", "w2", [turn])
+        self.coord.end_session("bench-warmup", "w2")
 
     def http(self, todo: list[Session]) -> PathResult:
         """The session API, one turn per call, then /end: the real path of a live agent. After each
