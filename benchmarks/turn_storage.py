@@ -20,6 +20,7 @@ import sys
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import redis

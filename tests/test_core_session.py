@@ -152,7 +152,13 @@ def test_ending_a_session_stores_it_once_and_clears_the_journal(
         assert raw_redis.exists(f"{user_base}:dreamed:{ended['episode']['id']}") == 1  # the Dreamer ran for it
         assert raw_redis.hget(f"{user_base}:qai:s1", "last_saved_at") is not None
         again = end(other, "alice", "s1")
-        assert again == {"sessionId": "s1", "saved": False, "reason": "session has no turns", "episode": None, **SKIPPED}
+        assert again == {
+            "sessionId": "s1",
+            "saved": False,
+            "reason": "session has no turns",
+            "episode": None,
+            **SKIPPED,
+        }
         assert other.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 0
 
 
@@ -171,7 +177,13 @@ def test_a_session_not_worth_saving_is_cleared_too(client: TestClient, key_prefi
     post(client, "alice", "s1", "hi", "hello!")
     assert client.get("/health").json()["checks"]["resource-guard"]["activeSessions"] == 2
     ended = end(client, "alice", "s1")
-    assert ended == {"sessionId": "s1", "saved": False, "reason": "greeting or small talk only", "episode": None, **SKIPPED}
+    assert ended == {
+        "sessionId": "s1",
+        "saved": False,
+        "reason": "greeting or small talk only",
+        "episode": None,
+        **SKIPPED,
+    }
     assert raw_redis.exists(journal_key(key_prefix, "alice", "s1")) == 0
     assert get_session(client, "alice", "s1")[0] == 404
     assert get_session(client, "alice", "s2")[0] == 200  # clearing one session leaves the user's others
@@ -208,7 +220,13 @@ def test_an_opted_out_user_keeps_working_memory_only(
     with restarted(settings) as other:
         assert get_session(other, "olga", "s1")[0] == 404  # nothing persisted to replay
     ended = end(client, "olga", "s1")
-    assert ended == {"sessionId": "s1", "saved": False, "reason": "user opted out of persistence", "episode": None, **SKIPPED}
+    assert ended == {
+        "sessionId": "s1",
+        "saved": False,
+        "reason": "user opted out of persistence",
+        "episode": None,
+        **SKIPPED,
+    }
     assert get_session(client, "olga", "s1")[0] == 404
     assert get_session(client, "olga", "s2")[0] == 200  # ending one session leaves the others
     assert client.get("/api/memory/episodes", headers=user("olga")).json()["count"] == 0

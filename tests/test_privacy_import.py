@@ -125,7 +125,13 @@ def test_opted_out_user_writes_nothing(client: TestClient, raw_redis: redis.Redi
     assert live["messageCount"] == 1  # working memory still works
     assert client.get("/api/memory/sessions/s1", headers=user("oz")).json()["messageCount"] == 1
     ended = client.post("/api/memory/sessions/s1/end", headers=user("oz")).json()
-    assert ended == {"sessionId": "s1", "saved": False, "reason": "user opted out of persistence", "episode": None, **SKIPPED}
+    assert ended == {
+        "sessionId": "s1",
+        "saved": False,
+        "reason": "user opted out of persistence",
+        "episode": None,
+        **SKIPPED,
+    }
     assert client.put("/api/memory/profile", json={"name": "Oz"}, headers=user("oz")).status_code == 403
     response = {"session_id": "s1", "response": "A long analysis " * 100, "tool_calls": 3}
     assert client.post("/api/memory/responses", json=response, headers=user("oz")).status_code == 403
