@@ -1,0 +1,181 @@
+"""Embedders behind an HTTP API: Ollama's ``/api/embed`` and the OpenAI-compatible ``/embeddings``
+(OpenAI, OpenRouter, vLLM, llama.cpp...), with batching, answer checks and dimension discovery."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import httpx
+import numpy as np
+
+from agtos.providers.embedding_base import EmbeddingError, QueryCache, check_texts, l2_normalise
+from agtos.providers.llm import DEFAULT_BASE_URLS
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODELS = {
+    "ollama": "nomic-embed-text",
+    "openai": "text-embedding-3-small",
+    "openrouter": "openai/text-embedding-3-small",
+}
+#: Dimensions of well-known models, used only until a response shows the real one.
+KNOWN_DIMS = {
+    "nomic-embed-text": 768,
+    "mxbai-embed-large": 1024,
+    "all-minilm": 384,
+    "bge-m3": 1024,
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+
+class HTTPEmbedder:
+    """Shared plumbing of the HTTP embedders: batching, validation, errors, dim discovery."""
+
+    path = ""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str = "",
+        *,
+        name: str,
+        timeout_s: float = 30.0,
+        batch_size: int = 64,
+        cache_size: int = 256,
+    ) -> None:
+        if not base_url:
+            raise ValueError(f"embedding provider {name!r} needs a base_url")
+        self.name = name
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.batch_size = max(1, batch_size)
+        self.cache = QueryCache(cache_size)
+        self._dim: int | None = None
+        self._client = httpx.Client(timeout=timeout_s)
+
+    @property
+    def dim(self) -> int:
+        """The dimension the service returned; probed with one request if none was made yet.
+
+        If that probe fails, a well-known model's published dimension is used, else
+        ``EmbeddingError`` propagates.
+        """
+        if self._dim is None:
+            try:
+                self.embed(["dimension probe"])
+            except EmbeddingError:
+                fallback = KNOWN_DIMS.get(self.model.rsplit("/", 1)[-1].split(":", 1)[0])
+                if fallback is None:
+                    raise
+                log.warning("%s unreachable; assuming dim %d for %s", self.name, fallback, self.model)
+                return fallback
+        assert self._dim is not None
+        return self._dim
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _post(self, payload: dict[str, Any]) -> Any:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        url = self.base_url + self.path
+        try:
+            response = self._client.post(url, json=payload, headers=headers)
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"{self.name} embedding request to {url} failed: {exc}") from exc
+        if response.status_code >= 400:
+            raise EmbeddingError(
+                f"{self.name} embedding request to {url} failed: HTTP {response.status_code} {response.text[:200]!r}"
+            )
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise EmbeddingError(f"{self.name} answered {url} with invalid JSON: {response.text[:200]!r}") from exc
+
+    def _request(self, texts: list[str]) -> Any:
+        """Raw vectors (a list of lists) for one batch, in input order."""
+        raise NotImplementedError
+
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        raw = self._request(texts)
+        try:
+            matrix = np.asarray(raw, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingError(f"{self.name} returned malformed embeddings: {exc}") from exc
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts) or matrix.shape[1] == 0:
+            raise EmbeddingError(f"{self.name} returned embeddings of shape {matrix.shape} for {len(texts)} texts")
+        if self._dim is not None and matrix.shape[1] != self._dim:
+            raise EmbeddingError(f"{self.name} returned {matrix.shape[1]}-dim embeddings, earlier {self._dim}-dim")
+        if not np.isfinite(matrix).all():
+            raise EmbeddingError(f"{self.name} returned non-finite embedding values")
+        self._dim = int(matrix.shape[1])
+        return l2_normalise(matrix)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32 unit rows, in ``batch_size`` requests."""
+        items = check_texts(texts)
+        if not items:
+            dim = self._dim or KNOWN_DIMS.get(self.model.rsplit("/", 1)[-1].split(":", 1)[0], 0)
+            return np.zeros((0, dim), dtype=np.float32)
+        parts = [self._vectors(items[i : i + self.batch_size]) for i in range(0, len(items), self.batch_size)]
+        return np.concatenate(parts, axis=0)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """``(dim,)`` float32 unit vector, served from the LRU cache when seen recently."""
+        cached = self.cache.get(text)
+        if cached is not None:
+            return cached
+        vector = self._vectors([text])[0]
+        self.cache.put(text, vector)
+        return vector
+
+
+class OllamaEmbedder(HTTPEmbedder):
+    """Ollama's ``POST /api/embed`` (``{"model", "input": [...]}`` → ``{"embeddings": [...]}``)."""
+
+    path = "/api/embed"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODELS["ollama"],
+        base_url: str = DEFAULT_BASE_URLS["ollama"],
+        api_key: str = "",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, base_url, api_key, name=kwargs.pop("name", "ollama"), **kwargs)
+
+    def _request(self, texts: list[str]) -> Any:
+        body = self._post({"model": self.model, "input": texts})
+        try:
+            return body["embeddings"]
+        except (KeyError, TypeError) as exc:
+            raise EmbeddingError(f"ollama answered without 'embeddings': {body!r:.200}") from exc
+
+
+class OpenAICompatibleEmbedder(HTTPEmbedder):
+    """``POST {base}/embeddings`` as spoken by OpenAI, OpenRouter, vLLM, llama.cpp..."""
+
+    path = "/embeddings"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODELS["openrouter"],
+        base_url: str = DEFAULT_BASE_URLS["openrouter"],
+        api_key: str = "",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, base_url, api_key, name=kwargs.pop("name", "openai-compatible"), **kwargs)
+
+    def _request(self, texts: list[str]) -> Any:
+        body = self._post({"model": self.model, "input": texts})
+        try:
+            data = sorted(body["data"], key=lambda item: int(item["index"]))
+            return [item["embedding"] for item in data]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingError(f"{self.name} answered without data[].embedding/index: {body!r:.200}") from exc
