@@ -303,7 +303,7 @@ def test_entity_step_is_wired_idempotent_and_never_fails_ingestion(coordinator: 
     assert INLINE_STEPS.entities is upsert_entities and PREFECT_STEPS.entities.fn is upsert_entities
     episode = Episode(user_id=U, summary=SCRIPT[0][1])
     report = run_ingestion(coordinator.services, [IngestItem(user_id=U, episode=episode)])
-    assert report.entities >= 4 and report.public()["entities"] == report.entities
+    assert report.entities >= 4 and report.model_dump(by_alias=True)["entities"] == report.entities
     before = graph_state(coordinator)
     coordinator.entities.ingest([episode], coordinator.recognizer)  # a retried task changes nothing
     assert graph_state(coordinator) == before

@@ -36,4 +36,4 @@ PREFECT_STEPS = IngestionSteps(summarise_task, ner_task, distil_task, embed_task
 def ingestion_flow(items: list[dict[str, Any]]) -> dict[str, Any]:
     """Batch ingestion as a Prefect flow (imports, bulk loads, deployments)."""
     parsed = [IngestItem.model_validate(item) for item in items]
-    return run_ingestion(runtime(), parsed, PREFECT_STEPS).public()
+    return run_ingestion(runtime(), parsed, PREFECT_STEPS).model_dump(by_alias=True)

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import Field
 
 from agtos.memory.episodic import build_episode
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory
+from agtos.schemas.api import ApiModel
 from agtos.tasks.distil import distil_memories
 from agtos.tasks.entity_records import entity_text
 from agtos.tasks.text import episode_text
@@ -28,26 +30,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class IngestionReport:
+class IngestionReport(ApiModel):
+    """What a batch ingestion did (the ingestion flow's result: ``model_dump(by_alias=True)``, camelCase)."""
+
     received: int = 0
     stored: int = 0
     memories: int = 0
     entities: int = 0
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    episode_ids: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = Field(default_factory=list)
+    episode_ids: list[str] = Field(default_factory=list)
     degraded: str | None = None
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "received": self.received,
-            "stored": self.stored,
-            "memories": self.memories,
-            "entities": self.entities,
-            "skipped": self.skipped,
-            "episodeIds": self.episode_ids,
-            "degraded": self.degraded,
-        }
 
 
 @dataclass(frozen=True)
