@@ -16,6 +16,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas import EntityType
 from agtos.serving.app import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -49,6 +50,19 @@ def test_page_is_served_and_fully_offline(client: TestClient) -> None:
     for path in STATIC.iterdir():  # no CDN, font or script from anywhere else
         text = path.read_text()
         assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I), path.name
+
+
+def test_every_entity_type_has_a_colour_a_legend_entry_and_a_filter() -> None:
+    html = (STATIC / "index.html").read_text()
+    css = (STATIC / "style.css").read_text()
+    graph = (STATIC / "graph.js").read_text()
+    types = [t.value for t in EntityType]
+    assert {"person", "place", "organization", "event", "thing", "animal"} <= set(types)
+    for etype in types:
+        assert f'<li data-type="{etype}"><span class="dot {etype}">' in html, etype
+        assert f'<option value="{etype}">' in html and f"<option>{etype}</option>" in html, etype
+        assert re.search(rf"--{etype}: #[0-9a-f]{{6}};", css) and f".badge.{etype} {{" in css, etype
+        assert re.search(rf"\b{etype}: \"#[0-9a-f]{{6}}\"", graph), etype
 
 
 @pytest.fixture
@@ -119,6 +133,10 @@ def test_knowledge_page_search_detail_graph_merge_and_edit(base_url: str) -> Non
             )
             assert inked > 2_000, "the relationship graph was not drawn"
             expect(page.locator("#episodes")).to_contain_text("Alice works at Acme Corp")
+            legend = page.locator("#graph-legend li")
+            expect(legend).to_have_count(6)
+            dot = page.locator('#graph-legend li[data-type="animal"] .dot')
+            assert dot.evaluate("d => getComputedStyle(d).backgroundColor") == "rgb(14, 154, 167)"  # #0e9aa7
 
             page.select_option("#merge-select", label="Alice Smith (person)")
             page.click("#merge-form button[type=submit]")

@@ -5,6 +5,7 @@
 (function () {
   const COLORS = {
     person: "#3b6cf6", place: "#1fa56b", organization: "#e67e22", event: "#d0396f", thing: "#8257d6",
+    animal: "#0e9aa7",
   };
   let running = null; // the animation of the graph currently shown
 
