@@ -1,7 +1,8 @@
 """The six-step memory lint over the services.
 
 (1) stale detection → (2) confidence decay of stale conclusions → (3) redundancy merge
-(Jaccard pairs selected in batch by DuckDB/Polars) → (4) orphan episodes → (5) contradiction
+(Jaccard pairs selected in batch by DuckDB/Polars) of conclusions, and of current memories of one
+kind (each merge is in both memories' histories, origin ``lint``) → (4) orphan episodes → (5) contradiction
 detection (3-stage pipeline) → (6) prune low confidence. Every step works on an in-memory
 working set; only the final ``persist`` step writes, after the data checks passed, so a
 failing step leaves Redis untouched. ``run_lint`` is the single composition, run inline by the
@@ -22,7 +23,7 @@ from agtos.config import MaintenanceConfig
 from agtos.memory.contradiction_pipeline import detect_contradictions
 from agtos.memory.resource_guard import run_when_safe
 from agtos.memory.service_errors import MaintenanceDisabledError
-from agtos.schemas import Conclusion, Episode, MaintenanceReport
+from agtos.schemas import Conclusion, Episode, MaintenanceReport, Memory
 from agtos.schemas.api import MaintenanceRun
 from agtos.schemas.records import now_ms
 from agtos.tasks import lint_steps
@@ -51,6 +52,8 @@ class LintState:
     pipeline: dict[str, Any] = field(default_factory=dict)
     before: int = 0
     run_id: str | None = None  # the API run this sweep answers (summary.runId)
+    memories: dict[str, Memory] = field(default_factory=dict)  # current memories (semantic facts/preferences)
+    memory_merges: list[tuple[str, str]] = field(default_factory=list)  # (survivor id, duplicate id)
 
     def record(self, name: str, started: float, ids: list[str], **extra: Any) -> None:
         self.steps.append(
@@ -69,7 +72,15 @@ def load(rt: Services, user_id: str) -> LintState:
     episodes = list(rt.episodes.iter_all(user_id))
     validate_table("conclusions", _frame([c.model_dump() for c in conclusions], ["id", "text", "confidence", "type"]))
     validate_table("episodes", _frame([e.model_dump() for e in episodes], ["id", "importance", "type"]))
-    return LintState(user_id, now_ms(), {c.id: c for c in conclusions}, episodes, before=len(conclusions))
+    state = LintState(user_id, now_ms(), {c.id: c for c in conclusions}, episodes, before=len(conclusions))
+    state.memories = _current_memories(rt, user_id)
+    return state
+
+
+def _current_memories(rt: Services, user_id: str) -> dict[str, Memory]:
+    store = rt.semantic.store("memory")
+    raws = store.get_many(user_id, list(store.bm25.ids(user_id)))
+    return {m.id: m for m in map(Memory.model_validate_json, raws.values()) if m.current}
 
 
 def step_stale(state: LintState, cfg: MaintenanceConfig) -> LintState:
@@ -110,8 +121,38 @@ def step_merge(state: LintState, cfg: MaintenanceConfig) -> LintState:
         state.removed[loser] = f"merged into {winner.id}"
         state.changed.add(winner.id)
         merged_ids.append(loser)
-    state.record("merge", started, merged_ids, pairs=pairs.height)
+    memory_pairs = _merge_memories(state, cfg.jaccardThreshold)
+    state.record(
+        "merge",
+        started,
+        merged_ids,
+        pairs=pairs.height,
+        memoryPairs=memory_pairs,
+        memoriesMerged=len(state.memory_merges),
+        memoryIds=[loser for _, loser in state.memory_merges][:100],
+    )
     return state
+
+
+def _merge_memories(state: LintState, threshold: float) -> int:
+    """Pairs of current memories of one kind with Jaccard ≥ ``threshold`` (the rule a POST of a
+    memory applies): the one stored first survives. Returns the pairs found."""
+    ids = sorted(state.memories, key=lambda i: (state.memories[i].created_at, i))
+    pairs = redundant_pairs(ids, [state.memories[i].text for i in ids], threshold)
+    validate_table("pairs", pairs, threshold=threshold)
+    gone: dict[str, str] = {}
+    for a_id, b_id in pairs.select("a_id", "b_id").iter_rows():
+        while a_id in gone:
+            a_id = gone[a_id]
+        while b_id in gone:
+            b_id = gone[b_id]
+        a, b = state.memories[a_id], state.memories[b_id]
+        if a_id == b_id or a.kind != b.kind:
+            continue
+        survivor, duplicate = (a, b) if (a.created_at, a.id) <= (b.created_at, b.id) else (b, a)
+        gone[duplicate.id] = survivor.id
+        state.memory_merges.append((survivor.id, duplicate.id))
+    return pairs.height
 
 
 def _survivor(state: LintState, conclusion_id: str) -> str:
@@ -161,11 +202,15 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
     for conclusion_id in state.removed:
         store.delete(state.user_id, conclusion_id)
     store.save_records(kept)  # texts are unchanged (merges keep the winner's), so indexes stay valid
+    for survivor_id, duplicate_id in state.memory_merges:  # in pair order: a chain folds into its first
+        survivor, duplicate = state.memories[survivor_id], state.memories[duplicate_id]
+        state.memories[survivor_id] = rt.semantic.merge_duplicate(survivor, duplicate, origin="lint")
     expired = prune_expired(rt, state.user_id)
     summary = {
         "status": "completed",
         "conclusionsBefore": state.before,
         "conclusionsAfter": len(state.conclusions),
+        "memoriesMerged": len(state.memory_merges),
         **{s["step"]: s["count"] for s in state.steps},
         "contradictionPipeline": state.pipeline,
         "expiredIndexEntries": expired,

@@ -312,6 +312,39 @@ class SemanticMemory:
         self.history.forget(user_id, memory_id)
         return True
 
+    def merge_duplicate(self, survivor: Memory, duplicate: Memory, origin: ChangeOrigin = "lint") -> Memory:
+        """Fold ``duplicate`` into ``survivor`` (same user, near-identical words): the survivor keeps
+        its text and id and gains the duplicate's source episodes; the duplicate leaves every index;
+        facts it had superseded are superseded by the survivor. Both histories record the merge
+        (the duplicate's keeps only that entry, without words)."""
+        user_id = survivor.user_id
+        store = self.store("memory")
+        merged = survivor.model_copy(
+            update={
+                "source_episode_ids": list(dict.fromkeys(survivor.source_episode_ids + duplicate.source_episode_ids)),
+                "importance": max(survivor.importance, duplicate.importance),
+            }
+        )
+        replaced = [c.related_id for c in self.history.history(user_id, duplicate.id) if c.action == "supersedes"]
+        found = store.get_many(user_id, [i for i in dict.fromkeys(replaced) if i])
+        repointed = [
+            m.model_copy(update={"superseded_by": merged.id})
+            for m in map(Memory.model_validate_json, found.values())
+            if m.superseded_by == duplicate.id
+        ]
+        store.put_records(user_id, {m.id: m.model_dump_json() for m in [merged, *repointed]})
+        store.delete(user_id, duplicate.id)
+        self.history.remove(user_id, duplicate.id, slot_keys(claims_of(duplicate.text)))
+        self.history.forget(user_id, duplicate.id)
+        self.history.append(
+            user_id,
+            [
+                _change(merged, origin, "merged", related_id=duplicate.id),
+                MemoryChange(memory_id=duplicate.id, origin=origin, action="merged", related_id=merged.id),
+            ],
+        )
+        return merged
+
     def delete(self, namespace: str, user_id: str, doc_id: str) -> bool:
         if namespace == "memory":
             return self.delete_memory(user_id, doc_id)
