@@ -218,3 +218,116 @@ NOT_NAMES = frozenset(
         "deadline",
     }
 )
+
+# --------------------------------------------------------------------------- events, products, orgs, places by context
+
+_NAME_SEQ = rf"{_CAP}(?:\s+(?:of\s+|de\s+|the\s+)?{_CAP}){{0,3}}"
+#: a capitalised name whose last word says it is an event: "the Berlin Marathon", "Web Summit", "World Cup"
+NAMED_EVENT_RE = re.compile(
+    rf"(?P<name>(?:{_CAP}\s+){{1,3}}(?:Half\s+)?(?:Marathon|Festival|Fest|Conference|Summit|Expo|Convention|"
+    r"Championships?|Cup|Olympics|Paralympics|Tournament|Open|Gala|Fair|Carnival|Parade|Week|Biennale|Jubilee|"
+    r"Grand\s+Prix|Triathlon|Ironman|Hackathon|Meetup|Awards)|(?-i:[A-Z][A-Za-z]+Con))(?![\w-])"
+)
+#: a name before an event noun: "the ROSCon conference", "the Primavera festival", "the JLPT N3 exam"
+EVENT_HEAD_RE = re.compile(
+    rf"(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})\s+(?i:conference|festival|summit|expo|convention|tournament|"
+    r"hackathon|marathon|half\s+marathon|triathlon|meetup|gala|exam|exams|certification)\b"
+)
+#: an exam's acronym after taking / passing / studying for it: "pass the GRE", "studying for the IELTS"
+EXAM_RE = re.compile(
+    r"\b(?i:pass|passed|passing|sit|sitting|sat|study(?:ing)?\s+for|studied\s+for|"
+    r"prep(?:are|aring|ping)?\s+for|registered\s+for|signed\s+up\s+for|retake|retaking|failed)\s+(?i:the\s+|my\s+)?"
+    r"(?P<name>[A-Z]{2,}[A-Z0-9-]*(?:\s+(?:[A-Z]+\d+|\d+|[A-Z]\d*)\b)?)"
+)
+_HOLIDAYS = (
+    r"Christmas(?:\s+Eve|\s+Day)?|Easter(?:\s+Sunday|\s+Monday)?|Thanksgiving|Halloween|Hanukkah|Chanukah|Diwali|"
+    r"Ramadan|Eid(?:\s+al-\w+)?|Passover|Yom\s+Kippur|Rosh\s+Hashanah|Lunar\s+New\s+Year|Chinese\s+New\s+Year|"
+    r"New\s+Year(?:'s|’s)\s+(?:Eve|Day)|Boxing\s+Day|Mardi\s+Gras|Oktoberfest|Carnival|Pentecost|Holi|Hogmanay"
+)
+#: holidays and named days: "Christmas", "Valentine's Day", "Mother's Day", "Independence Day"
+HOLIDAY_RE = re.compile(
+    rf"(?<![\w-])(?P<name>(?:St\.?\s+)?(?:{_HOLIDAYS})|(?:St\.?\s+)?[A-Z][a-z]+(?:'s|’s|s’)?(?:\s+[A-Z][a-z]+)?\s+Day)(?![\w-])"
+)
+_LANGUAGES = (
+    r"English|Spanish|French|German|Italian|Portuguese|Japanese|Chinese|Mandarin|Cantonese|Korean|Arabic|Russian|"
+    r"Hindi|Dutch|Swedish|Norwegian|Danish|Finnish|Polish|Greek|Turkish|Hebrew|Thai|Vietnamese|Indonesian|Swahili|"
+    r"Latin|Czech|Hungarian|Romanian|Ukrainian|Catalan|Basque|Irish|Welsh|Bengali|Urdu|Persian|Farsi|Tagalog|"
+    r"Icelandic|Croatian|Serbian|Malay|Punjabi|Tamil|Esperanto|Yiddish|Gaelic"
+)
+#: a language someone learns, studies or speaks ("learning Japanese", "fluent in Danish")
+LANGUAGE_RE = re.compile(
+    r"\b(?i:learn|learns|learning|learned|learnt|study|studies|studying|studied|speak|speaks|speaking|spoke|"
+    r"practi[cs]e|practi[cs]es|practi[cs]ing|practi[cs]ed|fluent\s+in|conversational|improve\s+my|improving\s+my|"
+    r"brush\s+up\s+on|brushing\s+up\s+on|native|teach|teaches|teaching|taught)\s+(?:(?i:my|some|more|basic)\s+)?"
+    rf"(?P<name>{_LANGUAGES})\b(?!\s+(?i:food|cuisine|restaurant|people|friends?|guy|girl|man|woman|wine|beer))"
+)
+_BRANDS = (
+    r"Apple|Google|Microsoft|Amazon|Samsung|Sony|Nintendo|Canon|Nikon|Fujifilm|Leica|Adobe|Tesla|Garmin|Fitbit|"
+    r"Dell|Lenovo|Asus|Acer|HP|Bose|Sonos|Xbox|PlayStation|DJI|GoPro|Peloton|Dyson|Kindle|Meta|Oculus|Huawei|"
+    r"Xiaomi|OnePlus|Nokia|Motorola|Logitech|Razer|Nvidia|NVIDIA|AMD|Intel|Philips|Roomba|Vitamix|KitchenAid|"
+    r"Nespresso|Toyota|Honda|Ford|BMW|Audi|Volkswagen|VW|Vespa|Yamaha|Fender|Gibson|Roland|Korg|Casio"
+)
+_SUFFIX = r"(?:Pro|Max|Plus|Ultra|Mini|mini|Air|SE|Lite|Neo|XL)"
+_MODEL_CODE = r"(?:[A-Z]{0,3}\d{1,4}[A-Za-z]{0,2}|[A-Z]{1,2}\d*)"
+#: a brand with its product: "Google Maps", "Apple Watch", "Sony A7 IV", "Adobe Premiere Pro"
+BRAND_PRODUCT_RE = re.compile(rf"(?<![\w.])(?P<name>(?:{_BRANDS})(?:\s+(?:{_CAP}|\d{{1,4}}[a-z]?)){{1,3}})(?![\w-])")
+#: product shapes: camel-case names ("MacBook Pro", "iPhone 15", "DaVinci Resolve"), a model code with a
+#: suffix ("M3 Pro") or a name with a model number ("Pixel 8", "Galaxy S24 Ultra")
+PRODUCT_SHAPE_RE = re.compile(
+    r"(?<![\w.'’-])(?P<name>"
+    rf"(?:i[A-Z][a-z]+|(?:[A-Z][a-z]+){{1,2}}[A-Z][a-z]+\w*)(?:\s+(?:{_SUFFIX}|\d{{1,4}}[a-z]?|{_CAP}))*"
+    rf"|{_MODEL_CODE}\s+{_SUFFIX}"
+    rf"|[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?\s+[A-Z]{{0,2}}\d{{1,4}}[a-z]?(?:\s+{_SUFFIX})?"
+    r")(?![\w-])"
+)
+#: words before a number that are no product ("Chapter 3", "Room 101", "Level 2")
+NOT_PRODUCT_HEADS = frozenset(
+    "chapter room level day week year section page grade gate terminal platform route floor unit apt step part "
+    "season episode round lap stage class table zone phase number no version v team group block building suite "
+    "flight bus train line exit act scene book volume vol figure fig lesson module q1 q2 q3 q4 top under over "
+    "highway interstate apartment house".split()
+)
+#: camel-case first names and surnames ("McDonald", "DeShawn", "LeBron"): no product without product context
+NAME_CAMEL = re.compile(r"^(?:Mc|Mac|De|Di|Da|Du|Le|La|Van|Von|O)[A-Z]")
+PRODUCT_CONTEXT = re.compile(
+    r"(?i:\b(?:my|our|new|old|a|an|the|using|use|uses|used|in|with|on|bought|buy|buying|got|get|getting|ordered|"
+    r"upgraded\s+to|switched\s+to|edit(?:s|ing)?\s+in)\s+)$"
+)
+#: an employer after a job title: "a data engineer at Feedzai", "works as a nurse for the NHS"
+ROLE_AT_RE = re.compile(
+    r"\b(?i:engineer|developer|designer|consultant|analyst|manager|nurse|teacher|professor|lecturer|researcher|"
+    r"scientist|intern|accountant|lawyer|attorney|architect|editor|writer|journalist|chef|cook|barista|cashier|"
+    r"director|officer|specialist|associate|student|doctor|physician|surgeon|pharmacist|technician|programmer|"
+    r"recruiter|paralegal|receptionist|clerk|waiter|waitress|bartender|librarian|therapist|counsel+or|"
+    r"coordinator|administrator|advisor|adviser|banker|trader|planner|strategist|economist|statistician|"
+    r"mechanic|electrician|pilot|postdoc|fellow|resident|cto|ceo|cfo|coo|vp|founder|co-founder|cofounder|"
+    r"partner|employee|staffer|volunteer)s?\s+(?i:at|for|with)\s+(?i:the\s+)?"
+    rf"(?P<name>{_CAP}(?:\s+(?:(?:&|de|da|do|of|la|le|del|di|van|von)\s+)?{_CAP}){{0,3}})"
+    r"(?!\s+(?i:office|branch|site|campus|location|plant|headquarters|hq|store)\b)"
+)
+#: venues of a meal or a booking are businesses: "dinner at Nobu", "a table at the Ivy"
+VENUE_RE = re.compile(
+    r"\b(?i:dinner|lunch|brunch|breakfast|drinks|coffee|table|reservation|booking|booked|book|eat|ate|eating|"
+    r"dine|dined|dining|meal|date\s+night|tasting\s+menu)\s+(?i:at)\s+(?i:the\s+)?"
+    rf"(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})(?!['’]s)\b"
+)
+#: sports teams: "the Celtics game", "a fan of the Yankees", "rooting for the Lakers"
+TEAM_RE = re.compile(
+    rf"\b(?i:the)\s+(?P<name>(?:{_CAP}\s+)?[A-Z][a-z]+s)\s+(?i:game|games|match|matches|season|playoffs?|fans?)\b"
+    r"|\b(?i:fan\s+of|rooting\s+for|root\s+for|cheer(?:ing)?\s+(?:for|on)|supporter\s+of)\s+(?i:the)\s+"
+    rf"(?P<name2>(?:{_CAP}\s+)?[A-Z][a-z]+s)\b"
+)
+#: where someone goes or stays: "hiking in the Dolomites", "a week in Crete", "skiing at Zermatt"
+PLACE_ACTIVITY_RE = re.compile(
+    r"\b(?i:hiking|hike|hiked|skiing|ski|skied|climbing|climbed|trekking|camping|camped|walking|cycling|biking|"
+    r"surfing|diving|sailing|holiday|holidays|vacation|honeymoon|trip|road\s+trip|"
+    r"backpacking|stayed|staying|visit|touring|toured|exploring|explored)\s+"
+    r"(?i:in|at|around|across|through|to)\s+(?i:the\s+)?"
+    rf"(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})"
+)
+#: words before a model PERSON that make it a place: "in Valencia", "moved to Porto", "visited Kyoto"
+PLACE_BEFORE = re.compile(
+    r"(?i:\b(?:in|near|around|across|outside|visit|visited|visiting|(?:moved?|moving|relocat\w+|flew|fly|flying|"
+    r"drove|drive|driving|travel+(?:ed|ing)?|trips?|going|go|went|headed|heading|returned|returning|"
+    r"road\s+trip)\s+to|(?:am|is|are|was|were|come|comes|came|originally)\s+from|based\s+in|born\s+in)\s+(?:the\s+)?)$"
+)

@@ -1,10 +1,15 @@
 """Rule mentions and their merge with the model's.
 
-Rules on top of the model: deadlines and dated events (label DEADLINE / EVENT), projects (PROJECT,
-type thing), tools and software (TOOL, type thing) and person cues ("my friend Carol"). A rule span
-that covers a model span replaces it (the model often calls projects ORG and tools PERSON); a model
-span larger than the rule span wins. Without a model, :class:`RuleRecognizer` adds capitalisation
-and context heuristics for people, organisations and places.
+Rules on top of the model: deadlines and dated events (label DEADLINE / EVENT), named events,
+holidays and exams (EVENT), projects (PROJECT, type thing), tools and software (TOOL, type thing),
+products (PRODUCT: brand + name, camel-case and model-number shapes), languages someone learns or
+speaks (LANGUAGE_RULE, thing), employers after a job title, meal venues and sports teams (ORG_RULE),
+places someone goes (PLACE_RULE) and person cues ("my friend Carol"). A rule span that covers a
+model span replaces it (the model often calls projects ORG, tools and products PERSON, events
+FAC); some rules replace only the model labels they name; a model span larger than the rule span
+wins. A model PERSON right after "in", "moved to", "visited"... is a place (PLACE_CONTEXT).
+Without a model, :class:`RuleRecognizer` adds capitalisation and context heuristics for people,
+organisations and places.
 """
 
 from __future__ import annotations
@@ -17,13 +22,21 @@ from dataclasses import dataclass, replace
 from agtos.schemas import EntityType
 from agtos.tasks.mentions import CORPORATE_SUFFIXES, MODEL_LABELS, Mention
 from agtos.tasks.ner_patterns import (
+    BRAND_PRODUCT_RE,
     BY_RE,
     DEADLINE_RE,
     DUE_RE,
+    EVENT_HEAD_RE,
     EVENT_RE,
+    EXAM_RE,
+    HOLIDAY_RE,
     KIN_WORD,
+    LANGUAGE_RE,
     LEADING_NOISE,
+    NAME_CAMEL,
+    NAMED_EVENT_RE,
     NOT_NAMES,
+    NOT_PRODUCT_HEADS,
     NOT_PROJECT_NAMES,
     ORG_CONTEXT_RE,
     ORG_STRONG_RE,
@@ -31,29 +44,38 @@ from agtos.tasks.ner_patterns import (
     PERSON_CUE_RES,
     PERSON_START_RE,
     PET_RE,
+    PLACE_ACTIVITY_RE,
+    PLACE_BEFORE,
     PLACE_CONTEXT_RE,
     PLACE_FROM_RE,
     PLACE_IN_RE,
+    PRODUCT_CONTEXT,
     PRODUCT_RE,
+    PRODUCT_SHAPE_RE,
     PROJECT_RES,
+    ROLE_AT_RE,
     SHIP_RE,
     SOFT_PERSON_RES,
     SPEAKER_PREFIX_RE,
+    TEAM_RE,
     TECH_CONTEXT_RE,
     TECH_SHAPE,
     TOOL_CONTEXT_RE,
     TOOL_LEXICON_RE,
     USER_RE,
+    VENUE_RE,
 )
 from agtos.tasks.speakers import SPEAKER_LABELS
 
 
 @dataclass(frozen=True, slots=True)
 class _Cand:
-    """A rule candidate: ``overrides`` lets it replace a model span it covers."""
+    """A rule candidate: ``overrides`` lets it replace a model span it covers (only spans with one of
+    the ``replaces`` labels, when given)."""
 
     mention: Mention
     overrides: bool = True
+    replaces: frozenset[str] | None = None
 
 
 def _clean_span(text: str, start: int, end: int) -> tuple[int, int]:
@@ -96,12 +118,73 @@ def _add(
     label: str,
     *,
     overrides: bool = True,
+    replaces: frozenset[str] | None = None,
 ) -> None:
     if match.group(group) is None:
         return
     mention = clean_mention(text, match.start(group), match.end(group), etype, conf, label)
     if mention is not None:
-        out.append(_Cand(mention, overrides))
+        out.append(_Cand(mention, overrides, replaces))
+
+
+_NOT_ORG = frozenset({"PERSON", "GPE", "LOC", "FAC", "NORP", "PRODUCT", "WORK_OF_ART", "EVENT", "LANGUAGE", "LAW"})
+_NOT_PLACE_OR_PERSON = frozenset({"ORG", "NORP", "PRODUCT", "WORK_OF_ART", "EVENT", "LANGUAGE", "LAW"})
+
+
+def _trim_names(text: str, match: re.Match[str], group: str) -> tuple[int, int] | None:
+    """The span of ``group`` without trailing words that name no product (weekdays, months...)."""
+    words = list(re.finditer(r"\S+", match.group(group)))
+    while words and words[-1].group(0).lower().strip(".,;:!?") in NOT_NAMES:
+        words.pop()
+    if not words:
+        return None
+    return match.start(group), match.start(group) + words[-1].end()
+
+
+def _event_and_product_candidates(text: str, out: list[_Cand]) -> None:
+    """Named events, holidays, exams, languages, products, employers, venues, teams and places."""
+    for m in NAMED_EVENT_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.event, 0.8, "EVENT")
+    for m in EVENT_HEAD_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.event, 0.7, "EVENT")
+    for m in EXAM_RE.finditer(text):
+        _add(out, text, m, "name", EntityType.event, 0.75, "EVENT")
+    for m in HOLIDAY_RE.finditer(text):
+        if m.group("name").split()[0].lower() not in NOT_NAMES:
+            _add(out, text, m, "name", EntityType.event, 0.75, "EVENT")
+    for m in LANGUAGE_RE.finditer(text):
+        _add(out, text, m, "name", EntityType.thing, 0.75, "LANGUAGE_RULE")
+    for m in BRAND_PRODUCT_RE.finditer(text):
+        if (span := _trim_names(text, m, "name")) is not None and " " in text[span[0] : span[1]]:
+            mention = clean_mention(text, *span, EntityType.thing, 0.8, "PRODUCT")
+            if mention is not None:
+                out.append(_Cand(mention))
+    for m in PRODUCT_SHAPE_RE.finditer(text):
+        head = m.group("name").split()[0]
+        if head.lower() in NOT_PRODUCT_HEADS or head.lower() in NOT_NAMES:
+            continue
+        in_context = PRODUCT_CONTEXT.search(text, max(0, m.start() - 30), m.start()) is not None
+        if NAME_CAMEL.match(head) and not in_context:
+            continue  # McDonald, DeShawn: a name unless a product context comes first
+        if (span := _trim_names(text, m, "name")) is not None:
+            mention = clean_mention(text, *span, EntityType.thing, 0.7, "PRODUCT")
+            if mention is not None:  # "on my iPhone" overrides the model's ORG; "at LinkedIn" does not
+                out.append(_Cand(mention, True, None if in_context else _NOT_ORG))
+    for m in ROLE_AT_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.organization, 0.8, "ORG_RULE")
+    for m in VENUE_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.organization, 0.7, "ORG_RULE", replaces=_NOT_ORG)
+    for m in TEAM_RE.finditer(text):
+        group = "name" if m.group("name") else "name2"
+        if _name_ok(m.group(group)):
+            _add(out, text, m, group, EntityType.organization, 0.75, "ORG_RULE")
+    for m in PLACE_ACTIVITY_RE.finditer(text):
+        if _name_ok(m.group("name")):
+            _add(out, text, m, "name", EntityType.place, 0.65, "PLACE_RULE", overrides=False)
 
 
 def strong_rule_candidates(text: str) -> list[_Cand]:
@@ -149,6 +232,7 @@ def strong_rule_candidates(text: str) -> list[_Cand]:
         for m in regex.finditer(text):
             if _name_ok(m.group("name")):
                 _add(out, text, m, "name", EntityType.person, 0.6, "PERSON_CUE", overrides=False)
+    _event_and_product_candidates(text, out)
     return out
 
 
@@ -211,7 +295,7 @@ def _greedy(cands: Sequence[_Cand]) -> list[_Cand]:
 
 
 #: rules that only type what the model also finds: when the model agrees, its label stays
-TYPING_LABELS = frozenset({"ORG_RULE", "SPEAKER", "PET", "PRODUCT"})
+TYPING_LABELS = frozenset({"ORG_RULE", "SPEAKER", "PET", "PRODUCT", "EVENT", "PLACE_RULE", "LANGUAGE_RULE"})
 _GENDERED_PRONOUN = re.compile(r"\b(?:she|he|her|his|him|hers|herself|himself)\b", re.I)
 
 
@@ -232,6 +316,22 @@ def harmonise_types(mentions: Sequence[Mention]) -> list[Mention]:
     return [m if m.type == best[m.key][1] else replace(m, type=best[m.key][1]) for m in mentions]
 
 
+def retype_by_context(text: str, model: Sequence[Mention]) -> list[Mention]:
+    """A model PERSON right after "in", "near", "moved to", "visited", "is from"... (and not "in
+    Maria's") is a place: the small model calls many unfamiliar towns people."""
+    out: list[Mention] = []
+    for m in model:
+        if (
+            m.label == "PERSON"
+            and text[m.end : m.end + 2] not in ("'s", "’s")
+            and not KIN_WORD.fullmatch(m.text)
+            and PLACE_BEFORE.search(text, max(0, m.start - 40), m.start)
+        ):
+            m = replace(m, type=EntityType.place, label="PLACE_CONTEXT")
+        out.append(m)
+    return out
+
+
 def merge_with_model(text: str, model: Sequence[Mention], rules: Sequence[_Cand]) -> list[Mention]:
     """Model mentions plus rule mentions.
 
@@ -239,6 +339,7 @@ def merge_with_model(text: str, model: Sequence[Mention], rules: Sequence[_Cand]
     ORG/PRODUCT span only when a he/she pronoun follows ("Alice's project ... she"). Otherwise the
     model wins and the clashing rule spans are dropped.
     """
+    model = retype_by_context(text, model)
     chosen = _greedy(rules)  # disjoint and sorted, so their ends are sorted too
     ends = [c.mention.end for c in chosen]
     result: list[Mention] = []
@@ -257,6 +358,7 @@ def merge_with_model(text: str, model: Sequence[Mention], rules: Sequence[_Cand]
             (i, c)
             for i, c in clashing
             if (_covers(c.mention, m) or (c.overrides and " and " in m.text))
+            and (c.replaces is None or m.label in c.replaces)
             and (
                 c.overrides
                 or (
@@ -272,7 +374,9 @@ def merge_with_model(text: str, model: Sequence[Mention], rules: Sequence[_Cand]
             if (c.mention.start, c.mention.end, c.mention.type) == (m.start, m.end, m.type):
                 boosted = min(0.95, max(c.mention.confidence, m.confidence) + 0.1)
                 label = m.label if c.mention.label in TYPING_LABELS else c.mention.label  # the model agreed
-                chosen[i] = _Cand(replace(c.mention, confidence=round(boosted, 3), label=label), c.overrides)
+                chosen[i] = _Cand(
+                    replace(c.mention, confidence=round(boosted, 3), label=label), c.overrides, c.replaces
+                )
             continue
         dropped.update(i for i, _ in clashing)
         result.append(m)
