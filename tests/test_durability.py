@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings, WorkingMemoryConfig
@@ -106,6 +107,110 @@ def test_an_append_refused_on_a_fresh_process_leaves_no_session(private_redis: R
         assert append(client, "s2", "a turn nobody will keep").status_code == 503
         assert client.get("/api/memory/sessions/s2", headers=user("alice")).status_code == 404
         assert client.get("/health").json()["tiers"]["working"]["sessions"] == 0
+
+
+TRIP = (
+    "I booked the 9:40 train to Leeds for my sister's wedding on Saturday.",
+    "Lovely! Do you need a hotel near Leeds station too?",
+    "Yes, I prefer quiet hotels; remember that I am allergic to feathers.",
+    "Noted: a quiet hotel with feather-free bedding.",
+)
+DOWN = {"message": "memory storage (Redis) is unavailable; try again later"}
+
+
+def end(client: TestClient, session_id: str, who: str = "alice") -> Any:
+    return client.post(f"/api/memory/sessions/{session_id}/end", headers=user(who))
+
+
+def coordinator_of(client: TestClient) -> MemoryCoordinator:
+    app = client.app
+    assert isinstance(app, FastAPI)
+    coordinator: MemoryCoordinator = app.state.coordinator
+    return coordinator
+
+
+def episode_ids(client: TestClient, who: str = "alice") -> list[str]:
+    response = client.get("/api/memory/episodes", headers=user(who))
+    assert response.status_code == 200, response.text
+    return [e["id"] for e in response.json()["episodes"]]
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["process-holds-it", "fresh-process"])
+def test_ending_a_session_while_redis_is_down_is_503_and_its_retry_saves_it_once(
+    private_redis: RedisProcess, tmp_path: Path, held: bool
+) -> None:
+    """The journal cannot be read: the end is refused (503), not answered 'no turns' with the
+    journal left to expire; the session stays live, and the retry after recovery stores one episode."""
+    settings = Settings(redis_url=private_redis.url, key_prefix="dur", data_dir=tmp_path, redis_timeout_s=0.3)
+    with api(settings) as first, api(settings) as second:
+        assert append(first, "trip", *TRIP).status_code == 200
+        ender = first if held else second  # second: a restarted or other API process, no copy in memory
+        assert episode_ids(second) == []  # it has answered Redis-backed calls (auth seen off) before
+        private_redis.stop()
+        refused = end(ender, "trip")
+        assert refused.status_code == 503 and refused.json() == DOWN
+        assert coordinator_of(ender).activity.idle_sessions(0) == ([("alice", "trip")] if held else [])
+
+        private_redis.start()
+        assert journal(private_redis.url, "dur", "trip") == list(TRIP)  # nothing was cleared
+        ended = end(ender, "trip")
+        assert ended.status_code == 200, ended.text
+        body = ended.json()
+        assert (body["saved"], body["status"], body["turnsAccepted"]) == (True, "done", 4)
+        assert episode_ids(ender) == [body["episodeId"]]
+        assert journal(private_redis.url, "dur", "trip") == []
+        again = end(ender, "trip").json()
+        assert (again["saved"], again["reason"]) == (False, "session has no turns")
+        assert episode_ids(first) == [body["episodeId"]] == episode_ids(second)  # once
+        assert coordinator_of(ender).activity.idle_sessions(0) == []
+
+
+def test_the_idle_sweeper_keeps_a_session_it_cannot_read_and_ends_it_after_recovery(
+    private_redis: RedisProcess, tmp_path: Path
+) -> None:
+    settings = Settings(redis_url=private_redis.url, key_prefix="dur", data_dir=tmp_path, redis_timeout_s=0.3)
+    with api(settings) as client:
+        coordinator = coordinator_of(client)
+        assert append(client, "trip", *TRIP).status_code == 200
+        private_redis.stop()
+        assert coordinator.end_idle_sessions(idle_s=0) == []  # nothing ended, nothing dropped
+        assert coordinator.activity.idle_sessions(0) == [("alice", "trip")]
+        private_redis.start()
+        [swept] = coordinator.end_idle_sessions(idle_s=0)
+        assert (swept.saved, swept.status) == (True, "done")
+        assert episode_ids(client) == [swept.episode_id]
+        assert coordinator.end_idle_sessions(idle_s=0) == []
+
+
+def test_queue_mode_end_while_redis_is_down_is_503_and_the_retry_queues_it_once(
+    private_redis: RedisProcess, tmp_path: Path
+) -> None:
+    """Queue mode, ended on another API process than the one that took the turns (and swept by it)."""
+    settings = Settings(
+        redis_url=private_redis.url,
+        key_prefix="dur",
+        data_dir=tmp_path,
+        redis_timeout_s=0.3,
+        ingest_mode="queue",
+        ingest_worker=False,
+    )
+    with api(settings) as taker, api(settings) as ender:
+        sweeper = coordinator_of(taker)
+        assert append(taker, "trip", *TRIP).status_code == 200
+        assert episode_ids(ender) == []
+        private_redis.stop()
+        assert end(ender, "trip").status_code == 503
+        assert sweeper.end_idle_sessions(idle_s=0) == []
+        private_redis.start()
+        queued = end(ender, "trip").json()
+        assert (queued["saved"], queued["status"], queued["queuePosition"]) == (True, "queued", 1)
+        assert end(ender, "trip").json()["reason"] == "session has no turns"
+        # the taker's sweeper finds the journal gone: its copy is dropped, not queued a second time
+        [swept] = sweeper.end_idle_sessions(idle_s=0)
+        assert (swept.saved, swept.reason) == (False, "session has no turns")
+        assert taker.get("/api/memory/sessions/trip", headers=user("alice")).status_code == 404
+        assert coordinator_of(ender).ingest_worker().drain() == 1
+        assert episode_ids(taker) == [queued["episodeId"]]
 
 
 # -- caps: 413, nothing written, nothing dropped -------------------------------------------

@@ -87,6 +87,9 @@ def test_session_end_is_queued_and_the_api_worker_makes_it_searchable(settings: 
                 assert time.monotonic() < deadline, "the worker never stored the episode"
                 time.sleep(0.2)
             assert search_ids(client, "ana")[:1] == [ended["episodeId"]]
+            while queue_health(client)["done"] < 1:  # searchable before the worker acknowledges the job
+                assert time.monotonic() < deadline, "the worker never acknowledged the job"
+                time.sleep(0.1)
             check = queue_health(client)
             assert (check["mode"], check["depth"], check["done"], check["workerInProcess"]) == ("queue", 0, 1, True)
             assert check["workersAlive"] >= 1 and check["healthy"] is True

@@ -174,11 +174,25 @@ class MemoryCoordinator:
             wm.add(turn)
         wm.journal_len += len(turns)
 
-    def _journal_turns(self, user_id: str, session_id: str) -> list[Turn]:
-        try:
-            return self.services.journal.turns(user_id, session_id)
-        except StorageUnavailable:
+    def _session_turns(self, user_id: str, session_id: str) -> list[Turn]:
+        """What ending the session ingests: its journal. ``StorageUnavailable`` when Redis cannot be
+        read (never "no turns": the session stays live, for a retry or the idle sweeper). An empty
+        journal falls back to this process's copy (its journal expired, or the turns were kept
+        while the user had opted out), unless the session was ended elsewhere (another API process
+        or the sweeper there): that copy is stale and is dropped, not stored a second time."""
+        turns = self.services.journal.turns(user_id, session_id)
+        if turns:
+            return turns
+        wm = self.working.get(user_id, session_id)
+        if wm is None:
             return []
+        marker = self.keys.user(user_id).session_ended(session_id)
+        ended_elsewhere = bool(wm.journal_len) and bool(self.connector.run(lambda r: r.exists(marker)))
+        with wm.lock:
+            if ended_elsewhere:
+                self.working.discard(user_id, session_id, wm)
+                return []
+            return list(wm.messages)
 
     # -- episodic memory --------------------------------------------------------------
     def end_session(self, user_id: str, session_id: str, wait_s: float = 0.0) -> SessionEndResult:
@@ -195,12 +209,12 @@ class MemoryCoordinator:
             self.activity.session_ended(user_id, session_id)
             reason = "user opted out of persistence" if had_turns else "session has no turns"
             return SessionEndResult(session_id, False, reason, None, status="skipped")
-        turns = self._journal_turns(user_id, session_id)
+        # Redis down while reading, queueing, storing or clearing: StorageUnavailable (503) and the
+        # session stays live (activity included), so a retry or the idle sweeper ends it later; a
+        # repeat of a half-done end stores the same episode (ids from the turns, upserts)
+        turns = self._session_turns(user_id, session_id)
         if not turns:
-            wm = self.working.get(user_id, session_id)
-            turns = list(wm.messages) if wm else []
-        self.activity.session_ended(user_id, session_id)
-        if not turns:
+            self.activity.session_ended(user_id, session_id)
             return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
         job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
         if self.settings.ingest_mode == "queue":
@@ -234,10 +248,13 @@ class MemoryCoordinator:
     def _wait_for_job(self, entry_id: str, wait_s: float) -> bool:
         """True once the queue entry is gone (done, or dead-lettered) within ``wait_s``."""
         deadline = time.monotonic() + wait_s
-        while self.ingest_queue.contains(entry_id):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
+        try:
+            while self.ingest_queue.contains(entry_id):
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.05)
+        except StorageUnavailable:  # the job is queued and the session cleared: answer queued, not 503
+            return False
         return True
 
     def _estimate_wait(self, position: int) -> float | None:
@@ -297,8 +314,13 @@ class MemoryCoordinator:
         return ended
 
     def _clear_session(self, user_id: str, session_id: str) -> None:
-        self.working.drop(user_id, session_id)
+        """The session is over: marked ended (for other processes' stale copies), its journal
+        cleared (a failure up to here leaves it live and whole), then dropped from this process."""
+        marker, ttl = self.keys.user(user_id).session_ended(session_id), self.settings.session_journal_ttl_seconds
+        self.connector.run(lambda r: r.set(marker, int(time.time()), ex=ttl))
         self.services.journal.clear(user_id, session_id)
+        self.working.drop(user_id, session_id)
+        self.activity.session_ended(user_id, session_id)
 
     def list_episodes(self, user_id: str, limit: int = 20) -> list[Episode]:
         return self.episodes.recent(check_user_id(user_id), limit)
