@@ -73,7 +73,7 @@ def test_reasoning_step_count_and_public_view() -> None:
     assert count_reasoning_steps("First, a. Second, b. Finally, c.") == 3
     assert count_reasoning_steps("1) a\n2) b\n- c") == 3
     assert count_reasoning_steps("no steps here") == 0
-    view = score_response("1. a\n2. b", tool_calls=1).public()
+    view = score_response("1. a\n2. b", tool_calls=1).model_dump(mode="json", by_alias=True)
     assert view == {
         "score": 9,
         "factors": [
@@ -124,7 +124,8 @@ def test_high_score_is_ingested_and_counted(gate: QueryIngestGate, raw_redis: re
     assert key.endswith(":u:{alice}:qai:s1")
     assert raw_redis.hget(key, "count") == b"1"
     assert 0 < raw_redis.ttl(key) <= 48 * 3600
-    assert decision.public()["reason"] == "ingest" and decision.public()["score"] == 8
+    answer = decision.response(None).model_dump(mode="json", by_alias=True)
+    assert answer["reason"] == "ingest" and answer["score"] == 8
 
 
 def test_below_threshold_touches_nothing(gate: QueryIngestGate, raw_redis: redis.Redis) -> None:

@@ -42,7 +42,7 @@ from agtos.schemas import (
     Turn,
     UserProfile,
 )
-from agtos.schemas.api import ConversationSession, ConversationsOut, MaintenanceRun
+from agtos.schemas.api import ConversationSession, ConversationsOut, MaintenanceRun, ResponseIngestOut
 from agtos.storage.conclusions import ConclusionStore
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id, check_user_id
@@ -456,7 +456,7 @@ class MemoryCoordinator:
         query: str | None = None,
         tool_calls: int = 0,
         reasoning_steps: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ResponseIngestOut:
         """Query-as-Ingest: keep a valuable agent response as a ``response_ingest`` episode."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
@@ -468,7 +468,7 @@ class MemoryCoordinator:
         if decision.ingest:
             episode = response_episode(user_id, session_id, response, query, decision.score)
             self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=episode)])
-        return {**decision.public(), "episode": episode}
+        return decision.response(episode)
 
     # -- profile, health --------------------------------------------------------------
     def get_profile(self, user_id: str) -> UserProfile:

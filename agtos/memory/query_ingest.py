@@ -15,9 +15,9 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from agtos.schemas import Episode, EpisodeType, Role, Turn
+from agtos.schemas.api import ResponseIngestOut
 from agtos.storage.ingest_gate import IngestGateStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
@@ -42,13 +42,10 @@ class IngestDecision:
     score: ResponseScore
     session_ingests: int | None
 
-    def public(self) -> dict[str, Any]:
-        return {
-            "ingest": self.ingest,
-            "reason": self.reason,
-            "sessionIngests": self.session_ingests,
-            **self.score.public(),
-        }
+    def response(self, episode: Episode | None) -> ResponseIngestOut:
+        """The HTTP answer: the decision, its score's fields, and the episode stored (if any)."""
+        fields = {"ingest": self.ingest, "reason": self.reason, "session_ingests": self.session_ingests}
+        return ResponseIngestOut.model_validate({**fields, **dict(self.score), "episode": episode})
 
 
 class QueryIngestGate:

@@ -19,8 +19,10 @@ otherwise the larger of (a) numbered or bulleted list lines (``1.``, ``2)``, ``S
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+
+from pydantic import ConfigDict
+
+from agtos.schemas.api import ApiModel, ScoreFactorOut
 
 BASELINE = 4
 TOOL_CALL_POINTS = 3
@@ -52,17 +54,14 @@ _MARKER = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class ScoreFactor:
-    """One row of the table that applied: its name and points."""
-
-    name: str
-    points: int
+#: One row of the table that applied: its name and points.
+ScoreFactor = ScoreFactorOut
 
 
-@dataclass(frozen=True)
-class ResponseScore:
-    """The total and the factors that made it up (baseline included)."""
+class ResponseScore(ApiModel):
+    """The total and the factors that made it up (baseline included); camelCase on the wire."""
+
+    model_config = ConfigDict(frozen=True)
 
     score: int
     factors: tuple[ScoreFactor, ...]
@@ -71,13 +70,6 @@ class ResponseScore:
     @property
     def factor_names(self) -> list[str]:
         return [f.name for f in self.factors]
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "score": self.score,
-            "factors": [{"name": f.name, "points": f.points} for f in self.factors],
-            "reasoningSteps": self.reasoning_steps,
-        }
 
 
 def count_reasoning_steps(text: str) -> int:
@@ -88,16 +80,16 @@ def count_reasoning_steps(text: str) -> int:
 def score_response(text: str, *, tool_calls: int = 0, reasoning_steps: int | None = None) -> ResponseScore:
     """Score an agent response with the module's table (4 to 12)."""
     steps = count_reasoning_steps(text) if reasoning_steps is None else max(0, reasoning_steps)
-    factors = [ScoreFactor("baseline", BASELINE)]
+    factors = [ScoreFactor(name="baseline", points=BASELINE)]
     if tool_calls > 0:
-        factors.append(ScoreFactor("tool-calls", TOOL_CALL_POINTS))
+        factors.append(ScoreFactor(name="tool-calls", points=TOOL_CALL_POINTS))
     if steps >= MIN_REASONING_STEPS:
-        factors.append(ScoreFactor("reasoning-steps", REASONING_POINTS))
+        factors.append(ScoreFactor(name="reasoning-steps", points=REASONING_POINTS))
     length = len(text.strip())
     if length > LONG_CHARS:
-        factors.append(ScoreFactor("length>1000", LONG_POINTS))
+        factors.append(ScoreFactor(name="length>1000", points=LONG_POINTS))
     elif length > MEDIUM_CHARS:
-        factors.append(ScoreFactor("length>500", MEDIUM_POINTS))
+        factors.append(ScoreFactor(name="length>500", points=MEDIUM_POINTS))
     if _SYNTHESIS.search(text):
-        factors.append(ScoreFactor("synthesis", SYNTHESIS_POINTS))
-    return ResponseScore(sum(f.points for f in factors), tuple(factors), steps)
+        factors.append(ScoreFactor(name="synthesis", points=SYNTHESIS_POINTS))
+    return ResponseScore(score=sum(f.points for f in factors), factors=tuple(factors), reasoning_steps=steps)

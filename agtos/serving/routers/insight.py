@@ -76,8 +76,6 @@ def ask(coordinator: Coordinator, user_id: UserId, body: AskRequest) -> AskOut:
 @router.post("/responses", response_model=ResponseIngestOut, responses=errors(403, 413))
 def ingest_response(coordinator: Coordinator, user_id: UserId, body: ResponseIn) -> ResponseIngestOut:
     """Query-as-Ingest: score an agent response and keep it as an episode when it is valuable."""
-    return ResponseIngestOut.model_validate(
-        coordinator.ingest_response(
-            user_id, body.session_id, body.response, body.query, body.tool_calls, body.reasoning_steps
-        )
+    return coordinator.ingest_response(
+        user_id, body.session_id, body.response, body.query, body.tool_calls, body.reasoning_steps
     )
