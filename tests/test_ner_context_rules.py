@@ -32,23 +32,23 @@ E, T, ORG, P, H = EntityType.event, EntityType.thing, EntityType.organization, E
         ("I'm training for the Berlin Marathon.", {"Berlin Marathon": E}),
         ("I met Maria at the Web Summit in Lisbon.", {"Maria": H, "Web Summit": E, "Lisbon": P}),
         ("I am going to the ROSCon conference in Odense.", {"ROSCon": E, "Odense": P}),
-        ("We're celebrating Valentine's Day in Paris this year.", {"Valentine's Day": E, "Paris": P}),
+        ("We're celebrating Mother's Day in Paris this year.", {"Mother's Day": E, "Paris": P}),
         ("We spent Christmas with my parents in Leeds.", {"Christmas": E, "Leeds": P}),
-        ("I'm studying for the JLPT N3 in December.", {"JLPT N3": E}),
+        ("I'm studying for the DELF B2 in December.", {"DELF B2": E}),
         # products: brand + name, camel case in a product context, a model code with a suffix
-        ("I use Google Maps to get around Lisbon.", {"Google Maps": T, "Lisbon": P}),
+        ("I use Apple Music on the train to Lisbon.", {"Apple Music": T, "Lisbon": P}),
         (
-            "I edit everything in DaVinci Resolve on my MacBook Pro with the M3 Pro chip.",
-            {"DaVinci Resolve": T, "MacBook Pro": T, "M3 Pro": T},
+            "I sketch everything in FigJam on my ThinkPad X1 Carbon with the M2 Max chip.",
+            {"FigJam": T, "ThinkPad X1 Carbon": T, "M2 Max": T},
         ),
-        ("I bought a new iPhone 15 last week.", {"iPhone 15": T}),
+        ("I bought a new iPad 10 last week.", {"iPad 10": T}),
         ("I got a Sony A7 IV for my birthday.", {"Sony A7 IV": T}),
         # languages learnt or spoken (not "Japanese food")
-        ("I'm learning Japanese with a tutor.", {"Japanese": T}),
+        ("I'm learning Korean with a tutor.", {"Korean": T}),
         # organisations: employer after a job title, a meal venue, a sports team
-        ("My sister is a consultant at Accenture in Dublin.", {"Accenture": ORG, "Dublin": P}),
-        ("We had dinner at Nobu last night.", {"Nobu": ORG}),
-        ("We watched the Celtics game at a bar on Friday night.", {"Celtics": ORG}),
+        ("My sister is a consultant at Deloitte in Dublin.", {"Deloitte": ORG, "Dublin": P}),
+        ("We had dinner at Zuma last night.", {"Zuma": ORG}),
+        ("We watched the Lakers game at a bar on Friday night.", {"Lakers": ORG}),
         # places the model calls people, by the words before them
         ("I'm training for a half marathon in Valencia on March 3rd.", {"Valencia": P}),
         ("My cousin Nina went hiking in the Dolomites with Marco.", {"Nina": H, "Dolomites": P, "Marco": H}),
@@ -62,7 +62,7 @@ def test_context_rules_type_what_the_model_misses(
 
 def test_context_rules_leave_people_and_attributes_alone(model: SpacyRecognizer) -> None:
     assert types(model, "We visited Grandma in Leeds.") == {"Grandma": H, "Leeds": P}  # kin: still a person
-    assert "Japanese" not in types(model, "We had Japanese food with Omar.")  # an attribute, no language
+    assert "Korean" not in types(model, "We had Korean food with Omar.")  # an attribute, no language
     assert types(model, "I booked my Portuguese class for Thursday.") == {}  # a class, not a language learnt
     assert "March 3" not in types(model, "Chapter 3 is due in March.")
     venue = {m.text: m.label for m in model.recognize("We had dinner at Maria's place.")}

@@ -84,7 +84,7 @@ LEADING_NOISE = frozenset(
 _TOOL_LEXICON = frozenset(
     """python javascript typescript java kotlin scala golang c++ c# php perl haskell elixir erlang
     clojure lua matlab fortran cobol sql bash powershell html css docker kubernetes k8s git github
-    gitlab bitbucket jira confluence trello asana figma sketch photoshop illustrator blender unity
+    gitlab bitbucket jira confluence trello asana figma photoshop illustrator blender unity
     postgres postgresql mysql sqlite mongodb redis elasticsearch kafka rabbitmq airflow dbt snowflake
     bigquery databricks tableau looker react angular vue svelte django fastapi pandas numpy pytorch
     tensorflow scikit-learn jupyter vscode neovim vim emacs intellij pycharm xcode terraform ansible
@@ -107,7 +107,7 @@ _TOOL_PHRASES = (
     "jetbrains rider",
 )
 _TOOL_NEEDS_CAPITAL = frozenset(
-    "go rust swift spark word teams excel notion slack zoom linear julia ruby dart elm flask chef "
+    "go rust swift spark word teams excel notion slack zoom linear julia ruby dart elm flask chef sketch "
     "puppet keras outlook pages numbers keynote r".split()
 )
 TOOL_LEXICON_RE = re.compile(
