@@ -6,7 +6,7 @@ import typer
 
 from agtos.cli_keys import auth_is_on, is_loopback, keys_app
 from agtos.cli_memory import register as register_memory_commands
-from agtos.cli_worker import IngestModeOption, serve_ingest_env
+from agtos.cli_worker import IngestModeOption, serve_ingest_env, shared_embedded_redis
 from agtos.cli_worker import register as register_worker_command
 from agtos.config import Settings
 
@@ -45,7 +45,7 @@ def serve(
     if not is_loopback(host) and "*" not in settings.allowed_hosts:
         served = ", ".join(sorted(settings.allowed_hosts))
         typer.echo(f"only these Host names are served: {served} (set AGTOS_ALLOWED_HOSTS)", err=True)
-    with serve_ingest_env(ingest_mode, worker):
+    with serve_ingest_env(ingest_mode, worker), shared_embedded_redis(settings, workers):
         uvicorn.run(
             "agtos.serving.main:app",
             host=host,

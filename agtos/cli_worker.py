@@ -19,6 +19,39 @@ class IngestModeOption(StrEnum):
     queue = "queue"
 
 
+def running_embedded_redis(settings: Settings) -> str | None:
+    """``unix://`` URL of the embedded Redis an ``agtos serve`` on this data directory runs, if it answers."""
+    import json
+
+    from agtos.storage.redis_conn import _socket_answers
+
+    registry = settings.data_dir / "redis" / "agtos.rdb.settings"
+    try:
+        path = str(json.loads(registry.read_text())["unixsocket"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return f"unix://{path}" if _socket_answers(path) else None
+
+
+@contextmanager
+def shared_embedded_redis(settings: Settings, workers: int) -> Iterator[None]:
+    """``agtos serve --workers N`` (N > 1) without REDIS_URL: the serving process itself starts the
+    embedded Redis and hands its socket to the workers as REDIS_URL, so they share one server and
+    none of them shuts it down when it exits (each would otherwise own, and stop, the same one)."""
+    if settings.redis_url or workers <= 1:
+        yield
+        return
+    from agtos.storage.redis_conn import EmbeddedRedis
+
+    server = EmbeddedRedis(settings.data_dir / "redis")
+    os.environ["REDIS_URL"] = f"unix://{server.socket_path}"
+    try:
+        yield
+    finally:
+        os.environ.pop("REDIS_URL", None)
+        server.stop()
+
+
 @contextmanager
 def serve_ingest_env(mode: IngestModeOption | None, worker: bool | None) -> Iterator[None]:
     """The server's ingestion set-up for the duration of ``uvicorn.run`` (its worker processes inherit
@@ -44,13 +77,27 @@ def register(app: typer.Typer) -> None:
     def worker(
         once: bool = typer.Option(False, "--once", help="handle the jobs queued now, then exit"),
     ) -> None:
-        """Run the ingestion worker: ended sessions from the durable queue become searchable episodes."""
+        """Run the ingestion worker: ended sessions from the durable queue become searchable episodes.
+
+        Uses REDIS_URL; without it, the embedded Redis of an ``agtos serve`` on the same data
+        directory (which must be running: a worker never starts, or stops, the embedded server)."""
         import logging
 
         from agtos.memory.coordinator import MemoryCoordinator
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        coordinator = MemoryCoordinator(Settings.from_env())
+        settings = Settings.from_env()
+        if not settings.redis_url:
+            url = running_embedded_redis(settings)
+            if url is None:
+                typer.echo(
+                    f"no Redis: set REDIS_URL, or start `agtos serve` first (its embedded Redis under "
+                    f"{settings.data_dir / 'redis'} is shared with the worker)",
+                    err=True,
+                )
+                raise typer.Exit(2)
+            settings = settings.with_overrides(redis_url=url)
+        coordinator = MemoryCoordinator(settings)
         try:
             ingest = coordinator.ingest_worker()
             if once:

@@ -1,14 +1,21 @@
 """Mixed load on the HTTP API: do reads stay fast while session ends are ingested?
 
-    nice -n 10 python -m benchmarks.load [--clients 20,100] [--duration 20] [--url http://127.0.0.1:PORT]
+    nice -n 10 python -m benchmarks.load [--clients 20,100] [--duration 20] [--layouts thread,process,workers2]
+    nice -n 10 python -m benchmarks.load --url http://127.0.0.1:PORT [--pid PID]
 
 Each client is one user in a closed loop (no think time): 50 % turn appends, 30 % searches,
 15 % context requests, 5 % session ends (then a new session). Without ``--url`` it starts its own
-``agtos serve`` (queue mode with its worker thread, the ``make run`` set-up) on a free loopback
-port, against ``--redis-url`` under a fresh key prefix that is deleted at the end. Before each level
-every user gets ``--warm`` ended sessions (so searches have episodes to find). After each level it
-waits for the ingestion queue to drain (``/health``). Prints per-endpoint p50/p99 and errors,
-throughput, the server's RSS and whether the queue drained. Loopback only; bounded by
+server for each ``--layouts`` entry, one after the other, on a free loopback port against
+``--redis-url`` under a fresh key prefix per layout (deleted at the end):
+
+- ``thread``: ``agtos serve`` as ``make run`` starts it: queue mode, a worker thread in the API process;
+- ``process``: ``agtos serve --no-worker`` and one ``agtos worker`` process at ``nice`` +10;
+- ``workersN`` (e.g. ``workers2``): ``agtos serve --workers N --no-worker`` and one niced ``agtos worker``.
+
+Before each level every user gets ``--warm`` ended sessions (so searches have episodes to find);
+after it the benchmark waits for the ingestion queue to drain (``/health``). Prints per-endpoint
+p50/p99 and errors, throughput, the RSS of the server processes (and the worker's), whether the
+queue drained, and with more than one layout a side-by-side table. Loopback only; bounded by
 ``--duration`` and ``--drain-timeout``. Not a test (``tests/test_load_bench.py`` runs it tiny).
 """
 
@@ -18,6 +25,7 @@ import argparse
 import asyncio
 import os
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -65,9 +73,24 @@ QUERIES = (
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
+LAYOUTS = {
+    "thread": "agtos serve (queue mode, worker thread in the API process)",
+    "process": "agtos serve --no-worker + agtos worker (nice +10)",
+}
+WORKERS_LAYOUT = re.compile(r"^workers([1-8])$")
+
+
+def layout_help(name: str) -> str:
+    found = WORKERS_LAYOUT.match(name)
+    if found:
+        return f"agtos serve --workers {found.group(1)} --no-worker + agtos worker (nice +10)"
+    return LAYOUTS[name]
+
+
 @dataclass
 class Level:
     clients: int
+    layout: str = "external"
     seconds: float = 0.0
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -123,10 +146,14 @@ class Client:
         return response
 
     async def warm(self, sessions: int) -> None:
+        """End ``sessions`` sessions, then search and build a context twice (every API process loads
+        its models and index mirrors before the timed load, whichever process a request reaches)."""
         for _ in range(sessions):
             turns = [turn(self.rng) for _ in range(6)]
             await self.http.post(f"/api/memory/sessions/{self.sid}/turns", json={"turns": turns}, headers=self.headers)
             await self.call("end")
+        for op in ("search", "context", "search", "context"):
+            await self.call(op)
 
     async def loop(self, until: float, level: Level) -> None:
         names, weights = [name for name, _ in MIX], [weight for _, weight in MIX]
@@ -157,6 +184,7 @@ async def run_level(url: str, clients: int, duration: float, seed: int, warm: in
         users = [Client(http, i, seed, headers) for i in range(clients)]
         await asyncio.gather(*(u.warm(warm) for u in users))
         wait_drained(url, 300)
+        await asyncio.gather(*(u.call("search") for u in users))  # after the warm-up episodes are indexed
         started = time.monotonic()
         await asyncio.gather(*(u.loop(started + duration, level) for u in users))
         level.seconds = time.monotonic() - started
@@ -175,12 +203,16 @@ def wait_drained(url: str, timeout_s: float) -> tuple[float | None, int | None]:
     return None, depth
 
 
-def report(level: Level) -> str:
+def totals(level: Level) -> tuple[int, int, float]:
     total = sum(len(v) for v in level.latencies.values())
-    errors = sum(level.errors.values())
+    return total, sum(level.errors.values()), total / level.seconds if level.seconds else 0.0
+
+
+def report(level: Level) -> str:
+    total, errors, rate = totals(level)
+    where = "" if level.layout == "external" else f" [{level.layout}]"
     lines = [
-        f"== {level.clients} clients, {level.seconds:.1f} s: {total} requests, "
-        f"{total / level.seconds:.1f} req/s, {errors} errors"
+        f"== {level.clients} clients{where}, {level.seconds:.1f} s: {total} requests, {rate:.1f} req/s, {errors} errors"
     ]
     lines.append(f"{'endpoint':<10}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
     for op, _ in MIX:
@@ -196,8 +228,57 @@ def report(level: Level) -> str:
     return "\n".join(lines)
 
 
-def start_server(redis_url: str, prefix: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+def summary(levels: list[Level]) -> str:
+    """One row per layout and level, side by side."""
+    head = (
+        f"{'layout':<10}{'clients':>8}{'req/s':>8}{'search p50/p99 ms':>20}{'context p99':>12}"
+        f"{'append p99':>11}{'end p99':>9}{'errors':>7}{'RSS MiB':>9}  drained"
+    )
+    rows = [head]
+    for lv in levels:
+        _total, errors, rate = totals(lv)
+        lat = lv.latencies
+        search = f"{pct_ms(lat.get('search', []), 50):.0f} / {pct_ms(lat.get('search', []), 99):.0f}"
+        rss = "n/a" if lv.rss_mib is None else f"{lv.rss_mib:.0f}"
+        drained = "no" if lv.drained_s is None else f"{lv.drained_s:.1f} s"
+        rows.append(
+            f"{lv.layout:<10}{lv.clients:>8}{rate:>8.1f}{search:>20}{pct_ms(lat.get('context', []), 99):>12.0f}"
+            f"{pct_ms(lat.get('append', []), 99):>11.0f}{pct_ms(lat.get('end', []), 99):>9.0f}{errors:>7}{rss:>9}"
+            f"  {drained}"
+        )
+    return "\n".join(rows)
+
+
+@dataclass
+class Server:
+    """The processes of one layout: the API (``agtos serve``) and, if separate, the worker."""
+
+    url: str
+    api: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in (self.api, self.worker) if p is not None]
+
+    def stop(self) -> None:
+        for proc in (self.api, self.worker):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+        for proc in (self.api, self.worker):
+            if proc is None:
+                continue
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def start_server(redis_url: str, prefix: str, tmp: Path, layout: str = "thread") -> Server:
+    """Start the processes of ``layout`` (see the module docstring) and wait for ``/health``."""
     port = free_port()
+    tmp.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -205,36 +286,66 @@ def start_server(redis_url: str, prefix: str, tmp: Path) -> tuple[subprocess.Pop
         "AGTOS_DATA_DIR": str(tmp / "data"),
         "AGTOS_CONFIG_DIR": str(tmp / "config"),
     }
-    env.pop("AGTOS_INGEST_MODE", None)  # the `agtos serve` default: queue, with its worker thread
-    log = (tmp / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
+    env.pop("AGTOS_INGEST_MODE", None)  # the `agtos serve` default: queue
+    env.pop("AGTOS_INGEST_WORKER", None)
+    serve = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port)]
+    separate = layout != "thread"
+    found = WORKERS_LAYOUT.match(layout)
+    if found:
+        serve += ["--workers", found.group(1)]
+    elif layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}")
+    if separate:
+        serve.append("--no-worker")
+    api = subprocess.Popen(serve, env=env, stdout=(tmp / "server.log").open("wb"), stderr=subprocess.STDOUT)
+    server = Server(f"http://127.0.0.1:{port}", api)
+    if separate:
+        server.worker = subprocess.Popen(
+            ["nice", "-n", "10", sys.executable, "-m", "agtos.cli", "worker"],
+            env={**env, "AGTOS_INGEST_MODE": "queue"},
+            stdout=(tmp / "worker.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}); see {tmp / 'server.log'}")
+        for proc, name in ((api, "server"), (server.worker, "worker")):
+            if proc is not None and proc.poll() is not None:
+                server.stop()
+                raise RuntimeError(f"{name} exited ({proc.returncode}); see {tmp / (name + '.log')}")
         try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                return proc, url
+            if httpx.get(f"{server.url}/health", timeout=5).status_code == 200 and workers_ready(server):
+                return server
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    proc.terminate()
+    server.stop()
     raise RuntimeError("server did not start within 180 s")
 
 
-def rss_mib(pid: int) -> float:
-    proc = psutil.Process(pid)
-    return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
+def workers_ready(server: Server) -> bool:
+    """A separate worker counts once its heartbeat shows in ``/health`` (it has loaded and started)."""
+    return server.worker is None or bool(queue_state(server.url).get("workersAlive"))
+
+
+def rss_mib(*pids: int) -> float:
+    """The resident memory of these processes and their children (uvicorn's workers)."""
+    total = 0
+    for pid in pids:
+        proc = psutil.Process(pid)
+        total += sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+    return total / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", default="20,100", help="comma-separated concurrency levels")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per level (max 300)")
-    parser.add_argument("--url", help="an API already running on loopback (default: start one)")
+    parser.add_argument(
+        "--layouts",
+        default="thread",
+        help="comma-separated server layouts, each run in turn: thread, process, workersN (N 1-8)",
+    )
+    parser.add_argument("--url", help="an API already running on loopback (default: start one per layout)")
     parser.add_argument("--pid", type=int, help="with --url: the server's pid, for its RSS")
     parser.add_argument("--redis-url", default=os.environ.get("AGTOS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--api-key", help="sent as Authorization: Bearer (a service key)")
@@ -243,30 +354,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.clients.split(",")]
+    layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
     if not 0 < args.duration <= 300 or not all(0 < c <= 500 for c in levels):
         parser.error("--duration must be in (0, 300] and each client count in (0, 500]")
+    if not layouts or any(name not in LAYOUTS and not WORKERS_LAYOUT.match(name) for name in layouts):
+        parser.error("--layouts: thread, process or workersN (N 1-8), comma-separated")
     if args.url and urlsplit(args.url).hostname not in LOOPBACK:
         parser.error("--url must be a loopback address (this benchmark never loads a remote server)")
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    prefix = f"agtos-load-{uuid.uuid4().hex[:8]}"
+    results: list[Level] = []
+
+    def measure(url: str, pids: list[int], layout: str) -> None:
+        for n in levels:
+            level = asyncio.run(run_level(url, n, args.duration, args.seed, args.warm, headers))
+            level.layout = layout
+            level.rss_mib = rss_mib(*pids) if pids else None
+            level.drained_s, level.depth_after = wait_drained(url, args.drain_timeout)
+            print(report(level), flush=True)
+            results.append(level)
+
+    if args.url:
+        measure(args.url, [args.pid] if args.pid else [], "external")
+        return 0
     with tempfile.TemporaryDirectory(prefix="agtos-load-") as tmp:
-        proc, url = (None, args.url) if args.url else start_server(args.redis_url, prefix, Path(tmp))
-        pid = proc.pid if proc else args.pid
-        try:
-            for n in levels:
-                level = asyncio.run(run_level(url, n, args.duration, args.seed, args.warm, headers))
-                level.rss_mib = rss_mib(pid) if pid else None
-                level.drained_s, level.depth_after = wait_drained(url, args.drain_timeout)
-                print(report(level), flush=True)
-        finally:
-            if proc is not None:
-                proc.terminate()
-                proc.wait(timeout=60)
-                client = redis.Redis.from_url(args.redis_url)
-                keys = list(client.scan_iter(match=f"{prefix}:*", count=2000))
-                for i in range(0, len(keys), 1000):
-                    client.unlink(*keys[i : i + 1000])
+        for layout in layouts:
+            prefix = f"agtos-load-{uuid.uuid4().hex[:8]}"
+            print(f"# layout {layout}: {layout_help(layout)}", flush=True)
+            server = start_server(args.redis_url, prefix, Path(tmp) / layout, layout)
+            try:
+                measure(server.url, server.pids, layout)
+            finally:
+                server.stop()
+                delete_prefix(args.redis_url, prefix)
+    if len(results) > 1:
+        print("== side by side\n" + summary(results), flush=True)
     return 0
+
+
+def delete_prefix(redis_url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=2000))
+    for i in range(0, len(keys), 1000):
+        client.unlink(*keys[i : i + 1000])
 
 
 if __name__ == "__main__":

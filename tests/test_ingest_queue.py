@@ -245,3 +245,54 @@ def test_settings_read_the_ingest_variables(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("AGTOS_INGEST_MAX_ATTEMPTS", "7")
     read = Settings.from_env()
     assert (read.ingest_mode, read.ingest_max_attempts, Settings().ingest_mode) == ("queue", 7, "inline")
+
+
+# -- the embedded Redis shared by separate processes -----------------------------------------
+def embedded_env(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("AGTOS_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("AGTOS_CONFIG_DIR", str(data_dir / "config"))
+    monkeypatch.setenv("AGTOS_KEY_PREFIX", "shared")
+
+
+def test_a_worker_without_redis_url_uses_the_running_embedded_redis_and_leaves_it_running(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from agtos.storage.redis_conn import EmbeddedRedis, _socket_answers
+
+    embedded_env(monkeypatch, tmp_path / "data")
+    refused = CliRunner().invoke(cli_app, ["worker", "--once"])
+    assert refused.exit_code == 2 and "start `agtos serve` first" in refused.output
+    assert not (tmp_path / "data" / "redis").exists()  # it started no server of its own
+
+    server = EmbeddedRedis(tmp_path / "data" / "redis")  # what `agtos serve` runs
+    try:
+        result = CliRunner().invoke(cli_app, ["worker", "--once"])
+        assert result.exit_code == 0, result.output
+        assert "handled 0 job(s)" in result.output
+        assert _socket_answers(server.socket_path)  # the worker left the API's Redis running
+    finally:
+        server.stop()
+
+
+def test_serve_with_several_workers_shares_one_embedded_redis(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """uvicorn's worker processes get the socket of one embedded Redis the serving process owns."""
+    import uvicorn
+
+    from agtos.storage.redis_conn import _socket_answers
+
+    embedded_env(monkeypatch, tmp_path / "data")
+    seen: list[str | None] = []
+
+    def fake_run(*args: Any, **kwargs: Any) -> None:
+        url = os.environ.get("REDIS_URL")
+        seen.append(url)
+        if url:
+            assert _socket_answers(url.removeprefix("unix://"))
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    assert CliRunner().invoke(cli_app, ["serve", "--workers", "2"]).exit_code == 0
+    assert CliRunner().invoke(cli_app, ["serve"]).exit_code == 0  # one process owns its own, as before
+    assert seen[0] is not None and seen[0].startswith("unix://") and seen[1] is None
+    assert "REDIS_URL" not in os.environ
+    assert not _socket_answers(seen[0].removeprefix("unix://"))  # stopped when serve returned

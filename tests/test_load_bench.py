@@ -1,5 +1,6 @@
-"""The load benchmark runs (tiny): its own `agtos serve` (queue mode + worker), the mixed workload,
-per-endpoint figures, no errors, and the ingestion queue drained after the load."""
+"""The load benchmark runs (tiny): its own `agtos serve` in two layouts (queue mode with the worker
+thread; `--no-worker` beside a separate `agtos worker` process), the mixed workload, per-endpoint
+figures, no errors, the ingestion queue drained after the load, and the side-by-side table."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def test_load_benchmark_runs_tiny_without_errors(redis_url: str) -> None:
             "2",
             "--warm",
             "1",
+            "--layouts",
+            "thread,process",
             "--redis-url",
             redis_url,
             "--drain-timeout",
@@ -32,11 +35,16 @@ def test_load_benchmark_runs_tiny_without_errors(redis_url: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert re.search(r"== 3 clients, [\d.]+ s: \d+ requests, [\d.]+ req/s, 0 errors", out), out
-    for endpoint in ("append", "search", "context", "end"):
-        row = re.search(rf"^{endpoint}\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+0$", out, re.MULTILINE)
-        assert row and int(row.group(1)) > 0, (endpoint, out)
-    assert re.search(r"server RSS \d+ MiB; ingestion queue drained: yes", out), out
+    for layout in ("thread", "process"):
+        part = out.split(f"# layout {layout}: ", 1)[1].split("# layout", 1)[0]
+        assert re.search(rf"== 3 clients \[{layout}\], [\d.]+ s: \d+ requests, [\d.]+ req/s, 0 errors", part), out
+        for endpoint in ("append", "search", "context", "end"):
+            row = re.search(rf"^{endpoint}\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+0$", part, re.MULTILINE)
+            assert row and int(row.group(1)) > 0, (layout, endpoint, out)
+        assert re.search(r"server RSS \d+ MiB; ingestion queue drained: yes", part), out
+    table = out.split("== side by side\n", 1)[1].splitlines()
+    assert table[0].split()[:3] == ["layout", "clients", "req/s"]
+    assert [row.split()[:2] for row in table[1:3]] == [["thread", "3"], ["process", "3"]]
     assert (
         "--url must be a loopback"
         in subprocess.run(
