@@ -288,7 +288,9 @@ class Run:
         stack.enter_context(timed_default_steps(watch))
         stack.enter_context(patched(coord.semantic.embedder, embed=recording))
         stack.enter_context(patched(turn_store, save=recording_turns))
-        stack.enter_context(patched(coord, _journal_turns=watch.wrap("journal read", coord._journal_turns)))
+        stack.enter_context(
+            patched(coord.sessions, _session_turns=watch.wrap("journal read", coord.sessions._session_turns))
+        )
         stack.enter_context(
             patched(coord.dreamer, on_session_ended=watch.wrap("Dreamer (rules)", coord.dreamer.on_session_ended))
         )

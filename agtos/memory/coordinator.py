@@ -1,16 +1,12 @@
 """MemoryCoordinator: the API and CLI facade over the services of one process.
 
-It validates ids, applies the privacy rules and composes the memory services (sessions here;
+It validates ids, applies the privacy rules and composes the memory services (live sessions,
 recall, ingestion, Dreamer, lint and health in their modules). The Prefect flows never see it:
 they work on :class:`agtos.memory.services.Services`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +15,10 @@ from agtos.memory import memory_crud, recall
 from agtos.memory.conversation_ingest import ingest_conversations
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
-from agtos.memory.episodic import segment_key
-from agtos.memory.health_checks import health, ingest_queue_check
-from agtos.memory.ingest_worker import IngestWorker, SessionJob, ingest_session
+from agtos.memory.health_checks import health
+from agtos.memory.ingest_worker import IngestWorker, SessionJob
 from agtos.memory.ingestion_pipeline import IngestionReport, run_ingestion
+from agtos.memory.live_sessions import SESSION_ENDED, LiveSessions, SessionEndResult
 from agtos.memory.query_ingest import response_episode
 from agtos.memory.recall import SearchHit
 from agtos.memory.services import Services
@@ -44,29 +40,8 @@ from agtos.schemas import (
 )
 from agtos.schemas.api import ConversationSession, ConversationsOut, MaintenanceRun, ResponseIngestOut
 from agtos.storage.conclusions import ConclusionStore
-from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id, check_user_id
-from agtos.storage.redis_conn import RedisConnector, StorageUnavailable
-from agtos.storage.session_journal import JournalFull
-from agtos.tasks.extract import extract
-from agtos.tasks.importance import decide_save
-
-log = logging.getLogger(__name__)
-
-SESSION_ENDED = "sessionEnded"
-
-
-@dataclass(frozen=True)
-class SessionEndResult:
-    session_id: str
-    saved: bool
-    reason: str
-    episode: Episode | None
-    episode_id: str | None = None
-    status: str = "done"  # done | queued | skipped
-    turns_accepted: int = 0
-    queue_position: int | None = None
-    searchable_in_s: float | None = None
+from agtos.storage.redis_conn import RedisConnector
 
 
 class MemoryCoordinator:
@@ -99,229 +74,51 @@ class MemoryCoordinator:
         # the one trigger of the Dreamer: the sessionEnded event
         self.dreamer = DreamerScheduler(s, settings.dreamer_retries, settings.dreamer_retry_delay_s)
         s.events.subscribe(SESSION_ENDED, self.dreamer.on_session_ended)
-        # session-end ingestion in queue mode: the durable queue and this process's worker (if any)
-        self.ingest_queue = IngestQueue(s.connector, s.keys)
-        self.worker: IngestWorker | None = None
+        # the live sessions: journal, working memory, session ends (inline or through the durable queue)
+        self.sessions = LiveSessions(s)
+        self.ingest_queue = self.sessions.ingest_queue
 
     @property
     def conclusions(self) -> ConclusionStore:
         return self.services.conclusions
 
-    # -- working memory ---------------------------------------------------------------
+    # -- live sessions (agtos.memory.live_sessions) -------------------------------------
+    @property
+    def worker(self) -> IngestWorker | None:
+        """This process's ingestion worker thread, if one runs."""
+        return self.sessions.worker
+
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
-        """Append one turn (see :meth:`add_turns`)."""
-        return self.add_turns(user_id, session_id, [turn])
+        return self.sessions.add_turns(user_id, session_id, [turn])
 
     def add_turns(self, user_id: str, session_id: str, turns: list[Turn]) -> WorkingMemory:
-        """Journal the turns in Redis, all or none, and only then add them to working memory: a
-        returned append is durable. ``StorageUnavailable`` (Redis down) and ``JournalFull`` (a cap
-        passed) leave nothing written. An opted-out user's turns stay in working memory only."""
-        check_user_id(user_id)
-        check_record_id(session_id, "session id")
-        wm = self.working.get_or_create(user_id, session_id)
-        with wm.lock:
-            if self.privacy.is_opted_out(user_id):
-                for turn in turns:
-                    wm.add(turn)
-            else:
-                self._journal(user_id, session_id, wm, turns)
-        self.activity.turn(user_id, session_id)
-        return wm
+        return self.sessions.add_turns(user_id, session_id, turns)
 
     def session(self, user_id: str, session_id: str) -> WorkingMemory | None:
-        """The live session as its Redis journal has it: replayed when this process does not hold
-        it (after a restart, an LRU eviction, or on another API worker), brought up to date when
-        another worker appended, None once it was ended elsewhere. This process's view while Redis
-        is down; None when there is no session."""
-        check_record_id(session_id, "session id")
-        wm = self.working.get(check_user_id(user_id), session_id)
-        if self.privacy.is_opted_out(user_id):
-            return wm
-        try:
-            length = self.services.journal.length(user_id, session_id)
-        except StorageUnavailable:
-            return wm
-        if wm is None:
-            if not length:
-                return None
-            wm = self.working.get_or_create(user_id, session_id)
-        with wm.lock:
-            if not length and (wm.journal_len or not wm.messages):  # ended (or expired) elsewhere
-                self.working.discard(user_id, session_id, wm)
-                return None
-            if length < wm.journal_len:  # ended elsewhere, and continued since
-                wm.reset()
-            if length > wm.journal_len:
-                self._journal_catch_up(wm, self.services.journal.turns(user_id, session_id, wm.journal_len))
-        return wm
+        return self.sessions.session(user_id, session_id)
 
-    def _journal(self, user_id: str, session_id: str, wm: WorkingMemory, turns: list[Turn]) -> None:
-        """Append to the journal (the caller holds ``wm.lock``), then to ``wm``, with any turns
-        other processes journalled first; on failure ``wm`` is left as it was."""
-        try:
-            appended = self.services.journal.append(user_id, session_id, turns, seen=wm.journal_len)
-        except (StorageUnavailable, JournalFull):
-            if not wm.messages:  # created for this append: not a live session
-                self.working.discard(user_id, session_id, wm)
-            raise
-        if appended.reset:
-            wm.reset()
-        self._journal_catch_up(wm, [*appended.unseen, *turns])
-
-    @staticmethod
-    def _journal_catch_up(wm: WorkingMemory, turns: list[Turn]) -> None:
-        for turn in turns:
-            wm.add(turn)
-        wm.journal_len += len(turns)
-
-    def _session_turns(self, user_id: str, session_id: str) -> list[Turn]:
-        """What ending the session ingests: its journal. ``StorageUnavailable`` when Redis cannot be
-        read (never "no turns": the session stays live, for a retry or the idle sweeper). An empty
-        journal falls back to this process's copy (its journal expired, or the turns were kept
-        while the user had opted out), unless the session was ended elsewhere (another API process
-        or the sweeper there): that copy is stale and is dropped, not stored a second time."""
-        turns = self.services.journal.turns(user_id, session_id)
-        if turns:
-            return turns
-        wm = self.working.get(user_id, session_id)
-        if wm is None:
-            return []
-        marker = self.keys.user(user_id).session_ended(session_id)
-        ended_elsewhere = bool(wm.journal_len) and bool(self.connector.run(lambda r: r.exists(marker)))
-        with wm.lock:
-            if ended_elsewhere:
-                self.working.discard(user_id, session_id, wm)
-                return []
-            return list(wm.messages)
-
-    # -- episodic memory --------------------------------------------------------------
     def end_session(self, user_id: str, session_id: str, wait_s: float = 0.0) -> SessionEndResult:
-        """End the session: its turns become an episode if the save heuristics keep it (idempotent).
-
-        Inline mode stores the episode now. Queue mode (AGTOS_INGEST_MODE=queue) only takes the
-        turns into a durable queue job and returns ``queued``; a worker stores the episode. With
-        ``wait_s`` it waits up to that long for the worker and answers ``done`` if it finished."""
-        check_user_id(user_id)
-        check_record_id(session_id, "session id")
-        if self.privacy.is_opted_out(user_id):
-            had_turns = self.working.get(user_id, session_id) is not None
-            self.working.drop(user_id, session_id)
-            self.activity.session_ended(user_id, session_id)
-            reason = "user opted out of persistence" if had_turns else "session has no turns"
-            return SessionEndResult(session_id, False, reason, None, status="skipped")
-        # Redis down while reading, queueing, storing or clearing: StorageUnavailable (503) and the
-        # session stays live (activity included), so a retry or the idle sweeper ends it later; a
-        # repeat of a half-done end stores the same episode (ids from the turns, upserts)
-        turns = self._session_turns(user_id, session_id)
-        if not turns:
-            self.activity.session_ended(user_id, session_id)
-            return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
-        job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
-        if self.settings.ingest_mode == "queue":
-            return self._enqueue_session(job, wait_s)
-        draft = ingest_session(self.services, job, self._emit_session_ended)
-        self._clear_session(user_id, session_id)
-        if not draft.decision.save:
-            return SessionEndResult(session_id, False, draft.decision.reason, None, status="skipped")
-        return SessionEndResult(
-            session_id, True, draft.decision.reason, draft.episode, draft.episode.id, "done", len(turns)
-        )
-
-    def _enqueue_session(self, job: SessionJob, wait_s: float) -> SessionEndResult:
-        """Queue mode: decide (cheap, pure), queue the job, clear the session; the worker ingests."""
-        decision = decide_save(job.turns, extract(job.turns))
-        if not decision.save:
-            self._clear_session(job.user_id, job.session_id)
-            return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped")
-        entry_id, position = self.ingest_queue.enqueue(job.model_dump_json().encode())
-        # the queue entry holds the turns now; a crash before this line leaves the journal for a retry
-        self._clear_session(job.user_id, job.session_id)
-        result = SessionEndResult(
-            job.session_id, True, decision.reason, None, job.episode_id, "queued", len(job.turns), position
-        )
-        if wait_s > 0 and self._wait_for_job(entry_id, wait_s):
-            stored = self.episodes.get(job.user_id, job.episode_id)
-            if stored is not None:
-                return dataclasses.replace(result, episode=stored, status="done", queue_position=None)
-        return dataclasses.replace(result, searchable_in_s=self._estimate_wait(position))
-
-    def _wait_for_job(self, entry_id: str, wait_s: float) -> bool:
-        """True once the queue entry is gone (done, or dead-lettered) within ``wait_s``."""
-        deadline = time.monotonic() + wait_s
-        try:
-            while self.ingest_queue.contains(entry_id):
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(0.05)
-        except StorageUnavailable:  # the job is queued and the session cleared: answer queued, not 503
-            return False
-        return True
-
-    def _estimate_wait(self, position: int) -> float | None:
-        """Seconds until a job at ``position`` is done: position x mean job time / live workers."""
-        try:
-            stats = self.ingest_queue.stats()
-        except StorageUnavailable:
-            return None
-        if not stats["workersAlive"]:
-            return None
-        return round(position * (stats["meanJobS"] or 1.0) / stats["workersAlive"], 1)
-
-    def _emit_session_ended(self, payload: dict[str, Any]) -> None:
-        self.events.emit(SESSION_ENDED, payload)
-
-    def ingest_job(self, job: SessionJob) -> None:
-        """What the ingestion worker runs for one queued session end."""
-        ingest_session(self.services, job, self._emit_session_ended)
-
-    def ingest_worker(self) -> IngestWorker:
-        """A worker over this process's services (``agtos worker``, or the API's thread)."""
-        s = self.settings
-        return IngestWorker(
-            self.ingest_queue,
-            self.ingest_job,
-            max_attempts=s.ingest_max_attempts,
-            retry_delay_s=s.ingest_retry_delay_s,
-            claim_idle_s=s.ingest_claim_idle_s,
-        )
-
-    def start_ingest_worker(self) -> IngestWorker:
-        """Run a worker thread in this process (the API does in queue mode with AGTOS_INGEST_WORKER)."""
-        if self.worker is None or not self.worker.alive:
-            self.worker = self.ingest_worker().start()
-        return self.worker
-
-    def stop_ingest_worker(self, timeout_s: float = 30.0) -> None:
-        worker, self.worker = self.worker, None
-        if worker is not None:
-            worker.stop(timeout_s)
-
-    def ingest_queue_check(self) -> dict[str, Any]:
-        return ingest_queue_check(
-            self.ingest_queue, self.settings.ingest_mode, self.worker is not None and self.worker.alive
-        )
+        return self.sessions.end_session(user_id, session_id, wait_s)
 
     def end_idle_sessions(self, idle_s: float | None = None) -> list[SessionEndResult]:
-        """End sessions silent for ``idle_s`` (default AGTOS_SESSION_IDLE_MINUTES): an agent that never
-        calls /end loses nothing. Sessions Redis cannot take now stay for the next sweep."""
-        idle = self.settings.session_idle_minutes * 60 if idle_s is None else idle_s
-        ended = []
-        for user_id, session_id in self.activity.idle_sessions(idle):
-            try:
-                ended.append(self.end_session(user_id, session_id))
-            except StorageUnavailable:
-                log.warning("idle session %s/%s not ended yet: Redis unavailable", user_id, session_id)
-        return ended
+        return self.sessions.end_idle_sessions(idle_s)
 
-    def _clear_session(self, user_id: str, session_id: str) -> None:
-        """The session is over: marked ended (for other processes' stale copies), its journal
-        cleared (a failure up to here leaves it live and whole), then dropped from this process."""
-        marker, ttl = self.keys.user(user_id).session_ended(session_id), self.settings.session_journal_ttl_seconds
-        self.connector.run(lambda r: r.set(marker, int(time.time()), ex=ttl))
-        self.services.journal.clear(user_id, session_id)
-        self.working.drop(user_id, session_id)
-        self.activity.session_ended(user_id, session_id)
+    def ingest_job(self, job: SessionJob) -> None:
+        self.sessions.ingest_job(job)
 
+    def ingest_worker(self) -> IngestWorker:
+        return self.sessions.ingest_worker()
+
+    def start_ingest_worker(self) -> IngestWorker:
+        return self.sessions.start_ingest_worker()
+
+    def stop_ingest_worker(self, timeout_s: float = 30.0) -> None:
+        self.sessions.stop_ingest_worker(timeout_s)
+
+    def ingest_queue_check(self) -> dict[str, Any]:
+        return self.sessions.ingest_queue_check()
+
+    # -- episodes, ingestion ------------------------------------------------------------
     def list_episodes(self, user_id: str, limit: int = 20) -> list[Episode]:
         return self.episodes.recent(check_user_id(user_id), limit)
 
