@@ -1,0 +1,244 @@
+"""The semantic tier's memory writes on a real Redis (README "Facts that change over time"): a memory
+stated again keeps its first-seen time and unions its sources; a later fact of the same subject and
+attribute closes the earlier one (``valid_until`` = the later fact's ``valid_from``, ``superseded_by``)
+instead of deleting it, in whichever order the two were learned; an edit and a delete keep the
+history, the timeline and the slot index in step; deleting the newer fact makes the older current
+again. Expected values are literals (ids, texts, times, the documented history actions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.semantic import SemanticMemory
+from agtos.schemas import Memory
+
+JAN = 1_704_700_800_000  # 2024-01-08 08:00 UTC
+MAR = 1_710_489_600_000  # 2024-03-15 08:00 UTC
+MAY = 1_715_760_000_000  # 2024-05-15 08:00 UTC
+
+
+def mem(
+    memory_id: str, text: str, at: int, sources: tuple[str, ...] = (), user: str = "alice", importance: float = 0.5
+) -> Memory:
+    return Memory(
+        id=memory_id,
+        user_id=user,
+        text=text,
+        valid_from=at,
+        created_at=at,
+        source_episode_ids=list(sources),
+        importance=importance,
+    )
+
+
+@pytest.fixture
+def sem(coordinator: MemoryCoordinator) -> SemanticMemory:
+    return coordinator.semantic
+
+
+def stored(sem: SemanticMemory, memory_id: str, user: str = "alice") -> Memory:
+    return Memory.model_validate_json(sem.records("memory", user, [memory_id])[memory_id])
+
+
+def validity(sem: SemanticMemory, memory_id: str, user: str = "alice") -> tuple[int, int | None, str | None]:
+    m = stored(sem, memory_id, user)
+    return m.valid_from, m.valid_until, m.superseded_by
+
+
+def history(sem: SemanticMemory, memory_id: str, user: str = "alice") -> list[tuple[object, ...]]:
+    return [
+        (c.action, c.origin, c.related_id, c.text, c.valid_from, c.valid_until, c.source_episode_id)
+        for c in sem.history.history(user, memory_id)
+    ]
+
+
+def test_a_new_memory_is_stored_indexed_timed_and_its_creation_recorded(sem: SemanticMemory) -> None:
+    cat = mem("m-cat", "User owns a grey cat", JAN, ("ep-2", "ep-1"), importance=0.7)
+    london = mem("m-london", "User lives in London", MAR)
+    assert sem.write_memories([cat, london], None) == 2
+    assert stored(sem, "m-cat") == cat
+    assert history(sem, "m-cat") == [("created", "extracted", None, "User owns a grey cat", JAN, None, "ep-2")]
+    assert history(sem, "m-london") == [("created", "extracted", None, "User lives in London", MAR, None, None)]
+    assert sem.history.page("alice", 0, 10) == (["m-london", "m-cat"], 2)  # newest valid_from first
+    assert sem.history.slot_ids("alice", ["user|lives-in"]) == ["m-london"]
+    assert sem.history.slot_ids("alice", ["user|works-at"]) == []
+    assert [h.id for h in sem.search("memory", "alice", "grey cat", 5, "bm25").results] == ["m-cat"]
+    # a write by the user says so in the history
+    sem.write_memories([mem("m-tea", "User prefers green tea", MAY)], None, origin="user")
+    assert history(sem, "m-tea") == [("created", "user", None, "User prefers green tea", MAY, None, None)]
+    assert sem.records("memory", "bob", ["m-cat"]) == {}
+
+
+def test_a_restated_memory_keeps_first_seen_and_unions_its_sources(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-cat", "User owns a grey cat", MAR, ("ep-1",), importance=0.8)], None)
+    again = mem("m-cat", "User owns a grey cat", MAY, ("ep-2", "ep-1"), importance=0.3)
+    assert sem.write_memories([again], None) == 1
+    merged = stored(sem, "m-cat")
+    assert merged.source_episode_ids == ["ep-1", "ep-2"]
+    assert (merged.created_at, merged.importance, merged.valid_from, merged.valid_until) == (MAR, 0.8, MAR, None)
+    assert history(sem, "m-cat") == [
+        ("created", "extracted", None, "User owns a grey cat", MAR, None, "ep-1"),
+        ("restated", "extracted", None, "User owns a grey cat", MAR, None, "ep-2"),
+    ]
+    # stated earlier than first seen: valid from the earlier time; the same sources again add no entry
+    sem.write_memories([mem("m-cat", "User owns a grey cat", JAN, ("ep-1",), importance=0.9)], None)
+    merged = stored(sem, "m-cat")
+    assert (merged.valid_from, merged.importance, merged.source_episode_ids) == (JAN, 0.9, ["ep-1", "ep-2"])
+    assert len(history(sem, "m-cat")) == 2
+
+
+def test_a_later_fact_closes_the_earlier_one_stored_before(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
+    sem.write_memories([mem("m-rome", "Maria lives in Rome", JAN)], None)  # another subject
+    assert sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR, ("ep-9",))], None) == 1
+    assert validity(sem, "m-london") == (JAN, MAR, "m-berlin")
+    assert validity(sem, "m-berlin") == (MAR, None, None)
+    assert validity(sem, "m-rome") == (JAN, None, None)
+    assert history(sem, "m-london") == [
+        ("created", "extracted", None, "User lives in London", JAN, None, None),
+        ("superseded", "supersession", "m-berlin", "User lives in London", JAN, MAR, None),
+    ]
+    assert history(sem, "m-berlin") == [
+        ("created", "extracted", None, "User lives in Berlin", MAR, None, "ep-9"),
+        ("supersedes", "supersession", "m-london", "User lives in Berlin", MAR, None, None),
+    ]
+    assert sem.history.slot_ids("alice", ["user|lives-in"]) == ["m-berlin", "m-london"]
+    # the closed fact is kept, still searchable
+    assert {h.id for h in sem.search("memory", "alice", "London", 5, "bm25").results} == {"m-london"}
+
+
+def test_an_ended_value_closes_the_fact_that_states_it(sem: SemanticMemory) -> None:
+    """'left Feedzai' states no attribute slot: the earlier job is found by its value's words."""
+    sem.write_memories([mem("m-job", "User works at Feedzai", JAN), mem("m-cat", "User owns a grey cat", JAN)], None)
+    sem.write_memories([mem("m-left", "User left Feedzai", MAR)], None)
+    assert validity(sem, "m-job") == (JAN, MAR, "m-left")
+    assert validity(sem, "m-cat") == (JAN, None, None)
+    assert validity(sem, "m-left") == (MAR, None, None)
+
+
+@pytest.mark.parametrize(
+    ("batch", "closed", "by", "until"),
+    [
+        (
+            [("m-berlin", "User lives in Berlin", MAR), ("m-london", "User lives in London", JAN)],
+            "m-london",
+            "m-berlin",
+            MAR,
+        ),
+        (
+            [("m-london", "User lives in London", JAN), ("m-berlin", "User lives in Berlin", MAR)],
+            "m-london",
+            "m-berlin",
+            MAR,
+        ),
+        # equal times: the later statement in the batch is the current one
+        (
+            [("m-london", "User lives in London", JAN), ("m-berlin", "User lives in Berlin", JAN)],
+            "m-london",
+            "m-berlin",
+            JAN,
+        ),
+        (
+            [("m-berlin", "User lives in Berlin", JAN), ("m-london", "User lives in London", JAN)],
+            "m-berlin",
+            "m-london",
+            JAN,
+        ),
+    ],
+)
+def test_facts_of_one_batch_close_each_other_in_the_order_they_became_true(
+    sem: SemanticMemory, batch: list[tuple[str, str, int]], closed: str, by: str, until: int
+) -> None:
+    assert sem.write_memories([mem(i, t, at) for i, t, at in batch], None) == 2
+    assert validity(sem, closed)[1:] == (until, by)
+    assert validity(sem, by)[1:] == (None, None)
+    assert [c[:3] for c in history(sem, closed)] == [("created", "extracted", None), ("superseded", "supersession", by)]
+    assert [c[:3] for c in history(sem, by)] == [("created", "extracted", None), ("supersedes", "supersession", closed)]
+
+
+def test_a_back_filled_older_fact_is_closed_by_the_later_one_already_stored(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR)], None)
+    sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
+    assert validity(sem, "m-london") == (JAN, MAR, "m-berlin")
+    assert validity(sem, "m-berlin") == (MAR, None, None)
+    assert [c[:3] for c in history(sem, "m-berlin")] == [
+        ("created", "extracted", None),
+        ("supersedes", "supersession", "m-london"),
+    ]
+
+
+def test_a_closed_fact_stated_again_later_is_current_again(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR)], None)
+    sem.write_memories([mem("m-london", "User lives in London", MAY)], None)
+    assert validity(sem, "m-london") == (MAY, None, None)
+    assert validity(sem, "m-berlin") == (MAR, MAY, "m-london")
+    assert history(sem, "m-london") == [
+        ("created", "extracted", None, "User lives in London", JAN, None, None),
+        ("superseded", "supersession", "m-berlin", "User lives in London", JAN, MAR, None),
+        ("reopened", "extracted", None, "User lives in London", MAY, None, None),
+        ("supersedes", "supersession", "m-berlin", "User lives in London", MAY, None, None),
+    ]
+    # stated again at an earlier time than it was closed: it stays closed
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", JAN, ("ep-3",))], None)
+    assert validity(sem, "m-berlin") == (JAN, MAY, "m-london")
+    assert history(sem, "m-berlin")[-1][:3] == ("restated", "extracted", None)
+
+
+def test_an_edit_replaces_text_history_timeline_and_slots(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-home", "User lives in London", JAN), mem("m-job", "User works at Acme", JAN)], None)
+    old = stored(sem, "m-home")
+    new = old.model_copy(update={"text": "User works at Globex", "valid_from": MAR})
+    edited = sem.replace_memory(old, new, None)
+    assert (edited.id, edited.text, edited.valid_until) == ("m-home", "User works at Globex", None)
+    assert stored(sem, "m-home").text == "User works at Globex"
+    assert validity(sem, "m-job") == (JAN, MAR, "m-home")  # the edited fact now supersedes the old job
+    assert history(sem, "m-home") == [
+        ("created", "extracted", None, "User lives in London", JAN, None, None),
+        ("edited", "user", None, "User works at Globex", MAR, None, None),
+        ("supersedes", "supersession", "m-job", "User works at Globex", MAR, None, None),
+    ]
+    assert sem.history.slot_ids("alice", ["user|lives-in"]) == []
+    assert sem.history.slot_ids("alice", ["user|works-at"]) == ["m-home", "m-job"]
+    assert sem.history.page("alice", 0, 10) == (["m-home", "m-job"], 2)
+    assert [h.id for h in sem.search("memory", "alice", "Globex", 5, "bm25").results] == ["m-home"]
+    assert sem.search("memory", "alice", "London", 5, "bm25").results == []
+    lint = sem.replace_memory(stored(sem, "m-job"), stored(sem, "m-job"), None, origin="lint")
+    assert lint.superseded_by == "m-home"
+    assert history(sem, "m-job")[-1][:2] == ("edited", "lint")
+
+
+def test_deleting_the_newer_fact_reopens_the_one_it_closed(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-london", "User lives in London", JAN), mem("m-job", "User works at Acme", JAN)], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR)], None)
+    assert sem.delete_memory("alice", "m-missing") is False
+    assert sem.delete_memory("bob", "m-berlin") is False
+    assert sem.delete("memory", "alice", "m-berlin") is True
+    assert sem.records("memory", "alice", ["m-berlin"]) == {}
+    assert sem.history.history("alice", "m-berlin") == []
+    assert validity(sem, "m-london") == (JAN, None, None)
+    assert validity(sem, "m-job") == (JAN, None, None)
+    assert history(sem, "m-london") == [
+        ("created", "extracted", None, "User lives in London", JAN, None, None),
+        ("superseded", "supersession", "m-berlin", "User lives in London", JAN, MAR, None),
+        ("reopened", "user", "m-berlin", "User lives in London", JAN, None, None),
+    ]
+    assert [c[0] for c in history(sem, "m-job")] == ["created"]
+    assert sem.history.slot_ids("alice", ["user|lives-in"]) == ["m-london"]
+    assert sem.history.page("alice", 0, 10) == (["m-london", "m-job"], 2)  # equal times: reverse id order
+    assert sem.search("memory", "alice", "Berlin", 5, "bm25").results == []
+    assert sem.delete("memory", "alice", "m-berlin") is False
+
+
+def test_deleting_reopens_only_what_the_deleted_fact_closed(sem: SemanticMemory) -> None:
+    """London was closed by Berlin, Berlin by Paris: deleting Paris reopens Berlin, not London."""
+    sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR)], None)
+    sem.write_memories([mem("m-paris", "User lives in Paris", MAY)], None)
+    assert validity(sem, "m-berlin") == (MAR, MAY, "m-paris")
+    assert sem.delete_memory("alice", "m-paris", origin="lint") is True
+    assert validity(sem, "m-berlin") == (MAR, None, None)
+    assert validity(sem, "m-london") == (JAN, MAR, "m-berlin")
+    assert history(sem, "m-berlin")[-1][:3] == ("reopened", "lint", "m-paris")
+    assert [c[0] for c in history(sem, "m-london")] == ["created", "superseded"]
