@@ -3,13 +3,15 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# EXTRAS=dev,transformers adds the optional in-process models (CPU torch, ~1 GB); `make run` never pulls them
+EXTRAS ?= dev
 
 .PHONY: run test fuzz lint install clean mutation mutation-sample bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -29,9 +29,9 @@ DAY_SECONDS = 86_400
 SearchMode = Literal["hybrid", "vector", "bm25"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 BackgroundPolicy = Literal["auto", "always", "idle-only"]
+IngestMode = Literal["inline", "queue"]
 AuthMode = Literal["auto", "required"]
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})  # testserver: Starlette's TestClient
-IngestMode = Literal["inline", "queue"]
 EmbeddingProvider = Literal["onnx", "local", "ollama", "openai", "openrouter", "openai-compatible"]
 EMBEDDING_PROVIDERS: tuple[str, ...] = get_args(EmbeddingProvider)
 LLM_SLOT_NAMES = ("summarize", "consolidation", "maintenance", "dialectic", "expansion")
@@ -168,11 +168,13 @@ class WorkingMemoryConfig(_Section):
 class LLMSlot(_Section):
     """Which LLM serves one task slot; from the environment, ``AGTOS_<SLOT>_PROVIDER`` and so on."""
 
-    provider: str = env("PROVIDER", "none")  # none | ollama | openai | openrouter | openai-compatible
+    # none | ollama | openai | openrouter | openai-compatible | transformers (MODEL: a local model directory)
+    provider: str = env("PROVIDER", "none")
     model: str = env("MODEL", "")
     base_url: str = env("BASE_URL", "")
     api_key: str = env("API_KEY", "")
     timeout_s: float = env("TIMEOUT_S", 60.0, gt=0)
+    max_tokens: int = env("MAX_TOKENS", 512, ge=1)  # new tokens per reply of an in-process (transformers) model
 
     _lower = field_validator("provider", mode="before")(_normal)
 
@@ -217,7 +219,7 @@ class MaintenanceConfig(_Section):
     orphanImportanceThreshold: float = env("AGTOS_MAINTENANCE_ORPHAN_IMPORTANCE", 3.0, ge=0)  # noqa: N815 - 0-10 scale
     pruneConfidenceThreshold: float = env("AGTOS_MAINTENANCE_PRUNE_CONFIDENCE", 0.3, ge=0, le=1)  # noqa: N815
     nli_enabled: bool = env("AGTOS_NLI_ENABLED", True)
-    nli_model_dir: str | None = env("AGTOS_NLI_MODEL_DIR")
+    nli_model_dir: str | None = env("AGTOS_NLI_MODEL_DIR")  # ONNX + manifest, or a transformers classifier dir
     timezone: str = env("AGTOS_MAINTENANCE_TIMEZONE", "UTC")
     guard_retries: int = env("AGTOS_MAINTENANCE_GUARD_RETRIES", 3, ge=0)
     guard_delay_s: float = env("AGTOS_MAINTENANCE_GUARD_DELAY_S", 60.0, ge=0)
@@ -267,6 +269,8 @@ class Settings(_Section):
     hnsw_build_threads: int = env("AGTOS_HNSW_BUILD_THREADS", 1, ge=0, description="0: all cores")
     hnsw_ef_search: int = env("AGTOS_HNSW_EF_SEARCH", 256, ge=10, le=4096)  # higher = better recall, slower
     query_expansion: bool = env("AGTOS_MEMORY_QUERY_EXPANSION", False)
+    # a transformers token-classification directory (e.g. bert-base-NER) used instead of spaCy
+    ner_model_dir: str | None = env("AGTOS_NER_MODEL_DIR")
     background_work_policy: BackgroundPolicy = env("AGTOS_BACKGROUND_WORK_POLICY", "auto")
     # hosts counted as this machine, besides localhost
     background_local_hosts: Annotated[frozenset[str], NoDecode] = env("AGTOS_BACKGROUND_LOCAL_HOSTS", frozenset())

@@ -1,4 +1,5 @@
-"""Health of one process: the memory tiers, what degraded, and the maintenance, index and guard checks."""
+"""Health of one process: the memory tiers, what degraded, the maintenance, index and guard checks, and
+which model providers are active."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
+from agtos.config import LLM_SLOT_NAMES
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas.records import now_ms
 from agtos.storage.redis_conn import StorageUnavailable
@@ -48,7 +50,33 @@ def health(rt: Services) -> dict[str, Any]:
             "resource-guard": _guard_info(rt),
         },
         "llm": {"provider": rt.llm.name if rt.llm else "builtin", "summariser": rt.summariser.name},
+        "providers": providers(rt),
     }
+
+
+def providers(rt: Services) -> dict[str, Any]:
+    """Which model serves each LLM slot, NER and NLI, and why a configured one is not used (never loads one)."""
+    built = {"summarize": rt.llm, "consolidation": rt.consolidation_llm}
+    built |= {"dialectic": rt.dialectic_llm, "maintenance": rt.maintenance_llm}
+    slots: dict[str, Any] = {}
+    for name in LLM_SLOT_NAMES:
+        llm = built.get(name)
+        if llm is None:  # no provider object here (the expansion slot's lives in its closure)
+            slot = rt.settings.llm_slot(name)
+            slots[name] = {"provider": slot.provider if slot.provider not in ("", "none") else "builtin"}
+            slots[name] |= {"model": slot.model} if slot.model else {}
+        else:
+            status = getattr(llm, "status", None)
+            slots[name] = status() if callable(status) else {"provider": llm.name, "model": llm.model}
+    recognizer = rt.recognizer
+    status = getattr(recognizer, "status", None)
+    ner = status() if callable(status) else {"backend": recognizer.name}
+    cfg = rt.settings.maintenance
+    nli: dict[str, Any] = {"backend": "disabled"} if not cfg.nli_enabled else {"modelDir": cfg.nli_model_dir}
+    model = rt.loaded_nli_model
+    if cfg.nli_enabled:  # null until the first lint sweep loads it
+        nli |= {"backend": model.name if model else None, "error": getattr(model, "load_error", None)}
+    return {"llm": slots, "ner": ner, "nli": nli}
 
 
 def _redis_info(rt: Services) -> dict[str, Any]:

@@ -13,7 +13,8 @@ The decision tree, checked in order; the first step that answers wins:
 
 A provider other than ``ollama``/``none`` whose ``base_url`` points at a local host
 (a llama.cpp or vLLM server on this machine) is *not* treated as cloud: it falls
-through to steps 4-6 like the built-in fallback does. Step 7 only applies to Ollama.
+through to steps 4-6 like the built-in fallback does, and so does ``transformers``
+(a model directory run in this process). Step 7 only applies to Ollama.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ POLICY_ENV = "AGTOS_BACKGROUND_WORK_POLICY"
 DEFAULT_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 DEFAULT_OLLAMA_BASE_URL = "http://127.0.0.1:11434"
 NO_LLM_PROVIDERS = frozenset({"", "none", "builtin"})
+IN_PROCESS_PROVIDERS = frozenset({"transformers"})  # local by construction: never "cloud"
 PINNED_YEAR = 2100  # keep_alive=-1 makes Ollama report now + ~292 years (Go's max Duration)
 YEAR_PREFIX = re.compile(r"^\s*(\d{4})-")
 
@@ -299,7 +301,7 @@ class ResourceGuard:
             return GuardDecision(True, POLICY_ALWAYS, f"{POLICY_ENV}=always")
         provider = slot.provider.strip().lower()
         host = url_host(slot.base_url or DEFAULT_OLLAMA_BASE_URL) if provider == "ollama" else ""
-        if provider not in NO_LLM_PROVIDERS and provider != "ollama":
+        if provider not in NO_LLM_PROVIDERS | IN_PROCESS_PROVIDERS and provider != "ollama":
             cloud_host = url_host(slot.base_url) if slot.base_url else ""
             if cloud_host not in cfg.local_hosts:
                 return GuardDecision(True, CLOUD_PROVIDER, f"{provider} at {cloud_host or 'its default URL'}")

@@ -96,7 +96,8 @@ class Services:
             hnsw_ef_search=settings.hnsw_ef_search,
             expander=self._build_expander(),
         )
-        self.recognizer: Any = build_recognizer(eager=False)  # NER of the ingestion pipeline (loads lazily)
+        # NER of the ingestion pipeline (loads lazily): spaCy, or AGTOS_NER_MODEL_DIR's transformers model
+        self.recognizer: Any = build_recognizer(eager=False, model_dir=settings.ner_model_dir)
         self.entities = EntityMemory(conn, keys, self.semantic, self.llm)
         self._conclusions: ConclusionStore | None = None
         self._nli_model: NLIModel | None = None
@@ -124,6 +125,11 @@ class Services:
         if cfg.nli_enabled and self._nli_model is None:
             self._nli_model = build_nli(True, cfg.nli_model_dir)
         return self._nli_model if cfg.nli_enabled else None
+
+    @property
+    def loaded_nli_model(self) -> NLIModel | None:
+        """The NLI model if it was built already (``/health`` reports it without loading one)."""
+        return self._nli_model
 
     def _build_expander(self) -> Callable[[str], list[str]] | None:
         """Query expansion through the ``expansion`` LLM slot, when switched on and configured."""

@@ -1,4 +1,5 @@
-"""LLM providers: Ollama and OpenAI-compatible chat APIs over HTTP, behind one interface.
+"""LLM providers: Ollama and OpenAI-compatible chat APIs over HTTP, and a local transformers model
+directory in process (:mod:`agtos.providers.transformers_llm`), behind one interface.
 
 ``build_llm(slot)`` returns ``None`` when the slot names no provider: callers then use
 their deterministic built-in fallback, so everything works offline.
@@ -94,7 +95,11 @@ def build_llm(slot: LLMSlot) -> LLMProvider | None:
         if not base:
             raise ValueError(f"LLM provider {kind!r} needs a base_url")
         return OpenAICompatibleProvider(kind, slot.model, base, slot.api_key, slot.timeout_s)
-    raise ValueError(f"unknown LLM provider {slot.provider!r} (use none, ollama, openai, openrouter)")
+    if kind == "transformers":  # in process, from a local directory; torch is imported only on first use
+        from agtos.providers.transformers_llm import TransformersLLM
+
+        return TransformersLLM(slot.model, max_new_tokens=slot.max_tokens, timeout_s=slot.timeout_s)
+    raise ValueError(f"unknown LLM provider {slot.provider!r} (use none, ollama, openai, openrouter, transformers)")
 
 
 def parse_json_reply(text: str) -> Any:

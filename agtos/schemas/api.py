@@ -402,7 +402,7 @@ class EvidenceOut(ApiModel):
 
 class AskOut(ApiModel):
     question: str
-    answer: str = Field(description="one or two sentences from the best evidence, or \"I don't know: …\"")
+    answer: str = Field(description='one or two sentences from the best evidence, or "I don\'t know: …"')
     answered: bool = Field(default=True, description="false when nothing stored is relevant enough (abstention)")
     relevance: float = Field(default=0.0, description="0-1: how well the best evidence sentence matches the question")
     cited_ids: list[str] = Field(default_factory=list, description="the evidence ids the answer rests on")
@@ -676,12 +676,34 @@ class LlmOut(ApiModel):
     summariser: str
 
 
+class LlmSlotOut(ApiModel):
+    provider: str = Field(description="builtin (the deterministic fallback), ollama, openai..., transformers")
+    model: str | None = None
+    loaded: bool | None = Field(None, description="in-process models: loaded in this process yet")
+    error: str | None = Field(None, description="why the slot's model is unusable (the built-in fallback answers)")
+
+
+class ModelBackendOut(ApiModel):
+    backend: str | None = Field(description="the active model or fallback; null until first loaded")
+    model_dir: str | None = Field(None, description="the configured model directory, if any")
+    error: str | None = Field(None, description="why the configured model is not used")
+
+
+class ProvidersOut(ApiModel):
+    """Which providers are active: the LLM slots, NER and NLI (never loads a model to tell)."""
+
+    llm: dict[str, LlmSlotOut]
+    ner: ModelBackendOut
+    nli: ModelBackendOut
+
+
 class HealthOut(ApiModel):
     status: Literal["ok", "degraded"]
     degraded: list[str] = Field(description="the tiers that are down")
     tiers: TiersOut
     checks: ChecksOut
     llm: LlmOut
+    providers: ProvidersOut = Field(description="which model serves each LLM slot, NER and NLI, and why not")
 
 
 # -- memories (CRUD over the semantic tier) ----------------------------------------------

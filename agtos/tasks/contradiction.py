@@ -184,14 +184,18 @@ class OnnxNLIModel:
             self.load()
         with self._lock:
             session, tokenizer, labels = self._session, self._tokenizer, self._labels
-        logits = _logits(session, tokenizer, pairs)
-        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        out = []
-        for row in probs:
-            scores = {label: float(p) for label, p in zip(labels, row, strict=True)}
-            out.append(NLIVerdict(max(scores, key=scores.__getitem__), scores))  # type: ignore[arg-type]
-        return out
+        return verdicts(_logits(session, tokenizer, pairs), labels)
+
+
+def verdicts(logits: np.ndarray, labels: list[str]) -> list[NLIVerdict]:
+    """One verdict per row of a cross-encoder's logits: softmax scores by label, the top label."""
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    out = []
+    for row in probs:
+        scores = {label: float(p) for label, p in zip(labels, row, strict=True)}
+        out.append(NLIVerdict(max(scores, key=scores.__getitem__), scores))  # type: ignore[arg-type]
+    return out
 
 
 def _logits(session: Any, tokenizer: Any, pairs: list[tuple[str, str]]) -> np.ndarray:
@@ -207,11 +211,16 @@ def _logits(session: Any, tokenizer: Any, pairs: list[tuple[str, str]]) -> np.nd
 
 
 def build_nli(enabled: bool, model_dir: str | None = None) -> NLIModel | None:
-    """The installed ONNX cross-encoder, else the lexical fallback; None when NLI is switched off."""
+    """The installed cross-encoder (ONNX, or a transformers directory), else the lexical fallback;
+    None when NLI is switched off."""
     if not enabled:
         return None
     if model_dir:
-        model = OnnxNLIModel(Path(model_dir))
+        from agtos.providers.transformers_nli import TransformersNLIModel, uses_transformers
+
+        path = Path(model_dir)
+        model: OnnxNLIModel | TransformersNLIModel
+        model = TransformersNLIModel(path) if uses_transformers(path) else OnnxNLIModel(path)
         try:
             model.load()
             return model
@@ -295,4 +304,5 @@ __all__ = [
     "candidate_pairs",
     "pair_cache_key",
     "polarity_clash",
+    "verdicts",
 ]

@@ -30,9 +30,10 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
+from agtos.schemas import EntityType
 from agtos.tasks.mentions import MODEL_LABELS, EntityRecognizer, Mention
 from agtos.tasks.ner_rules import (
     RuleRecognizer,
@@ -138,19 +139,12 @@ class SpacyRecognizer:
         return self._nlp is not None
 
     def _to_mentions(self, doc: Any) -> list[Mention]:
-        text: str = doc.text
-        model: list[Mention] = []
-        for ent in doc.ents:
-            etype = MODEL_LABELS.get(ent.label_)
-            if etype is None:
-                continue
-            start = ent.start_char
-            while (head := _LOWER_HEAD.match(text, start, ent.end_char)) is not None:
-                start = head.end()  # "beagle Biscuit" -> "Biscuit"
-            mention = clean_mention(text, start, ent.end_char, etype, _MODEL_CONFIDENCE[ent.label_], ent.label_)
-            if mention is not None and mention.text.lower() not in _NOT_ENTITIES:
-                model.append(mention)
-        return merge_with_model(text, model, strong_rule_candidates(text))
+        spans = [
+            ModelSpan(e.start_char, e.end_char, etype, _MODEL_CONFIDENCE[e.label_], e.label_)
+            for e in doc.ents
+            if (etype := MODEL_LABELS.get(e.label_)) is not None
+        ]
+        return model_mentions(doc.text, spans)
 
     def recognize(self, text: str) -> list[Mention]:
         """Model mentions merged with rule mentions, in text order."""
@@ -162,23 +156,61 @@ class SpacyRecognizer:
         if not self.load():
             assert self._fallback is not None
             return self._fallback.recognize_many(items)
-        split = [line_spans(text) for text in items]
-        lines = [text[s:e] for text, spans in zip(items, split, strict=True) for s, e in spans]
+        return per_line(items, self._recognize_lines)
+
+    def _recognize_lines(self, lines: list[str]) -> list[list[Mention]]:
         with self._lock:  # spaCy does not promise thread-safe inference (shared StringStore)
-            docs = iter(list(self._nlp.pipe(lines, batch_size=self._batch_size)))
-        return [
-            harmonise_types(
-                speaker_mentions(text, [m for s, _ in spans for m in shift(self._to_mentions(next(docs)), s)])
-            )
-            for text, spans in zip(items, split, strict=True)
-        ]
+            docs = list(self._nlp.pipe(lines, batch_size=self._batch_size))
+        return [self._to_mentions(doc) for doc in docs]
 
 
-def build_recognizer(*, eager: bool = True) -> EntityRecognizer:
+class ModelSpan(NamedTuple):
+    """One entity a NER model found in a line: character span, entity type, confidence, model label."""
+
+    start: int
+    end: int
+    type: EntityType
+    confidence: float
+    label: str
+
+
+def model_mentions(text: str, spans: Iterable[ModelSpan]) -> list[Mention]:
+    """A model's spans of one line as cleaned mentions, merged with the strong rules' mentions."""
+    model: list[Mention] = []
+    for span in spans:
+        start = span.start
+        while (head := _LOWER_HEAD.match(text, start, span.end)) is not None:
+            start = head.end()  # "beagle Biscuit" -> "Biscuit"
+        mention = clean_mention(text, start, span.end, span.type, span.confidence, span.label)
+        if mention is not None and mention.text.lower() not in _NOT_ENTITIES:
+            model.append(mention)
+    return merge_with_model(text, model, strong_rule_candidates(text))
+
+
+def per_line(items: list[str], recognize_lines: Callable[[list[str]], list[list[Mention]]]) -> list[list[Mention]]:
+    """Mentions of each text, found line by line (no mention spans two lines), plus speaker mentions."""
+    split = [line_spans(text) for text in items]
+    found = iter(recognize_lines([text[s:e] for text, spans in zip(items, split, strict=True) for s, e in spans]))
+    return [
+        harmonise_types(speaker_mentions(text, [m for s, _ in spans for m in shift(next(found), s)]))
+        for text, spans in zip(items, split, strict=True)
+    ]
+
+
+def build_recognizer(*, eager: bool = True, model_dir: str | None = None) -> EntityRecognizer:
     """The model-backed recognizer, or :class:`RuleRecognizer` (with a warning) without a model.
 
+    ``model_dir`` (``AGTOS_NER_MODEL_DIR``): a transformers token-classification model used instead
+    of spaCy (:mod:`agtos.tasks.ner_transformers`, which falls back to spaCy when it cannot load).
     With ``eager=False`` the model loads on first use (and falls back then if it cannot).
     """
+    if model_dir:
+        from agtos.tasks.ner_transformers import TransformersRecognizer
+
+        transformer = TransformersRecognizer(model_dir)
+        if eager:
+            transformer.load()
+        return transformer
     recognizer = SpacyRecognizer()
     if not eager:
         return recognizer
