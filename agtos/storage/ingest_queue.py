@@ -193,14 +193,14 @@ class IngestQueue:
         """Depth, in-progress entries, age of the oldest, dead letters, live workers, mean job time."""
 
         def op(r: redis.Redis) -> list[Any]:
+            clock = r.time()  # TIME names no key: a cluster pipeline refuses it
             pipe = r.pipeline(transaction=False)
-            pipe.time()
             pipe.xlen(self.stream)
             pipe.xrange(self.stream, count=1)
             pipe.xlen(self.dead)
             pipe.hgetall(self.stats_key)
             pipe.hgetall(self.workers_key)
-            return list(pipe.execute())
+            return [clock, *pipe.execute()]
 
         (secs, micros), depth, first, dead, stats, beats = self.connector.run(op)
         now = secs + micros / 1e6
