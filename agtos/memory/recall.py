@@ -1,17 +1,16 @@
 """Recall: episode search, context assembly and the Dialectic ``ask``, over the services.
 
-One query is searched in every namespace it needs with one embedding (``search_many``). The
+One query is searched in every namespace it needs with one embedding (``search_many``), without
+the names of the people who speak in the user's conversations (:func:`without_speakers`). The
 verbatim turns are the main evidence: an episode ranks by its best evidence (weighted RRF of
 its turn hits, its own summary hit and the memories drawn from it, :func:`fuse_evidence`), and
-a search hit shows the turns that matched. The context spends its budget on the evidence best
-ranked for the question: turns with a neighbour, facts, conclusions, summaries (see
-:mod:`agtos.tasks.context`). The facade validates ids and privacy before calling these.
+a search hit shows the turns that matched. The context (:mod:`agtos.memory.context_builder`)
+spends its budget on that evidence. The facade validates ids and privacy before calling these.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from agtos.memory.working import WorkingMemory
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode, Memory, StoredTurn
-from agtos.storage.redis_conn import StorageUnavailable
+from agtos.storage.redis_conn import members
 from agtos.storage.semantic_store import SearchResult
 from agtos.storage.turns import TurnMatch, parse_turn_doc_id, turn_doc_id
-from agtos.tasks.bm25 import rank_texts
-from agtos.tasks.context import ContextItem, assemble, turn_items
-from agtos.tasks.dates import annotate, format_turn, named_days, speaker, turn_datetime
 from agtos.tasks.answer_builder import build_answer
+from agtos.tasks.bm25 import rank_texts
+from agtos.tasks.context import ContextItem
+from agtos.tasks.dates import annotate, format_turn, named_days, speaker, turn_datetime
 from agtos.tasks.dialectic import Evidence, llm_answer
 from agtos.tasks.distil import memory_id
 from agtos.tasks.ranking import (
@@ -36,6 +35,7 @@ from agtos.tasks.ranking import (
     recency_weight,
     reciprocal_rank_fusion,
     rerank_by_recency,
+    without_speakers,
 )
 from agtos.tasks.text import content_words
 from agtos.tasks.validity import about, after_replacements, asks_about_the_past
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from agtos.memory.services import Services
 
 log = logging.getLogger(__name__)
-_CHUNK = re.compile(r"\.t\d+\.c(\d+)$")
 
 #: how much each kind of evidence counts when episodes are ranked (weighted RRF, k = 60)
 EVIDENCE_WEIGHTS = {"turn": 1.0, "episode": 0.5, "memory": 0.25, "day": 1.0}  # day: held on a day the query names
@@ -59,8 +58,8 @@ DATED_EPISODES = 20  # sessions read per named day
 DATED_WEIGHT = 1.0  # their weight in that fusion (the index's hits weigh 1)
 _DAY_MS = 86_400_000
 PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
+SPEAKER_SESSIONS = 3  # the latest sessions whose speakers' names are left out of a search query
 SUPERSEDED_WEIGHT = 0.5  # a superseded fact's score counts this much (its current replacement is added)
-CONTEXT_TURN_TOKENS = 25  # a context searches budget / this many turns (enough candidates to fill it)
 
 
 @dataclass(frozen=True)
@@ -110,8 +109,7 @@ class SearchHit:
 
 @dataclass
 class Found:
-    """What one query found: episodes ranked by their best evidence, the matching turns (best
-    first, scores 0-1, with neighbours) and the memories and conclusions."""
+    """What one query found: episodes by best evidence, turns (best first, 0-1), memories, conclusions."""
 
     episodes: list[SearchHit] = field(default_factory=list)
     turns: list[TurnMatch] = field(default_factory=list)
@@ -147,7 +145,9 @@ def recall(
         wanted["memory"] = memories
     if conclusions:
         wanted["conclusion"] = conclusions
-    found = rt.semantic.search_many(user_id, query, wanted, mode)
+    # searched without the speakers' names: every turn is attributed, and a name matches greetings best
+    searched = without_speakers(query, speaker_names(rt, user_id))
+    found = rt.semantic.search_many(user_id, searched, wanted, mode)
     out = Found()
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
@@ -158,7 +158,7 @@ def recall(
     ]
     out.turns.sort(key=lambda m: -m.score)
     days = named_days(query)
-    dated = dated_turns(rt, user_id, query, days, neighbours) if days else []
+    dated = dated_turns(rt, user_id, searched, days, neighbours) if days else []
     out.turns = _with_dated(out.turns, dated)
     if "memory" in found:
         out.memories = prefer_current(
@@ -216,6 +216,14 @@ def recall(
     out.episodes = prefer_current_episodes(rt, user_id, query, out.episodes[:limit]) + out.episodes[limit:]
     return out
 
+
+def speaker_names(rt: Services, user_id: str) -> set[str]:
+    """The names of the people who speak in the user's latest :data:`SPEAKER_SESSIONS` sessions."""
+    timeline = rt.keys.user(user_id).episode_timeline()
+    latest = members(rt.connector.run(lambda r: r.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)))
+    return {t.name for t in rt.semantic.turns.of_episodes(user_id, latest) if t.name} if latest else set()
+
+
 def prefer_current_episodes(rt: Services, user_id: str, query: str, hits: list[SearchHit]) -> list[SearchHit]:
     """An episode holding a fact the question is about, which a later episode among the hits
     superseded, goes just below that episode (unless the question asks how things were)."""
@@ -263,8 +271,8 @@ def prefer_current(
     return sorted(scored, key=lambda pair: -pair[1])
 
 
-def _key(match: TurnMatch) -> str:
-    return turn_doc_id(match.turn.episode_id, match.turn.position)
+def _key(turn: StoredTurn) -> str:
+    return turn_doc_id(turn.episode_id, turn.position)
 
 
 def _with_dated(found: list[TurnMatch], dated: list[TurnMatch]) -> list[TurnMatch]:
@@ -272,8 +280,9 @@ def _with_dated(found: list[TurnMatch], dated: list[TurnMatch]) -> list[TurnMatc
     if not dated:
         return found
     # the day's list first: on equal scores the turn said that day wins
-    fused = reciprocal_rank_fusion([[_key(m) for m in dated], [_key(m) for m in found]], weights=[DATED_WEIGHT, 1.0])
-    by_key = {_key(m): m for m in dated} | {_key(m): m for m in found}
+    lists = [[_key(m.turn) for m in dated], [_key(m.turn) for m in found]]
+    fused = reciprocal_rank_fusion(lists, weights=[DATED_WEIGHT, 1.0])
+    by_key = {_key(m.turn): m for m in dated} | {_key(m.turn): m for m in found}
     top = max_fused_score([1.0, DATED_WEIGHT])
     return [replace(by_key[k], score=round(min(1.0, score / top), 4)) for k, score in fused]
 
@@ -294,23 +303,19 @@ def dated_turns(rt: Services, user_id: str, query: str, days: list[date], neighb
     for turns in by_episode.values():
         held = any(turn_datetime(t.timestamp).date().isoformat() in wanted for t in turns)
         picked += [t for t in turns if held or any(d.date in wanted for d in t.dates)]
-    texts = {_key_of(t): format_turn(t) for t in picked}
+    texts = {_key(t): format_turn(t) for t in picked}
     scores = dict(rank_texts(query, texts, len(texts)))
-    ranked = sorted(picked, key=lambda t: -scores.get(_key_of(t), 0.0))[:DATED_TURNS]
+    ranked = sorted(picked, key=lambda t: -scores.get(_key(t), 0.0))[:DATED_TURNS]
     return [
         TurnMatch(
             t,
             0.0,
-            (_key_of(t),),
+            (_key(t),),
             tuple(by_episode[t.episode_id][max(0, t.position - neighbours) : t.position]),
             tuple(by_episode[t.episode_id][t.position + 1 : t.position + 1 + neighbours]),
         )
         for t in ranked
     ]
-
-
-def _key_of(turn: StoredTurn) -> str:
-    return turn_doc_id(turn.episode_id, turn.position)
 
 
 def search_episodes(
@@ -348,76 +353,13 @@ def profile_items(rt: Services, user_id: str, query: str, most: int | None = PRO
     return [items[i] for i in relevant[:most]]
 
 
-def _sessions(rt: Services, user_id: str, episode_ids: list[str]) -> dict[str, Episode]:
-    wanted = list(dict.fromkeys(episode_ids))
-    raws = rt.semantic.records("episode", user_id, wanted) if wanted else {}
-    return {e: Episode.model_validate_json(raw) for e, raw in raws.items()}
-
-
 def build_context(
     rt: Services, user_id: str, query: str, wm: WorkingMemory | None, budget_tokens: int, limit: int
 ) -> dict[str, Any]:
-    """The budget spent on the question: the working memory's summaries, then the evidence best
-    ranked for ``query`` (turns with a neighbour, memories, conclusions, episode summaries, the
-    profile lines that share a word with it), deduplicated, each line dated and attributed."""
-    items: list[ContextItem] = []
-    if wm is not None:
-        items += [
-            ContextItem("working", f"summary-{i}", t.content, 0.9, t.timestamp)
-            for i, t in enumerate(wm.messages)
-            if t.is_summary
-        ]
-    available = True
-    try:
-        items += profile_items(rt, user_id, query)
-        turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
-        found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1)
-        derived = [
-            (m.id, m.text, m.valid_from, m.source_episode_ids, s, "semantic", m.valid_until) for m, s in found.memories
-        ]
-        derived += [
-            (c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None) for c, s in found.conclusions
-        ]
-        sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]])
-        for m in found.turns:
-            items += turn_items(m.window, m.turn, m.score, query, _chunk(m.doc_ids[0]))
-        for record_id, text, when, source_ids, score, tier, until in derived:
-            source = sources.get(source_ids[0]) if source_ids else None
-            items.append(
-                ContextItem(
-                    tier,
-                    record_id,
-                    text,
-                    score,
-                    when,
-                    source.id if source else None,
-                    source.session_id if source else None,
-                    until=until,
-                )
-            )
-        for hit in found.episodes[:limit]:
-            ep = hit.episode
-            items.append(ContextItem("episodic", ep.id, ep.summary, hit.score, ep.timestamp, ep.id, ep.session_id))
-    except StorageUnavailable:
-        available = False
-    chosen, text, used = assemble(items, budget_tokens)
-    return {
-        "context": text,
-        "tokens": used,
-        "items": [
-            {
-                "tier": i.tier,
-                "id": i.id,
-                "text": i.text,
-                "relevance": round(i.relevance, 4),
-                "timestamp": i.timestamp,
-                "episodeId": i.episode_id,
-                "sessionId": i.session_id,
-            }
-            for i in chosen
-        ],
-        "available": available,
-    }
+    """The ``/api/memory/context`` section for ``query``: see :mod:`agtos.memory.context_builder`."""
+    from agtos.memory import context_builder  # it builds on this module
+
+    return context_builder.build_context(rt, user_id, query, wm, budget_tokens, limit)
 
 
 def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
@@ -455,9 +397,3 @@ def parse_id(match: TurnMatch) -> str:
     """The index id of a matched turn (its first window's, for a long turn)."""
     place = parse_turn_doc_id(match.doc_ids[0])
     return match.doc_ids[0] if place is None else f"{place[0]}.t{place[1]}"
-
-
-def _chunk(doc_id: str) -> int:
-    """The window number of a turn unit's doc id (``….t3.c2`` → 2; 0 for a whole turn)."""
-    found = _CHUNK.search(doc_id)
-    return int(found[1]) if found else 0

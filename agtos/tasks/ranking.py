@@ -2,14 +2,17 @@
 
 The storage layer fuses its vector and BM25 lists with :func:`reciprocal_rank_fusion`; semantic
 memory fuses the lists of a query's rephrasings with :func:`fuse_expansions`; search, context and
-ask scale scores with :func:`display_score` and re-rank episodes with :func:`rerank_by_recency`.
+ask scale scores with :func:`display_score`, re-rank episodes with :func:`rerank_by_recency` and
+search with :func:`without_speakers` (the query without the names of the people who speak).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
+
+from agtos.tasks.text import content_words
 
 DEFAULT_K = 60
 RECENCY_WEIGHT = 0.02  # a month newer gains 1 %: about one rank near the top of an RRF list
@@ -22,6 +25,7 @@ _PRESENT = re.compile(
 RECENCY_HALF_LIFE_DAYS = 30.0
 EXPANSION_WEIGHT = 2.0  # the original query's weight against each rephrasing's 1
 _DAY_MS = 86_400_000
+_POSSESSIVE = r"(?:['\u2019]s?)?"
 
 
 class Identified(Protocol):
@@ -152,3 +156,19 @@ def rerank_by_recency(hits: list[T], weight: float | None = None) -> list[T]:
         return hit.score * (1 - w + w * 0.5 ** (days_behind / RECENCY_HALF_LIFE_DAYS))
 
     return sorted(hits, key=weighted, reverse=True)
+
+
+def without_speakers(query: str, names: Iterable[str]) -> str:
+    """``query`` without the names of the conversations' speakers (``"What are Gina's and Jon's
+    pets?"`` → ``"What are and pets?"``), or ``query`` itself when no content word would be left.
+
+    Every stored turn is already attributed to its speaker, and a name the question carries
+    matches most strongly the turns that say the name (greetings, "Night Gina!"): it swamps the
+    words that say what is asked, in the embedding and in BM25 alike. Other names (a sister, a
+    city, a band) are kept."""
+    wanted = sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True)
+    if not wanted:
+        return query
+    pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")" + _POSSESSIVE + r"(?!\w)", re.I)
+    stripped = " ".join(pattern.sub(" ", query).split())
+    return stripped if content_words(stripped) else query

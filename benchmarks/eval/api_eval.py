@@ -148,8 +148,9 @@ def _check(response: Any, what: str) -> dict[str, Any]:
     return body
 
 
-def replay_conversation(client: TestClient, haystack: Haystack) -> Replay:
-    """POST every session's turns (date order) and end it; record the raw log beside."""
+def replay_conversation(client: TestClient, haystack: Haystack, post: bool = True) -> Replay:
+    """POST every session's turns (date order) and end it; record the raw log beside. ``post=False``:
+    only the raw log and the session ids (the conversation is stored already, see ``--key-prefix``)."""
     started = time.perf_counter()
     out = Replay(haystack.haystack_id, agtos_user_id(haystack.haystack_id))
     headers = {USER_HEADER: out.user_id}
@@ -168,6 +169,8 @@ def replay_conversation(client: TestClient, haystack: Haystack) -> Replay:
             if turn.name:
                 item["name"] = turn.name[:128]
             payload.append(item)
+        if not post:
+            continue
         for start in range(0, len(payload), POST_BATCH):
             body = {"turns": payload[start : start + POST_BATCH]}
             _check(client.post(f"/api/memory/sessions/{asid}/turns", json=body, headers=headers), f"turns of {sid}")
@@ -392,13 +395,15 @@ def evaluate(
     coordinator: MemoryCoordinator,
     work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
+    post_turns: bool = True,
 ) -> dict[str, Any]:
-    """Replay every conversation, then score every question for agtos and both baselines."""
+    """Replay every conversation (``post_turns=False``: they are stored already), then score every
+    question for agtos and both baselines."""
     embedder: Embedder | None = coordinator.semantic.embedder if coordinator.semantic.embedder_available() else None
     rows: list[dict[str, Any]] = []
     replays: list[Replay] = []
     for n, hay in enumerate(dataset.haystacks, start=1):
-        replay = replay_conversation(client, hay)
+        replay = replay_conversation(client, hay, post=post_turns)
         replays.append(replay)
         replay.stored = stored_texts(coordinator, replay.user_id, work_dir)
         progress(f"replayed {n}/{len(dataset.haystacks)} {hay.haystack_id}: {replay.saved} saved, {replay.seconds} s")
@@ -452,21 +457,36 @@ def run(
     redis_url: str = DEFAULT_REDIS_URL,
     progress: Callable[[str], None] = lambda _m: None,
     key_prefix: str | None = None,
+    keep: bool = False,
 ) -> dict[str, Any]:
-    """``evaluate`` against a fresh app under a throw-away key prefix, deleted afterwards whatever happens."""
+    """``evaluate`` against a fresh app under a throw-away key prefix, deleted afterwards whatever happens.
+    ``keep``: the keys stay, and a later run with the same ``key_prefix`` (and dataset) scores the stored
+    conversations again without replaying them (to iterate on search and context)."""
     prefix = key_prefix or f"agtos-eval-{uuid.uuid4().hex[:10]}"
+    stored_already = keep and _has_keys(redis_url, prefix)
     work_dir = Path(tempfile.mkdtemp(prefix="agtos-api-eval-"))
     coordinator: MemoryCoordinator | None = None
     try:
         coordinator = MemoryCoordinator(make_settings(redis_url, prefix, work_dir))
         with TestClient(create_app(coordinator=coordinator)) as client:
-            return evaluate(dataset, client, coordinator, work_dir, progress)
+            return evaluate(dataset, client, coordinator, work_dir, progress, post_turns=not stored_already)
     finally:
         if coordinator is not None:
             coordinator.close()
-        removed = delete_prefix(redis_url, prefix)
-        progress(f"deleted {removed} Redis keys under {prefix}:")
+        if keep:
+            progress(f"kept the Redis keys under {prefix}: (delete them with redis-cli --scan --pattern '{prefix}:*')")
+        else:
+            removed = delete_prefix(redis_url, prefix)
+            progress(f"deleted {removed} Redis keys under {prefix}:")
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _has_keys(redis_url: str, prefix: str) -> bool:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return next(iter(client.scan_iter(match=f"{prefix}:*", count=1000)), None) is not None
+    finally:
+        client.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,6 +504,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL)
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--key-prefix",
+        help="keep the replayed conversations under this Redis key prefix; when it holds keys already, score "
+        "them again without replaying (one dataset per prefix; fast iteration on search and context)",
+    )
     args = parser.parse_args(argv)
     for flag in ("limit_conversations", "limit_questions"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
@@ -502,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         stamp = Stamp()
         try:
-            results = run(dataset, args.redis_url, progress)
+            prefix = f"{args.key_prefix}-{path.stem}" if args.key_prefix else None
+            results = run(dataset, args.redis_url, progress, key_prefix=prefix, keep=prefix is not None)
         except (redis.exceptions.ConnectionError, StorageUnavailable) as exc:
             print(f"error: cannot reach Redis at {args.redis_url}: {exc}", file=sys.stderr)
             return 3

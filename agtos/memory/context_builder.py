@@ -1,0 +1,108 @@
+"""The ``/api/memory/context`` section: the token budget spent on the question.
+
+The working memory's summaries, then the evidence :func:`agtos.memory.recall.recall` ranks best for
+the query: matched turns with a neighbour, memories, conclusions, episode summaries, and the
+profile lines that share a word with it; deduplicated, each line dated and attributed, fitted to
+the budget by :func:`agtos.tasks.context.assemble`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from agtos.memory.recall import profile_items, recall
+from agtos.memory.working import WorkingMemory
+from agtos.schemas import Episode
+from agtos.storage.redis_conn import StorageUnavailable
+from agtos.tasks.context import ContextItem, assemble, turn_items
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
+
+CONTEXT_TURN_TOKENS = 25  # a context searches budget / this many turns (enough candidates to fill it)
+_CHUNK = re.compile(r"\.t\d+\.c(\d+)$")
+
+
+def _sessions(rt: Services, user_id: str, episode_ids: list[str]) -> dict[str, Episode]:
+    wanted = list(dict.fromkeys(episode_ids))
+    raws = rt.semantic.records("episode", user_id, wanted) if wanted else {}
+    return {e: Episode.model_validate_json(raw) for e, raw in raws.items()}
+
+
+def _chunk(doc_id: str) -> int:
+    """The window number of a turn unit's doc id (``….t3.c2`` → 2; 0 for a whole turn)."""
+    found = _CHUNK.search(doc_id)
+    return int(found[1]) if found else 0
+
+
+def evidence_items(rt: Services, user_id: str, query: str, budget_tokens: int, limit: int) -> list[ContextItem]:
+    """The evidence :func:`recall` finds for ``query``: turns with a neighbour, memories,
+    conclusions, episode summaries."""
+    items: list[ContextItem] = []
+    turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
+    found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1)
+    derived = [
+        (m.id, m.text, m.valid_from, m.source_episode_ids, s, "semantic", m.valid_until) for m, s in found.memories
+    ]
+    derived += [(c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None) for c, s in found.conclusions]
+    sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]])
+    for m in found.turns:
+        items += turn_items(m.window, m.turn, m.score, query, _chunk(m.doc_ids[0]))
+    for record_id, text, when, source_ids, score, tier, until in derived:
+        source = sources.get(source_ids[0]) if source_ids else None
+        items.append(
+            ContextItem(
+                tier,
+                record_id,
+                text,
+                score,
+                when,
+                source.id if source else None,
+                source.session_id if source else None,
+                until=until,
+            )
+        )
+    for hit in found.episodes[:limit]:
+        ep = hit.episode
+        items.append(ContextItem("episodic", ep.id, ep.summary, hit.score, ep.timestamp, ep.id, ep.session_id))
+    return items
+
+
+def build_context(
+    rt: Services, user_id: str, query: str, wm: WorkingMemory | None, budget_tokens: int, limit: int
+) -> dict[str, Any]:
+    """The budget spent on the question: the working memory's summaries, then the evidence best
+    ranked for ``query`` (turns with a neighbour, memories, conclusions, episode summaries, the
+    profile lines that share a word with it), deduplicated, each line dated and attributed."""
+    items: list[ContextItem] = []
+    if wm is not None:
+        items += [
+            ContextItem("working", f"summary-{i}", t.content, 0.9, t.timestamp)
+            for i, t in enumerate(wm.messages)
+            if t.is_summary
+        ]
+    available = True
+    try:
+        items += profile_items(rt, user_id, query)
+        items += evidence_items(rt, user_id, query, budget_tokens, limit)
+    except StorageUnavailable:
+        available = False
+    chosen, text, used = assemble(items, budget_tokens)
+    return {
+        "context": text,
+        "tokens": used,
+        "items": [
+            {
+                "tier": i.tier,
+                "id": i.id,
+                "text": i.text,
+                "relevance": round(i.relevance, 4),
+                "timestamp": i.timestamp,
+                "episodeId": i.episode_id,
+                "sessionId": i.session_id,
+            }
+            for i in chosen
+        ],
+        "available": available,
+    }
