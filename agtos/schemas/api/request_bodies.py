@@ -1,0 +1,201 @@
+"""Request bodies: snake_case keys, unknown keys refused, an example each for ``/openapi.json``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agtos.schemas.records import MAX_TIMESTAMP_MS, EntityType, Role, Turn
+
+# Request bodies: snake_case keys, unknown keys refused; each carries an example for /openapi.json.
+# They live here (not in the routers) so the Python client and the MCP tools build the same bodies.
+RECORD_ID = r"^[A-Za-z0-9_.-]{1,128}$"
+MAX_QUERY_CHARS = 1_000
+SpeakerName = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+def request_config(*examples: dict[str, Any]) -> ConfigDict:
+    """A request model's config: unknown keys refused, ``examples`` shown in the OpenAPI schema."""
+    return ConfigDict(extra="forbid", json_schema_extra={"examples": list(examples)})
+
+
+class TurnIn(BaseModel):
+    """One turn as a client sends it: no ``tool`` role and no ``is_summary`` (working memory's
+    own summaries are the only summary turns)."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant", "system"]
+    content: str = Field(min_length=1, max_length=100_000)
+    timestamp: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS, description="ms; default: now")
+    name: str | None = Field(default=None, max_length=128, description="the speaker's name")
+
+    def to_turn(self, name: str | None = None) -> Turn:
+        """The stored turn, named ``name`` when given."""
+        return Turn.model_validate({**self.model_dump(exclude_none=True), **({"name": name} if name else {})})
+
+
+class TurnsIn(BaseModel):
+    model_config = request_config(
+        {
+            "turns": [
+                {"role": "user", "content": "What is the weather forecast for San Francisco?"},
+                {"role": "assistant", "content": "Sunny, 19 degrees."},
+                {"role": "user", "content": "I prefer metric units."},
+            ],
+            "speakers": {"user": "Alice"},
+        }
+    )
+    turns: list[TurnIn] = Field(min_length=1, max_length=200)
+    speakers: dict[Role, SpeakerName] = Field(
+        default_factory=dict, description="speaker names by role, given to the turns that carry no name"
+    )
+
+    def named_turns(self) -> list[Turn]:
+        """The turns, each named by its own ``name`` or else by ``speakers``."""
+        return [
+            t.to_turn() if t.name or t.role not in self.speakers else t.to_turn(self.speakers[Role(t.role)])
+            for t in self.turns
+        ]
+
+
+class ContextRequest(BaseModel):
+    model_config = request_config({"query": "what units should I answer in?", "token_budget": 600})
+    query: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S", description="what the agent is about to answer"
+    )
+    session_id: str | None = Field(default=None, pattern=RECORD_ID, description="the live session to include")
+    token_budget: int = Field(default=800, ge=50, le=8_000, description="tokens the memory section may take")
+    limit: int = Field(default=10, ge=1, le=50, description="items per tier")
+
+
+class AskRequest(BaseModel):
+    model_config = request_config({"question": "Which units does the user like?"})
+    question: str = Field(min_length=1, max_length=2_000, pattern=r"\S", description="a question about the user")
+    limit: int = Field(default=5, ge=1, le=20, description="evidence items to draw on")
+
+
+class ResponseIn(BaseModel):
+    model_config = request_config(
+        {
+            "session_id": "s1",
+            "query": "Compare the two flights",
+            "response": "Flight A is cheaper but has a layover; therefore flight B is the better choice.",
+            "tool_calls": 2,
+        }
+    )
+    session_id: str = Field(pattern=RECORD_ID)
+    response: str = Field(min_length=1, max_length=100_000, pattern=r"\S")
+    query: str | None = Field(default=None, max_length=10_000)
+    tool_calls: int = Field(default=0, ge=0, le=1_000)
+    reasoning_steps: int | None = Field(default=None, ge=0, le=1_000)
+
+
+ForgetKind = Literal["episode", "memory", "conclusion", "entity"]
+
+
+class ForgetRequest(BaseModel):
+    model_config = request_config({"kind": "episode", "id": "ep-0123456789abcdef"}, {"kind": "all"})
+    kind: ForgetKind | Literal["all"] = Field(description="the record's kind, or 'all' for everything of the user")
+    id: str | None = Field(default=None, pattern=RECORD_ID, description="the record's id (none with 'all')")
+
+    @model_validator(mode="after")
+    def _id_matches_kind(self) -> ForgetRequest:
+        if (self.kind == "all") != (self.id is None):
+            raise ValueError("give an id for one record, and no id with kind 'all'")
+        return self
+
+
+class PrivacySettings(BaseModel):
+    model_config = request_config({"opt_out": True, "forget_existing": False})
+    opt_out: bool
+    forget_existing: bool = False
+
+
+SourceName = Literal["claude_code", "cursor", "windsurf", "aider", "copilot"]
+
+
+class ImportRequest(BaseModel):
+    model_config = request_config({"sources": ["claude_code", "cursor"]})
+    sources: list[SourceName] | None = Field(default=None, max_length=5, description="all when absent")
+
+
+class EntityUpdate(BaseModel):
+    """Fields to change; at least one. A rename keeps the old name as an alias unless ``aliases`` is sent."""
+
+    model_config = request_config({"name": "Acme Corporation", "aliases": ["Acme", "ACME Corp"]})
+    name: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"\S")
+    type: EntityType | None = None
+    aliases: list[Annotated[str, Field(min_length=1, max_length=256, pattern=r"\S")]] | None = Field(
+        default=None, max_length=200
+    )
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _something(self) -> EntityUpdate:
+        if not self.model_fields_set or all(getattr(self, f) is None for f in self.model_fields_set):
+            raise ValueError("send at least one of name, type, aliases, confidence")
+        return self
+
+
+class MergeRequest(BaseModel):
+    model_config = request_config({"duplicate_id": "ent-0123456789abcdef"})
+    duplicate_id: str = Field(min_length=1, max_length=128, description="the entity folded into this one")
+
+    @field_validator("duplicate_id")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+
+MAX_CONVERSATION_SESSIONS = 100
+MAX_CONVERSATION_TURNS = 2_000
+
+
+_SESSION_EXAMPLE: dict[str, Any] = {
+    "id": "chat-2023-05-08",
+    "started_at": 1683536400000,
+    "speakers": {"user": "Jon", "assistant": "Gina"},
+    "turns": [
+        {"role": "user", "content": "I lost my job yesterday.", "timestamp": 1683536400000},
+        {"role": "assistant", "content": "I'm sorry, Jon. What happened?", "timestamp": 1683536460000},
+    ],
+}
+
+
+class ConversationSession(BaseModel):
+    """One past session of a chat log: its turns in order, each with its time."""
+
+    model_config = request_config(_SESSION_EXAMPLE)
+    id: str = Field(pattern=RECORD_ID, description="the session's id: ingesting it again stores nothing new")
+    started_at: int | None = Field(
+        default=None, ge=0, le=MAX_TIMESTAMP_MS, description="ms; the time of turns sent without a timestamp"
+    )
+    speakers: dict[Role, SpeakerName] = Field(
+        default_factory=dict, description="speaker names by role, given to the turns that carry no name"
+    )
+    turns: list[Turn] = Field(min_length=1, max_length=MAX_CONVERSATION_TURNS)
+
+    def dated_turns(self) -> list[Turn]:
+        """The turns named by ``speakers`` and, when sent without a time, dated ``started_at`` (+1 ms each)."""
+        out = []
+        for i, turn in enumerate(self.turns):
+            update: dict[str, Any] = {}
+            if not turn.name and turn.role in self.speakers:
+                update["name"] = self.speakers[Role(turn.role)]
+            if "timestamp" not in turn.model_fields_set and self.started_at is not None:
+                update["timestamp"] = self.started_at + i
+            out.append(turn.model_copy(update=update) if update else turn)
+        return out
+
+
+class ConversationsIn(BaseModel):
+    model_config = request_config({"sessions": [_SESSION_EXAMPLE]})
+    sessions: list[ConversationSession] = Field(min_length=1, max_length=MAX_CONVERSATION_SESSIONS)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ConversationsIn:
+        ids = [s.id for s in self.sessions]
+        if len(set(ids)) != len(ids):
+            raise ValueError("session ids must be unique within a request")
+        return self
