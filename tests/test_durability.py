@@ -213,6 +213,21 @@ def test_queue_mode_end_while_redis_is_down_is_503_and_the_retry_queues_it_once(
         assert episode_ids(taker) == [queued["episodeId"]]
 
 
+def test_a_session_forgotten_on_another_process_is_not_stored_from_a_stale_copy(settings: Settings) -> None:
+    """Two API processes: the user forgets everything on one; the other's in-memory copy of the live
+    session must not come back as an episode, neither through /end nor through its idle sweeper."""
+    with api(settings) as first, api(settings) as second:
+        assert append(first, "trip", *TRIP).status_code == 200
+        assert append(first, "other", *TRIP[:2]).status_code == 200
+        forgot = second.post("/api/memory/forget", json={"kind": "all"}, headers=user("alice"))
+        assert forgot.status_code == 200, forgot.text
+        assert end(first, "trip").json()["reason"] == "session has no turns"
+        swept = coordinator_of(first).end_idle_sessions(idle_s=0)
+        assert [(r.session_id, r.saved, r.reason) for r in swept] == [("other", False, "session has no turns")]
+        assert episode_ids(first) == [] == episode_ids(second)
+        assert first.get("/api/memory/sessions/trip", headers=user("alice")).status_code == 404
+
+
 # -- caps: 413, nothing written, nothing dropped -------------------------------------------
 def test_a_session_past_its_turn_cap_is_refused_whole(settings: Settings, redis_url: str, key_prefix: str) -> None:
     with api(settings.with_overrides(session_max_turns=3)) as client:

@@ -120,20 +120,21 @@ class LiveSessions:
 
     def _session_turns(self, user_id: str, session_id: str) -> list[Turn]:
         """What ending the session ingests: its journal. ``StorageUnavailable`` when Redis cannot be
-        read (never "no turns": the session stays live, for a retry or the idle sweeper). An empty
-        journal falls back to this process's copy (its journal expired, or the turns were kept
-        while the user had opted out), unless the session was ended elsewhere (another API process
-        or the sweeper there): that copy is stale and is dropped, not stored a second time."""
+        read (never "no turns": the session stays live, for a retry or the idle sweeper).
+
+        An empty journal falls back to this process's copy only when that copy was never journalled
+        (turns kept while the user had opted out). A copy that was journalled and whose journal is
+        gone is stale: the session was ended elsewhere (another API process or its sweeper) or the
+        user forgot everything there, so it is dropped, not stored (again). A journal that merely
+        expired is the same case: its TTL (48 h) is far past the idle sweep (30 min)."""
         turns = self.services.journal.turns(user_id, session_id)
         if turns:
             return turns
         wm = self.working.get(user_id, session_id)
         if wm is None:
             return []
-        marker = self.keys.user(user_id).session_ended(session_id)
-        ended_elsewhere = bool(wm.journal_len) and bool(self.connector.run(lambda r: r.exists(marker)))
         with wm.lock:
-            if ended_elsewhere:
+            if wm.journal_len:
                 self.working.discard(user_id, session_id, wm)
                 return []
             return list(wm.messages)
@@ -257,10 +258,9 @@ class LiveSessions:
         return ended
 
     def _clear_session(self, user_id: str, session_id: str) -> None:
-        """The session is over: marked ended (for other processes' stale copies), its journal
-        cleared (a failure up to here leaves it live and whole), then dropped from this process."""
-        marker, ttl = self.keys.user(user_id).session_ended(session_id), self.settings.session_journal_ttl_seconds
-        self.connector.run(lambda r: r.set(marker, int(time.time()), ex=ttl))
+        """The session is over: its journal cleared first (a failure leaves it live and whole), then
+        dropped from this process (another process drops its copy when it next looks: see
+        :meth:`_session_turns` and :meth:`session`)."""
         self.services.journal.clear(user_id, session_id)
         self.working.drop(user_id, session_id)
         self.activity.session_ended(user_id, session_id)
