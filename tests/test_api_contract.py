@@ -121,7 +121,11 @@ def test_every_error_is_a_message_body(spec: dict[str, Any]) -> None:
 
 def test_api_models_are_camel_case_and_stored_records_keep_their_keys(spec: dict[str, Any]) -> None:
     schemas = spec["components"]["schemas"]
-    assert list(schemas["SessionEndOut"]["properties"]) == ["sessionId", "saved", "reason", "episode"]
+    # the seed's four keys first, then issue 15's queue fields
+    assert list(schemas["SessionEndOut"]["properties"]) == [
+        *("sessionId", "saved", "reason", "episode"),
+        *("episodeId", "status", "turnsAccepted", "queuePosition", "searchableInS"),
+    ]
     assert list(schemas["EntityOut"]["properties"])[-3:] == ["lastSeen", "episodeIds", "episodeCount"]
     assert set(schemas["MaintenanceRun"]["properties"]) >= {"runId", "userId", "status", "report", "flowRunId"}
     assert "user_id" in schemas["UserProfile"]["properties"]  # the profile is the stored record, as before

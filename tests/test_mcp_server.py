@@ -161,7 +161,10 @@ def seed_conversation(api: Api) -> None:
         ],
     }
     headers = {"Authorization": f"Bearer {api.keys['alice']}", "X-User-Id": "alice"}
-    ingested = httpx.post(f"{api.url}/api/memory/conversations", json={"sessions": [session]}, headers=headers)
+    # the first ingest loads the NER and embedding models in the server: more than httpx's 5 s on a busy machine
+    ingested = httpx.post(
+        f"{api.url}/api/memory/conversations", json={"sessions": [session]}, headers=headers, timeout=120
+    )
     assert ingested.status_code == 200 and ingested.json()["stored"] == 1, ingested.text
 
 

@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 from agtos.memory.coordinator import MemoryCoordinator
 from tests.helpers import user
 
+SAID_AT = 1_683_547_200_000  # Monday 8 May 2023, 12:00 UTC: "last week" is the week of 1 May 2023
 TURNS = [
     {"role": "user", "name": "Gina", "content": "Hey Jon!"},
     {"role": "assistant", "name": "Jon", "content": "Hey Gina! How are you?"},
@@ -18,6 +19,7 @@ TURNS = [
     },
     {"role": "user", "name": "Gina", "content": "Thanks! Good luck with the studio."},
 ]
+TURNS = [turn | {"timestamp": SAID_AT + i * 60_000} for i, turn in enumerate(TURNS)]
 
 
 def test_both_named_people_are_remembered_by_name(client: TestClient, coordinator: MemoryCoordinator) -> None:
@@ -31,7 +33,7 @@ def test_both_named_people_are_remembered_by_name(client: TestClient, coordinato
     for query, fact, (name, role, words) in (
         (
             "What happened to Gina's job?",
-            "Gina lost their job at Door Dash last week",
+            "Gina lost their job at Door Dash last week [= week of 1 May 2023]",  # dated from the turn
             ("Gina", "user", "Not great. I lost my job at Door Dash last week"),
         ),
         (
