@@ -8,6 +8,7 @@ again. Expected values are literals (ids, texts, times, the documented history a
 from __future__ import annotations
 
 import pytest
+import redis
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.semantic import SemanticMemory
@@ -242,3 +243,25 @@ def test_deleting_reopens_only_what_the_deleted_fact_closed(sem: SemanticMemory)
     assert validity(sem, "m-london") == (JAN, MAR, "m-berlin")
     assert history(sem, "m-berlin")[-1][:3] == ("reopened", "lint", "m-paris")
     assert [c[0] for c in history(sem, "m-london")] == ["created", "superseded"]
+
+
+def test_an_edit_with_a_vector_is_found_by_vector_search(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-home", "User lives in London", JAN)], None)  # no vector (embedder down)
+    assert sem.search("memory", "alice", "User works at Globex", 5, "vector").results == []
+    old = stored(sem, "m-home")
+    new = old.model_copy(update={"text": "User works at Globex"})
+    sem.replace_memory(old, new, sem.embedder.embed_one(new.text))
+    found = sem.search("memory", "alice", "User works at Globex", 5, "vector").results
+    assert [h.id for h in found] == ["m-home"] and found[0].score > 0.99
+
+
+def test_deleting_a_memory_whose_record_is_already_gone_cleans_its_index_entries(
+    sem: SemanticMemory, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """A record lost on its own (its index entries left behind) still deletes: True, nothing raised."""
+    sem.write_memories([mem("m-cat", "User owns a grey cat", JAN)], None)
+    assert raw_redis.delete(f"{key_prefix}:u:{{alice}}:memory:m-cat") == 1
+    assert sem.delete_memory("alice", "m-cat") is True
+    assert sem.search("memory", "alice", "grey cat", 5, "bm25").results == []
+    assert sem.history.history("alice", "m-cat") == []
+    assert sem.delete_memory("alice", "m-cat") is False
