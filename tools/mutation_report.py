@@ -9,7 +9,11 @@ of the denominator. Timeouts count as killed (the mutant was detected).
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
+import hashlib
 import json
+import re
 import sys
 import tomllib
 from collections import Counter
@@ -29,18 +33,112 @@ def core_modules(root: Path = ROOT) -> list[str]:
     return list(config["tool"]["mutmut"]["only_mutate"])
 
 
-def read_equivalents(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
-    """``{mutant name: reason}``; one ``name  # reason`` per line, ``#`` lines are comments."""
-    out: dict[str, str] = {}
+@dataclass(frozen=True)
+class Equivalent:
+    name: str
+    reason: str
+    pin: str | None  # fingerprint of the change the entry was checked against (``[1a2b3c4d]``)
+
+
+_ENTRY = re.compile(r"^(?P<name>\S+)(?:\s+\[(?P<pin>[0-9a-f]{8})\])?$")
+
+
+def read_equivalent_entries(path: Path = EQUIVALENT_FILE) -> list[Equivalent]:
+    """One ``name [pin]  # why`` per line (the pin optional), ``#`` lines are comments."""
+    out: list[Equivalent] = []
     if not path.is_file():
         return out
     for line in path.read_text(encoding="utf-8").splitlines():
-        name, _, reason = line.partition("#")
-        if name.strip():
-            if not reason.strip():
-                raise SystemExit(f"{path}: {name.strip()} has no reason (write `name  # why it is equivalent`)")
-            out[name.strip()] = reason.strip()
+        head, _, reason = line.partition("#")
+        if not head.strip():
+            continue
+        found = _ENTRY.match(head.strip())
+        if found is None:
+            raise SystemExit(f"{path}: cannot read {head.strip()!r} (write `name [pin]  # why it is equivalent`)")
+        if not reason.strip():
+            raise SystemExit(f"{path}: {found['name']} has no reason (write `name  # why it is equivalent`)")
+        out.append(Equivalent(found["name"], reason.strip(), found["pin"]))
     return out
+
+
+def read_equivalents(path: Path = EQUIVALENT_FILE, root: Path = ROOT) -> dict[str, str]:
+    """``{mutant name: reason}`` of the listed equivalent mutants that still are what was checked:
+    an entry whose pin no longer matches its mutant's change (the mutant numbers shifted when the
+    function changed, so the name now names another mutant) is left out, and so counted."""
+    return {e.name: e.reason for e in read_equivalent_entries(path) if pin_state(e, root) != "moved"}
+
+
+def _module_of(name: str, root: Path = ROOT) -> tuple[str, str] | None:
+    """``(module path, mangled function name)`` of a mutant name (``agtos.x.y.xǁCǁf__mutmut_3``)."""
+    for module in core_modules(root):
+        dotted = module.removesuffix(".py").replace("/", ".") + "."
+        if name.startswith(dotted):
+            return module, name[len(dotted) :]
+    return None
+
+
+_functions_cache: dict[Path, dict[str, list[str]]] = {}
+
+
+def _functions(path: Path) -> dict[str, list[str]]:
+    if path not in _functions_cache:
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        _functions_cache[path] = {
+            node.name: lines[node.lineno - 1 : node.end_lineno]
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+    return _functions_cache[path]
+
+
+def mutant_change(name: str, root: Path = ROOT) -> list[str] | None:
+    """The lines a mutant removes (``-``) and adds (``+``), read from mutmut's copy of the module
+    (``mutants/<module>``, which holds the original and every mutant of each function); None when
+    mutmut has not generated it (no run yet, or the name no longer exists)."""
+    where = _module_of(name, root)
+    if where is None or not (root / "mutants" / where[0]).is_file():
+        return None
+    module, function = where
+    functions = _functions(root / "mutants" / module)
+    original = function.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
+    if function not in functions or original not in functions:
+        return None
+    a = [line.replace(original, "F") for line in functions[original]]
+    b = [line.replace(function, "F") for line in functions[function]]
+    diff = difflib.unified_diff(a, b, lineterm="", n=0)
+    return [d[0] + d[1:].strip() for d in diff if d[:1] in "+-" and not d.startswith(("---", "+++"))]
+
+
+def pin_of(change: list[str]) -> str:
+    return hashlib.sha256("\n".join(change).encode()).hexdigest()[:8]
+
+
+def pin_state(entry: Equivalent, root: Path = ROOT) -> str:
+    """``ok``, ``unpinned``, ``moved`` (the pin names another change now) or ``unknown`` (not generated)."""
+    change = mutant_change(entry.name, root)
+    if change is None:
+        return "unknown"
+    if entry.pin is None:
+        return "unpinned"
+    return "ok" if pin_of(change) == entry.pin else "moved"
+
+
+def pin_equivalents(path: Path = EQUIVALENT_FILE, root: Path = ROOT) -> int:
+    """Write the current pin of every unpinned entry (after checking by eye that each still is the
+    mutant its reason describes: ``--equivalents`` shows them). Returns how many were pinned."""
+    pinned = 0
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        head, _, reason = line.partition("#")
+        found = _ENTRY.match(head.strip()) if head.strip() else None
+        change = mutant_change(found["name"], root) if found and not found["pin"] else None
+        if found and change is not None:
+            line = f"{found['name']} [{pin_of(change)}]  #{reason}"
+            pinned += 1
+        out.append(line)
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return pinned
 
 
 def module_results(module: str, root: Path = ROOT) -> dict[str, str]:
@@ -118,7 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="list the surviving mutants of each module")
     parser.add_argument("--only", type=Path, help="score only the mutant names listed in this file (a sample)")
     parser.add_argument("--pooled", action="store_true", help="apply the floor to all modules together (samples)")
+    parser.add_argument(
+        "--equivalents", action="store_true", help="show each listed equivalent mutant's change beside its reason"
+    )
+    parser.add_argument("--pin", action="store_true", help="pin the unpinned equivalent entries to their change")
     args = parser.parse_args(argv)
+    if args.pin:
+        print(f"pinned {pin_equivalents()} entries of {EQUIVALENT_FILE.name}")
+        return 0
 
     equivalents = read_equivalents()
     only = set(args.only.read_text(encoding="utf-8").split()) if args.only else None
@@ -127,9 +232,21 @@ def main(argv: list[str] | None = None) -> int:
     print_table(scores, args.floor)
 
     known = {name for m in modules for name in module_results(m)}
-    stale = sorted(set(equivalents) - known) if known else []
+    entries = read_equivalent_entries()
+    stale = sorted({e.name for e in entries} - known) if known else []
     for name in stale:
         print(f"warning: equivalent mutant {name} no longer exists; remove it from {EQUIVALENT_FILE.name}")
+    for entry in entries:
+        state = pin_state(entry)
+        if state == "moved":
+            change = " / ".join(mutant_change(entry.name) or [])
+            print(f"warning: {entry.name} now names another mutant ({change}): counted; re-check and re-list it")
+        elif state == "unpinned":
+            print(f"warning: {entry.name} is not pinned: check it (--equivalents), then --pin")
+        if args.equivalents and state != "unknown":
+            print(f"{entry.name} [{state}]  # {entry.reason}")
+            for line in mutant_change(entry.name) or []:
+                print(f"    {line}")
     if args.survivors:
         for ms in scores:
             for name in ms.survivors:
