@@ -12,7 +12,7 @@ import redis
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.semantic import SemanticMemory
-from agtos.schemas import Memory
+from agtos.schemas import Episode, Memory
 
 JAN = 1_704_700_800_000  # 2024-01-08 08:00 UTC
 MAR = 1_710_489_600_000  # 2024-03-15 08:00 UTC
@@ -265,3 +265,14 @@ def test_deleting_a_memory_whose_record_is_already_gone_cleans_its_index_entries
     assert sem.search("memory", "alice", "grey cat", 5, "bm25").results == []
     assert sem.history.history("alice", "m-cat") == []
     assert sem.delete_memory("alice", "m-cat") is False
+
+
+def test_deleting_an_episode_answers_whether_there_was_one(sem: SemanticMemory) -> None:
+    sem.store_batch(
+        [Episode(id="ep-1", user_id="alice", summary="We planned the Lisbon trip", timestamp=JAN)], [], None
+    )
+    assert sem.delete("episode", "alice", "ep-missing") is False
+    assert sem.delete("episode", "bob", "ep-1") is False
+    assert sem.delete("episode", "alice", "ep-1") is True
+    assert sem.search("episode", "alice", "Lisbon trip", 5, "bm25").results == []
+    assert sem.delete("episode", "alice", "ep-1") is False
