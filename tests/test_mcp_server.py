@@ -115,6 +115,18 @@ async def error_of(client: Client, tool: str, **arguments: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
+CONSTRAINTS = ("type", "maxLength", "minLength", "pattern", "maximum", "minimum", "enum", "default")
+
+
+def constraints(schema: dict[str, Any]) -> dict[str, Any]:
+    """What a JSON schema allows: its own constraints and, for an optional value, each alternative's (a
+    null default is no default: FastAPI leaves it out)."""
+    own = {k: schema[k] for k in CONSTRAINTS if schema.get(k) is not None}
+    if "anyOf" in schema:
+        own["anyOf"] = sorted((constraints(s) for s in schema["anyOf"]), key=json.dumps)
+    return own
+
+
 def test_tools_and_their_schemas_follow_the_api(api: Api) -> None:
     openapi = httpx.get(f"{api.url}/openapi.json").json()
     components = openapi["components"]["schemas"]
@@ -138,10 +150,15 @@ def test_tools_and_their_schemas_follow_the_api(api: Api) -> None:
                 for constraint in ("maxLength", "minLength", "pattern", "maximum", "minimum", "enum", "default"):
                     assert prop.get(constraint) == api_fields[name].get(constraint), (tool, name, constraint)
             assert schema.get("required", []) == components[model].get("required", []), tool
-        # query-parameter tools take the route's parameters
+        # query-parameter tools take the route's parameters, with the same bounds, pattern, default and text
         for tool, path in [("recall", "/api/memory/search"), ("list_memories", "/api/memory/memories")]:
-            params = {p["name"] for p in openapi["paths"][path]["get"]["parameters"] if p["in"] == "query"}
-            assert set(tools[tool].input_schema["properties"]) == params, tool
+            params = {p["name"]: p for p in openapi["paths"][path]["get"]["parameters"] if p["in"] == "query"}
+            schema = tools[tool].input_schema
+            assert set(schema["properties"]) == set(params), tool
+            for name, prop in schema["properties"].items():
+                assert constraints(prop) == constraints(params[name]["schema"]), (tool, name)
+                assert prop.get("description") == params[name].get("description"), (tool, name)
+            assert sorted(schema.get("required", [])) == sorted(n for n, p in params.items() if p["required"]), tool
         # forget offers one record at a time: no 'all'
         forget = tools["forget"].input_schema
         assert forget["properties"]["kind"]["enum"] == ["episode", "memory", "conclusion", "entity"]
@@ -244,3 +261,81 @@ def test_streamable_http(api: Api) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def in_process_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The environment of an ``agtos mcp`` with no --url: the API runs inside it, on a fresh key prefix, no keys."""
+    prefix = f"agtos-test-mcp-local-{uuid.uuid4().hex[:8]}"
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("AGTOS_URL", "AGTOS_API_KEY", "AGTOS_USER_ID")},
+        "REDIS_URL": redis_url,
+        "AGTOS_KEY_PREFIX": prefix,
+        "AGTOS_CONFIG_DIR": str(tmp_path_factory.mktemp("mcp-local-config")),
+    }
+    try:
+        yield env
+    finally:
+        delete_prefix(redis_url, prefix)
+
+
+def local_params(env: dict[str, str], user: str) -> StdioServerParameters:
+    """``python -m agtos.cli mcp`` with no URL and no key, acting for ``user`` (AGTOS_USER_ID)."""
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "agtos.cli", "mcp"], cwd=ROOT, env={**env, "AGTOS_USER_ID": user}
+    )
+
+
+def test_in_process_mode_over_stdio(in_process_env: dict[str, str], tmp_path: Path) -> None:
+    # a past conversation of carol's, back-filled in process on the same Redis and prefix
+    session = {
+        "id": "garden-chat",
+        "speakers": {"user": "Carol"},
+        "turns": [
+            {"role": "user", "content": "My tomato seedlings in the greenhouse keep wilting."},
+            {"role": "assistant", "content": "Tomato seedlings wilt when the soil stays too wet."},
+        ],
+    }
+    log = tmp_path / "carol.jsonl"
+    log.write_text(json.dumps(session) + "\n", encoding="utf-8")
+    ingest = [sys.executable, "-m", "agtos.cli", "memory", "ingest", str(log), "--user", "carol"]
+    done = subprocess.run(ingest, cwd=ROOT, env=in_process_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    async def run() -> None:
+        async with (
+            Client(local_params(in_process_env, "carol"), cache=None) as carol,
+            Client(local_params(in_process_env, "dave"), cache=None) as dave,
+        ):
+            assert {t.name for t in (await carol.list_tools()).tools} == TOOLS
+            written = await call(carol, "remember", text="User grows tomatoes in a greenhouse", kind="fact")
+            memory_id = written["memory"]["id"]
+            assert (written["created"], written["memory"]["kind"]) == (True, "fact")
+            merged = await call(carol, "remember", text="User grows tomatoes in a greenhouse.", kind="fact")
+            assert merged["mergedInto"] == memory_id
+
+            listed = {m["id"]: m["text"] for m in (await call(carol, "list_memories"))["memories"]}
+            assert listed[memory_id] == "User grows tomatoes in a greenhouse"  # besides what the ingest extracted
+            assert memory_id in [m["id"] for m in (await call(carol, "list_memories", q="tomatoes"))["memories"]]
+            found = await call(carol, "recall", q="tomato seedlings wilting", limit=3)
+            assert found["results"][0]["sessionId"] == "garden-chat"
+            context = await call(carol, "get_context", query="What does the user grow?", token_budget=300)
+            assert "tomatoes in a greenhouse" in context["context"]
+            profile = await carol.read_resource("memory://profile")
+            assert json.loads(profile.contents[0].text)["user_id"] == "carol"  # type: ignore[union-attr]
+
+            # dave's server shares the Redis and the prefix, not carol's memory
+            theirs = await call(dave, "remember", text="User is learning the cello", kind="fact")
+            dave_texts = [m["text"] for m in (await call(dave, "list_memories"))["memories"]]
+            assert dave_texts == ["User is learning the cello"]
+            assert (await call(dave, "recall", q="tomato seedlings wilting"))["count"] == 0
+            assert "tomatoes" not in (await call(dave, "get_context", query="What does the user grow?"))["context"]
+            assert "404" in await error_of(dave, "forget", kind="memory", id=memory_id)
+            assert set(listed) == {m["id"] for m in (await call(carol, "list_memories"))["memories"]}
+            assert theirs["memory"]["id"] != memory_id
+
+            forgotten = await call(carol, "forget", kind="memory", id=memory_id)
+            assert forgotten["result"]["forgotten"] == {"kind": "memory", "id": memory_id}
+            assert memory_id not in [m["id"] for m in (await call(carol, "list_memories"))["memories"]]
+
+    asyncio.run(run())

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from agtos.client.endpoint_spec import UNSET, Call, Endpoint, Parts, Unset, body, body_fields, endpoint
 from agtos.schemas import EntityType, MaintenanceReport, ProfileUpdate, Turn
 from agtos.schemas.api import (
+    MAX_QUERY_CHARS,
     AskOut,
     AskRequest,
     ConclusionDeletedOut,
@@ -125,10 +126,13 @@ class Endpoints:
 
     @endpoint("GET", "/api/memory/memories", MemoriesOut)
     def list_memories(
-        q: str | None = None,
+        q: Annotated[
+            str | None,
+            Field(max_length=MAX_QUERY_CHARS, pattern=r"\S", description="search (hybrid); newest first without"),
+        ] = None,
         kind: Literal["fact", "preference", "pattern"] | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 20,
+        offset: Annotated[int, Field(ge=0, le=10_000)] = 0,
     ) -> Parts:
         """Memories, newest first, or the best matches of ``q``."""
         return Parts(params={"q": q, "kind": kind, "limit": limit, "offset": offset})
@@ -166,7 +170,11 @@ class Endpoints:
         return Parts(params={"limit": limit})
 
     @endpoint("GET", "/api/memory/search", SearchOut)
-    def search(q: str, limit: int | None = None, mode: SearchMode | None = None) -> Parts:
+    def search(
+        q: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S", description="query")],
+        limit: Annotated[int, Field(ge=1, le=50)] = 10,
+        mode: Annotated[SearchMode | None, Field(description="override AGTOS_MEMORY_SEARCH_MODE for this call")] = None,
+    ) -> Parts:
         """Episodes ranked by their best evidence (hybrid BM25 + vector unless ``mode``)."""
         return Parts(params={"q": q, "limit": limit, "mode": mode})
 
