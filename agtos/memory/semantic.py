@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 
 NAMESPACES = ("episode", "memory", "conclusion")
 _OVERLAP_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-overlap")
-EMBEDDER_RETRY_S = 30.0
-#: (vector, keyword) weights of the turn index's RRF
-TURN_RRF_WEIGHTS = (1.0, 1.0)  # after a failed load/probe, wait this long before trying again
+EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before trying again
+#: (vector, keyword) weights of the turn index's RRF: a short turn that shares one word with the
+#: question ("Send me the name!") ranks high in BM25; the meaning counts more (issue 14, api_eval)
+TURN_RRF_WEIGHTS = (1.0, 0.5)
 
 
 @dataclass(frozen=True)
