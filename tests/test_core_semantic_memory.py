@@ -118,6 +118,15 @@ def test_an_ended_value_closes_the_fact_that_states_it(sem: SemanticMemory) -> N
     assert validity(sem, "m-left") == (MAR, None, None)
 
 
+def test_a_fact_that_ends_one_value_and_states_another_closes_both_kinds_of_earlier_fact(sem: SemanticMemory) -> None:
+    """'moved from Lisbon to Porto' both ends a value (Lisbon, looked up by its words) and states where
+    the user lives now: the earlier home found through the slot index (Madrid) is closed too."""
+    sem.write_memories([mem("m-madrid", "User lives in Madrid", JAN), mem("m-cat", "User owns a grey cat", JAN)], None)
+    sem.write_memories([mem("m-porto", "User moved from Lisbon to Porto", MAR)], None)
+    assert validity(sem, "m-madrid") == (JAN, MAR, "m-porto")
+    assert validity(sem, "m-cat") == (JAN, None, None)
+
+
 @pytest.mark.parametrize(
     ("batch", "closed", "by", "until"),
     [
