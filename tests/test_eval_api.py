@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from benchmarks.eval import api_eval, make_convset
 from benchmarks.eval.answers import answer_present
 from benchmarks.eval.baselines import RawTurn, RawTurnRetriever, fill_budget
 from benchmarks.eval.dataset import load_dataset, parse_dataset
+from benchmarks.eval.harness import delete_prefix
 
 CONVSET = Path(__file__).resolve().parents[1] / "benchmarks" / "eval" / "convset.json"
 REALTALK = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "realtalk-dev" / "realtalk-dev.json"
@@ -226,3 +228,21 @@ def test_tiny_run_through_the_api(redis_url: str) -> None:
     report = api_eval.render_markdown(results)
     assert "| **overall** | 3 |" in report and "| temporal | 1 |" in report
     assert "answer in 1,000-token context" in report
+
+
+def test_a_kept_prefix_is_scored_again_without_replaying(redis_url: str) -> None:
+    dataset = parse_dataset(tiny_locomo(), "tiny")
+    prefix = f"agtos-test-api-eval-kept-{uuid.uuid4().hex[:8]}"
+    try:
+        first = api_eval.run(dataset, redis_url, key_prefix=prefix, keep=True)
+        assert list(redis.Redis.from_url(redis_url).scan_iter(match=f"{prefix}:*", count=1000))  # kept
+        again = api_eval.run(dataset, redis_url, key_prefix=prefix, keep=True)
+    finally:
+        delete_prefix(redis_url, prefix)
+    assert first["ingestion"]["replayed"] is True and first["ingestion"]["saved"] == 3
+    assert again["ingestion"]["replayed"] is False and again["ingestion"]["saved"] == 0
+    assert "scored again (--key-prefix)" in api_eval.render_markdown(again)
+    # the same stored conversations: the same sessions found for every question
+    assert [q["systems"]["agtos"]["ranked"] for q in again["questions"]] == [
+        q["systems"]["agtos"]["ranked"] for q in first["questions"]
+    ]

@@ -363,9 +363,13 @@ def render_markdown(results: dict[str, Any]) -> str:
     ing = results["ingestion"]
     lines += [
         "",
-        f"Ingestion: {ing['saved']}/{ds['sessions']} sessions saved as episodes "
-        f"({', '.join(f'{r}: {n}' for r, n in ing['skipped'].items()) or 'none skipped'}), {ing['seconds']} s; "
-        f"search p50 {st['search_ms_p50']} ms; mean tokens of the agtos contexts: "
+        (
+            f"Ingestion: {ing['saved']}/{ds['sessions']} sessions saved as episodes "
+            f"({', '.join(f'{r}: {n}' for r, n in ing['skipped'].items()) or 'none skipped'}), {ing['seconds']} s; "
+            if ing.get("replayed", True)
+            else "Ingestion: none, the conversations stored by an earlier run were scored again (--key-prefix); "
+        )
+        + f"search p50 {st['search_ms_p50']} ms; mean tokens of the agtos contexts: "
         + ", ".join(f"{b}: {v:.0f}" for b, v in st["context_tokens_mean"].items() if v is not None)
         + f"; embedder {st['embedder'] or 'UNAVAILABLE (no dense baseline)'}.",
         "agtos answer stored, within one exported record kind: "
@@ -439,6 +443,7 @@ def evaluate(
             "context_tokens_mean": tokens,
         },
         "ingestion": {
+            "replayed": post_turns,
             "saved": sum(r.saved for r in replays),
             "skipped": {
                 reason: sum(r.skipped.get(reason, 0) for r in replays)
