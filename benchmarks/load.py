@@ -179,12 +179,15 @@ def queue_state(url: str) -> dict[str, Any]:
 
 async def run_level(url: str, clients: int, duration: float, seed: int, warm: int, headers: dict[str, str]) -> Level:
     level = Level(clients)
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    # idle connections are dropped before uvicorn's 5 s keep-alive closes them (a request sent on a
+    # connection the server is closing fails with ReadError: the client's race, not a server error)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as http:
         users = [Client(http, i, seed, headers) for i in range(clients)]
         await asyncio.gather(*(u.warm(warm) for u in users))
         wait_drained(url, 300)
         await asyncio.gather(*(u.call("search") for u in users))  # after the warm-up episodes are indexed
+        print(f"# {clients} clients warmed up; timed load for {duration:g} s", file=sys.stderr, flush=True)
         started = time.monotonic()
         await asyncio.gather(*(u.loop(started + duration, level) for u in users))
         level.seconds = time.monotonic() - started
