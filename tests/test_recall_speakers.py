@@ -46,7 +46,10 @@ SMALL_TALK = [
     [
         ("What is the name of Jon's dog?", ["Jon", "Gina"], "What is the name of dog?"),
         ("What are the names of Gina's and Jon's pets?", ["Gina", "Jon"], "What are the names of and pets?"),
-        ("where did gina’s sister move", ["Gina"], "where did sister move"),  # any case, curly apostrophe
+        ("Where did Gina’s sister move", ["gina"], "Where did sister move"),  # any case, curly apostrophe
+        ("Will Jon's sister move?", ["Will", "Jon"], "sister move?"),  # written capitalised: a name
+        ("Where will Jon's sister move?", ["Will", "Jon"], "Where will sister move?"),  # lower case: a word
+        ("What did June do in June?", ["June", "Jon"], "What did June do in June?"),  # a month: kept
         ("When did Jonathan visit Jon?", ["Jon"], "When did Jonathan visit ?"),  # whole names only
         ("Which city does Maria live in?", ["Gina", "Jon"], "Which city does Maria live in?"),  # not a speaker
         ("Gina?", ["Gina"], "Gina?"),  # nothing else to search for: the query as it is

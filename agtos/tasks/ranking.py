@@ -26,6 +26,10 @@ RECENCY_HALF_LIFE_DAYS = 30.0
 EXPANSION_WEIGHT = 2.0  # the original query's weight against each rephrasing's 1
 _DAY_MS = 86_400_000
 _POSSESSIVE = r"(?:['\u2019]s?)?"
+_CALENDAR = frozenset(
+    "january february march april may june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday".split()
+)
 
 
 class Identified(Protocol):
@@ -165,10 +169,11 @@ def without_speakers(query: str, names: Iterable[str]) -> str:
     Every stored turn is already attributed to its speaker, and a name the question carries
     matches most strongly the turns that say the name (greetings, "Night Gina!"): it swamps the
     words that say what is asked, in the embedding and in BM25 alike. Other names (a sister, a
-    city, a band) are kept."""
-    wanted = sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True)
+    city, a band) are kept, and so are words that are names only by chance: a name is left out
+    where the query writes it capitalised, and never when it is a month or a day ("May")."""
+    wanted = sorted({n.strip() for n in names if n and n.strip().lower() not in _CALENDAR}, key=len, reverse=True)
     if not wanted:
         return query
     pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")" + _POSSESSIVE + r"(?!\w)", re.I)
-    stripped = " ".join(pattern.sub(" ", query).split())
+    stripped = " ".join(pattern.sub(lambda m: " " if m[0][0].isupper() else m[0], query).split())
     return stripped if content_words(stripped) else query
