@@ -167,6 +167,26 @@ def test_facts_of_one_batch_close_each_other_in_the_order_they_became_true(
     assert [c[:3] for c in history(sem, by)] == [("created", "extracted", None), ("supersedes", "supersession", closed)]
 
 
+def test_a_chain_in_one_batch_closes_each_fact_by_the_next_one_in_time(sem: SemanticMemory) -> None:
+    """Ids sort the other way round from the times: the order that counts is when each became true."""
+    batch = [
+        mem("m-x", "User lives in Porto", MAY),
+        mem("m-z", "User lives in London", JAN),
+        mem("m-y", "User lives in Berlin", MAR),
+    ]
+    assert sem.write_memories(batch, None) == 3
+    assert validity(sem, "m-z") == (JAN, MAR, "m-y")
+    assert validity(sem, "m-y") == (MAR, MAY, "m-x")
+    assert validity(sem, "m-x") == (MAY, None, None)
+
+
+def test_a_new_fact_stated_at_the_same_time_as_a_stored_one_is_the_current_one(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", JAN)], None)
+    assert validity(sem, "m-london") == (JAN, JAN, "m-berlin")
+    assert validity(sem, "m-berlin") == (JAN, None, None)
+
+
 def test_a_back_filled_older_fact_is_closed_by_the_later_one_already_stored(sem: SemanticMemory) -> None:
     sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR)], None)
     sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
@@ -276,7 +296,7 @@ def test_deleting_a_memory_whose_record_is_already_gone_cleans_its_index_entries
     assert sem.delete_memory("alice", "m-cat") is False
 
 
-def test_deleting_an_episode_answers_whether_there_was_one(sem: SemanticMemory) -> None:
+def test_deleting_an_episode_or_other_record_answers_whether_there_was_one(sem: SemanticMemory) -> None:
     sem.store_batch(
         [Episode(id="ep-1", user_id="alice", summary="We planned the Lisbon trip", timestamp=JAN)], [], None
     )
@@ -285,3 +305,4 @@ def test_deleting_an_episode_answers_whether_there_was_one(sem: SemanticMemory) 
     assert sem.delete("episode", "alice", "ep-1") is True
     assert sem.search("episode", "alice", "Lisbon trip", 5, "bm25").results == []
     assert sem.delete("episode", "alice", "ep-1") is False
+    assert sem.delete("conclusion", "alice", "c-missing") is False  # any other namespace: False when absent
