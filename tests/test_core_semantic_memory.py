@@ -180,6 +180,20 @@ def test_a_chain_in_one_batch_closes_each_fact_by_the_next_one_in_time(sem: Sema
     assert validity(sem, "m-x") == (MAY, None, None)
 
 
+def test_an_unrelated_fact_of_the_batch_does_not_stop_the_search_for_earlier_ones(sem: SemanticMemory) -> None:
+    """The cat fact (earlier than London in time) ends nothing: Berlin still closes London after it."""
+    sem.write_memories([mem("m-london", "User lives in London", MAR)], None)
+    sem.write_memories([mem("m-cat", "User owns a grey cat", JAN), mem("m-berlin", "User lives in Berlin", MAY)], None)
+    assert validity(sem, "m-london") == (MAR, MAY, "m-berlin")
+    assert validity(sem, "m-cat") == (JAN, None, None)
+
+
+def test_a_later_fact_that_ends_a_value_closes_an_earlier_one_listed_after_it(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-left", "User left Feedzai", MAR), mem("m-job", "User works at Feedzai", JAN)], None)
+    assert validity(sem, "m-job") == (JAN, MAR, "m-left")
+    assert validity(sem, "m-left") == (MAR, None, None)
+
+
 def test_a_new_fact_stated_at_the_same_time_as_a_stored_one_is_the_current_one(sem: SemanticMemory) -> None:
     sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
     sem.write_memories([mem("m-berlin", "User lives in Berlin", JAN)], None)
