@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
-from agtos.tasks.ranking import without_speakers
+from agtos.tasks.ranking import named_speakers, without_speakers
 from tests.helpers import delete_prefix, isolation_settings, user
 
 USER = "gina-and-jon-pets"
@@ -59,6 +59,12 @@ SMALL_TALK = [
 )
 def test_without_speakers(query: str, names: list[str], expected: str) -> None:
     assert without_speakers(query, names) == expected
+
+
+def test_named_speakers() -> None:
+    names = ["gina", "Jon", "June", "Will"]
+    assert named_speakers("What are Gina's and Jon’s pets, and will June come?", names) == {"gina", "jon"}
+    assert named_speakers("Which plant did someone recommend?", names) == set()
 
 
 def session_turns(n: int) -> list[dict[str, Any]]:
@@ -112,3 +118,20 @@ def test_a_question_naming_the_speakers_finds_the_evidence_not_the_greetings(
     body = {"query": question, "token_budget": 120}
     section = client.post("/api/memory/context", json=body, headers=user(USER)).json()["context"]
     assert "Jon: " + EVIDENCE in section
+
+
+def test_a_question_about_one_speaker_weighs_the_others_turns_less(
+    chat: tuple[TestClient, MemoryCoordinator],
+) -> None:
+    """Both questions search the same words ("Which plant does recommend?"): each turn's relevance in
+    the context is its search score, divided by 1.5 when someone else than the person asked about said it."""
+    client, _ = chat
+    relevance: dict[str, dict[str, float]] = {}
+    for person in ("Jon", "Gina"):
+        body = {"query": f"Which plant does {person} recommend?", "token_budget": 400}
+        items = client.post("/api/memory/context", json=body, headers=user(USER)).json()["items"]
+        relevance[person] = {i["text"].split(") ", 1)[1]: i["relevance"] for i in items if i["tier"] == "turn"}
+    gina = "Gina: I'm thinking about getting a plant for my desk."
+    jon = "Jon: Get a snake plant, they're impossible to kill."
+    assert relevance["Jon"][gina] == pytest.approx(relevance["Gina"][gina] / 1.5, abs=1e-3)
+    assert relevance["Gina"][jon] == pytest.approx(relevance["Jon"][jon] / 1.5, abs=1e-3)

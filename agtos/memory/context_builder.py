@@ -16,11 +16,14 @@ from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.context import ContextItem, assemble, turn_items
+from agtos.tasks.ranking import named_speakers
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
 
 CONTEXT_TURN_TOKENS = 25  # a context searches budget / this many turns (enough candidates to fill it)
+#: when the question names people who speak, the turns the others said count 1 / this (realtalk-dev, api_eval)
+SPEAKER_BONUS = 1.5
 _CHUNK = re.compile(r"\.t\d+\.c(\d+)$")
 
 
@@ -37,8 +40,8 @@ def _chunk(doc_id: str) -> int:
 
 
 def evidence_items(rt: Services, user_id: str, query: str, budget_tokens: int, limit: int) -> list[ContextItem]:
-    """The evidence :func:`recall` finds for ``query``: turns with a neighbour, memories,
-    conclusions, episode summaries."""
+    """The evidence :func:`recall` finds for ``query``: turns with a neighbour (when the query names
+    people who speak, their own turns first), memories, conclusions, episode summaries."""
     items: list[ContextItem] = []
     turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
     found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1)
@@ -47,8 +50,10 @@ def evidence_items(rt: Services, user_id: str, query: str, budget_tokens: int, l
     ]
     derived += [(c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None) for c, s in found.conclusions]
     sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]])
-    for m in found.turns:
-        items += turn_items(m.window, m.turn, m.score, query, _chunk(m.doc_ids[0]))
+    asked = named_speakers(query, found.speakers)
+    for m in found.turns:  # a question about a person: what that person said first
+        said = not asked or (m.turn.name or "").lower() in asked
+        items += turn_items(m.window, m.turn, m.score if said else m.score / SPEAKER_BONUS, query, _chunk(m.doc_ids[0]))
     for record_id, text, when, source_ids, score, tier, until in derived:
         source = sources.get(source_ids[0]) if source_ids else None
         items.append(

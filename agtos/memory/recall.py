@@ -115,6 +115,7 @@ class Found:
     turns: list[TurnMatch] = field(default_factory=list)
     memories: list[tuple[Memory, float]] = field(default_factory=list)
     conclusions: list[tuple[Conclusion, float]] = field(default_factory=list)
+    speakers: set[str] = field(default_factory=set)  # the names of the people who speak in the user's sessions
 
 
 def _scaled(found: SemanticSearch, hit: SearchResult) -> float:
@@ -145,10 +146,9 @@ def recall(
         wanted["memory"] = memories
     if conclusions:
         wanted["conclusion"] = conclusions
-    # searched without the speakers' names: every turn is attributed, and a name matches greetings best
-    searched = without_speakers(query, speaker_names(rt, user_id))
+    out = Found(speakers=speaker_names(rt, user_id))
+    searched = without_speakers(query, out.speakers)
     found = rt.semantic.search_many(user_id, searched, wanted, mode)
-    out = Found()
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
     kinds = {h.id: h.match_type for h in turn_found.results}

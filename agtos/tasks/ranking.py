@@ -162,6 +162,13 @@ def rerank_by_recency(hits: list[T], weight: float | None = None) -> list[T]:
     return sorted(hits, key=weighted, reverse=True)
 
 
+def _names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+    wanted = sorted({n.strip() for n in names if n and n.strip().lower() not in _CALENDAR}, key=len, reverse=True)
+    if not wanted:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")" + _POSSESSIVE + r"(?!\w)", re.I)
+
+
 def without_speakers(query: str, names: Iterable[str]) -> str:
     """``query`` without the names of the conversations' speakers (``"What are Gina's and Jon's
     pets?"`` → ``"What are and pets?"``), or ``query`` itself when no content word would be left.
@@ -171,9 +178,16 @@ def without_speakers(query: str, names: Iterable[str]) -> str:
     words that say what is asked, in the embedding and in BM25 alike. Other names (a sister, a
     city, a band) are kept, and so are words that are names only by chance: a name is left out
     where the query writes it capitalised, and never when it is a month or a day ("May")."""
-    wanted = sorted({n.strip() for n in names if n and n.strip().lower() not in _CALENDAR}, key=len, reverse=True)
-    if not wanted:
+    pattern = _names_pattern(names)
+    if pattern is None:
         return query
-    pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")" + _POSSESSIVE + r"(?!\w)", re.I)
     stripped = " ".join(pattern.sub(lambda m: " " if m[0][0].isupper() else m[0], query).split())
     return stripped if content_words(stripped) else query
+
+
+def named_speakers(query: str, names: Iterable[str]) -> set[str]:
+    """The ``names`` the query names as :func:`without_speakers` reads them (capitalised, not a month
+    or a day), lower-cased: the people it asks about."""
+    pattern = _names_pattern(names)
+    found = pattern.finditer(query) if pattern is not None else ()
+    return {re.sub(_POSSESSIVE + "$", "", m[0]).lower() for m in found if m[0][0].isupper()}
