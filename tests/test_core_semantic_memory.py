@@ -230,6 +230,17 @@ def test_a_closed_fact_stated_again_later_is_current_again(sem: SemanticMemory) 
     assert history(sem, "m-berlin")[-1][:3] == ("restated", "extracted", None)
 
 
+def test_a_fact_restated_at_the_moment_it_was_closed_reopens_and_keeps_what_it_had(sem: SemanticMemory) -> None:
+    sem.write_memories([mem("m-london", "User lives in London", JAN, ("ep-1",), importance=0.9)], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR)], None)
+    sem.write_memories([mem("m-london", "User lives in London", MAR, ("ep-2",), importance=0.2)], None)
+    london = stored(sem, "m-london")
+    assert (london.valid_from, london.valid_until, london.superseded_by) == (MAR, None, None)
+    assert (london.created_at, london.importance, london.source_episode_ids) == (JAN, 0.9, ["ep-1", "ep-2"])
+    assert validity(sem, "m-berlin") == (MAR, MAR, "m-london")
+    assert history(sem, "m-london")[2][:3] == ("reopened", "extracted", None)
+
+
 def test_an_edit_replaces_text_history_timeline_and_slots(sem: SemanticMemory) -> None:
     sem.write_memories([mem("m-home", "User lives in London", JAN), mem("m-job", "User works at Acme", JAN)], None)
     old = stored(sem, "m-home")
