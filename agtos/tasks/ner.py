@@ -20,7 +20,8 @@ EVENT -> event; PRODUCT, WORK_OF_ART, LAW, LANGUAGE -> thing. NORP (demonyms suc
 dropped: it names an attribute, not a node. DATE/TIME become events only when a deadline rule
 binds them ("due Friday"); MONEY, PERCENT, QUANTITY, ORDINAL and CARDINAL are dropped.
 
-The rules on top of the model are in :mod:`agtos.tasks.ner_rules`.
+The rules on top of the model are in :mod:`agtos.tasks.ner_rules`, their merge with the model's
+mentions in :mod:`agtos.tasks.ner_merge`.
 """
 
 from __future__ import annotations
@@ -35,12 +36,11 @@ from typing import Any, NamedTuple
 
 from agtos.schemas import EntityType
 from agtos.tasks.mentions import MODEL_LABELS, EntityRecognizer, Mention
+from agtos.tasks.ner_merge import harmonise_types, merge_with_model
 from agtos.tasks.ner_rules import (
     RuleRecognizer,
     clean_mention,
-    harmonise_types,
     line_spans,
-    merge_with_model,
     shift,
     speaker_mentions,
     strong_rule_candidates,

@@ -1,26 +1,23 @@
-"""Rule mentions and their merge with the model's.
+"""Rule mentions: the rules that run on top of the model, and the pure-regex fallback.
 
 Rules on top of the model: deadlines and dated events (label DEADLINE / EVENT), named events,
 holidays and exams (EVENT), projects (PROJECT, type thing), tools and software (TOOL, type thing),
 products (PRODUCT: brand + name, camel-case and model-number shapes), languages someone learns or
 speaks (LANGUAGE_RULE, thing), employers after a job title, meal venues and sports teams (ORG_RULE),
-places someone goes (PLACE_RULE) and person cues ("my friend Carol"). A rule span that covers a
-model span replaces it (the model often calls projects ORG, tools and products PERSON, events
-FAC); some rules replace only the model labels they name; a model span larger than the rule span
-wins. A model PERSON right after "in", "moved to", "visited"... is a place (PLACE_CONTEXT).
-Without a model, :class:`RuleRecognizer` adds capitalisation and context heuristics for people,
-organisations and places.
+places someone goes (PLACE_RULE) and person cues ("my friend Carol"). How they are merged with the
+model's mentions is in :mod:`agtos.tasks.ner_merge`. Without a model, :class:`RuleRecognizer` adds
+capitalisation and context heuristics for people, organisations and places.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from agtos.schemas import EntityType
-from agtos.tasks.mentions import CORPORATE_SUFFIXES, MODEL_LABELS, Mention
+from agtos.tasks.mentions import CORPORATE_SUFFIXES, Mention
+from agtos.tasks.ner_merge import RuleCandidate, greedy_disjoint, harmonise_types
 from agtos.tasks.ner_patterns import (
     BRAND_PRODUCT_RE,
     BY_RE,
@@ -45,7 +42,6 @@ from agtos.tasks.ner_patterns import (
     PERSON_START_RE,
     PET_RE,
     PLACE_ACTIVITY_RE,
-    PLACE_BEFORE,
     PLACE_CONTEXT_RE,
     PLACE_FROM_RE,
     PLACE_IN_RE,
@@ -66,16 +62,6 @@ from agtos.tasks.ner_patterns import (
     VENUE_RE,
 )
 from agtos.tasks.speakers import SPEAKER_LABELS
-
-
-@dataclass(frozen=True, slots=True)
-class _Cand:
-    """A rule candidate: ``overrides`` lets it replace a model span it covers (only spans with one of
-    the ``replaces`` labels, when given)."""
-
-    mention: Mention
-    overrides: bool = True
-    replaces: frozenset[str] | None = None
 
 
 def _clean_span(text: str, start: int, end: int) -> tuple[int, int]:
@@ -109,7 +95,7 @@ def _name_ok(surface: str) -> bool:
 
 
 def _add(
-    out: list[_Cand],
+    out: list[RuleCandidate],
     text: str,
     match: re.Match[str],
     group: str | int,
@@ -124,7 +110,7 @@ def _add(
         return
     mention = clean_mention(text, match.start(group), match.end(group), etype, conf, label)
     if mention is not None:
-        out.append(_Cand(mention, overrides, replaces))
+        out.append(RuleCandidate(mention, overrides, replaces))
 
 
 _NOT_ORG = frozenset({"PERSON", "GPE", "LOC", "FAC", "NORP", "PRODUCT", "WORK_OF_ART", "EVENT", "LANGUAGE", "LAW"})
@@ -141,7 +127,7 @@ def _trim_names(text: str, match: re.Match[str], group: str) -> tuple[int, int] 
     return match.start(group), match.start(group) + words[-1].end()
 
 
-def _event_and_product_candidates(text: str, out: list[_Cand]) -> None:
+def _event_and_product_candidates(text: str, out: list[RuleCandidate]) -> None:
     """Named events, holidays, exams, languages, products, employers, venues, teams and places."""
     for m in NAMED_EVENT_RE.finditer(text):
         if _name_ok(m.group("name")):
@@ -160,7 +146,7 @@ def _event_and_product_candidates(text: str, out: list[_Cand]) -> None:
         if (span := _trim_names(text, m, "name")) is not None and " " in text[span[0] : span[1]]:
             mention = clean_mention(text, *span, EntityType.thing, 0.8, "PRODUCT")
             if mention is not None:
-                out.append(_Cand(mention))
+                out.append(RuleCandidate(mention))
     for m in PRODUCT_SHAPE_RE.finditer(text):
         head = m.group("name").split()[0]
         if head.lower() in NOT_PRODUCT_HEADS or head.lower() in NOT_NAMES:
@@ -171,7 +157,7 @@ def _event_and_product_candidates(text: str, out: list[_Cand]) -> None:
         if (span := _trim_names(text, m, "name")) is not None:
             mention = clean_mention(text, *span, EntityType.thing, 0.7, "PRODUCT")
             if mention is not None:  # "on my iPhone" overrides the model's ORG; "at LinkedIn" does not
-                out.append(_Cand(mention, True, None if in_context else _NOT_ORG))
+                out.append(RuleCandidate(mention, True, None if in_context else _NOT_ORG))
     for m in ROLE_AT_RE.finditer(text):
         if _name_ok(m.group("name")):
             _add(out, text, m, "name", EntityType.organization, 0.8, "ORG_RULE")
@@ -187,9 +173,9 @@ def _event_and_product_candidates(text: str, out: list[_Cand]) -> None:
             _add(out, text, m, "name", EntityType.place, 0.65, "PLACE_RULE", overrides=False)
 
 
-def strong_rule_candidates(text: str) -> list[_Cand]:
+def strong_rule_candidates(text: str) -> list[RuleCandidate]:
     """Deadlines, dated events, projects, tools and person cues (used with and without a model)."""
-    out: list[_Cand] = []
+    out: list[RuleCandidate] = []
     for regex, conf in ((DUE_RE, 0.8), (DEADLINE_RE, 0.8), (SHIP_RE, 0.7), (BY_RE, 0.6)):
         for m in regex.finditer(text):
             _add(out, text, m, "date", EntityType.event, conf, "DEADLINE")
@@ -200,7 +186,7 @@ def strong_rule_candidates(text: str) -> list[_Cand]:
         for m in regex.finditer(text):
             name = clean_mention(text, m.start("name"), m.end("name"), EntityType.thing, 0.8, "PROJECT")
             if name and _name_ok(name.text) and name.text.split()[0].lower() not in NOT_PROJECT_NAMES:
-                out.append(_Cand(name))
+                out.append(RuleCandidate(name))
     for m in TOOL_LEXICON_RE.finditer(text):
         _add(out, text, m, 0, EntityType.thing, 0.8, "TOOL")
     for m in TOOL_CONTEXT_RE.finditer(text):
@@ -215,7 +201,7 @@ def strong_rule_candidates(text: str) -> list[_Cand]:
             if _name_ok(m.group("name")) and last not in CORPORATE_SUFFIXES:
                 _add(out, text, m, "name", EntityType.person, 0.75, "PERSON_CUE")
     for m in USER_RE.finditer(text):
-        out.append(_Cand(Mention("User", EntityType.person, m.start(), m.end(), 0.9, "SPEAKER")))
+        out.append(RuleCandidate(Mention("User", EntityType.person, m.start(), m.end(), 0.9, "SPEAKER")))
     for m in SPEAKER_PREFIX_RE.finditer(text):
         if _name_ok(m.group("name")) and m.group("name").lower() not in SPEAKER_LABELS:
             _add(out, text, m, "name", EntityType.person, 0.9, "SPEAKER")
@@ -243,9 +229,9 @@ def _sentence_starts(text: str) -> list[int]:
     return starts
 
 
-def weak_rule_candidates(text: str) -> list[_Cand]:
+def weak_rule_candidates(text: str) -> list[RuleCandidate]:
     """Capitalisation-and-context heuristics for person, organisation and place (fallback only)."""
-    out: list[_Cand] = []
+    out: list[RuleCandidate] = []
     for m in ORG_SUFFIX_RE.finditer(text):
         _add(out, text, m, "name", EntityType.organization, 0.7, "ORG_RULE", overrides=False)
         _add(out, text, m, "name2", EntityType.organization, 0.7, "ORG_RULE", overrides=False)
@@ -261,127 +247,6 @@ def weak_rule_candidates(text: str) -> list[_Cand]:
         if opener and _name_ok(opener.group("name")):
             _add(out, text, opener, "name", EntityType.person, 0.5, "PERSON_RULE", overrides=False)
     return out
-
-
-def _overlaps(a: Mention, b: Mention) -> bool:
-    return a.start < b.end and b.start < a.end
-
-
-def _covers(outer: Mention, inner: Mention) -> bool:
-    return outer.start <= inner.start and inner.end <= outer.end
-
-
-def _greedy(cands: Sequence[_Cand]) -> list[_Cand]:
-    """Non-overlapping candidates: overriding (strong) first, then confidence, then length."""
-    ranked = sorted(
-        cands,
-        key=lambda c: (
-            not c.overrides,
-            -c.mention.confidence,
-            -(c.mention.end - c.mention.start),
-            c.mention.start,
-        ),
-    )
-    spans: list[tuple[int, int]] = []  # kept spans, sorted and disjoint
-    kept: list[_Cand] = []
-    for cand in ranked:
-        start, end = cand.mention.start, cand.mention.end
-        at = bisect.bisect_left(spans, (start, end))
-        if (at and spans[at - 1][1] > start) or (at < len(spans) and spans[at][0] < end):
-            continue
-        spans.insert(at, (start, end))
-        kept.append(cand)
-    return sorted(kept, key=lambda c: c.mention.start)
-
-
-#: rules that only type what the model also finds: when the model agrees, its label stays
-TYPING_LABELS = frozenset({"ORG_RULE", "SPEAKER", "PET", "PRODUCT", "EVENT", "PLACE_RULE", "LANGUAGE_RULE"})
-_GENDERED_PRONOUN = re.compile(r"\b(?:she|he|her|his|him|hers|herself|himself)\b", re.I)
-
-
-def _pronoun_follows(text: str, mention: Mention, window: int = 200) -> bool:
-    return bool(_GENDERED_PRONOUN.search(text, mention.end, mention.end + window))
-
-
-def harmonise_types(mentions: Sequence[Mention]) -> list[Mention]:
-    """Give every mention of one normalised name the same type (rule evidence counts 1.2x)."""
-    weight: dict[tuple[str, EntityType], float] = {}
-    for m in mentions:
-        factor = 1.0 if m.label in MODEL_LABELS else 1.2
-        weight[(m.key, m.type)] = weight.get((m.key, m.type), 0.0) + m.confidence * factor
-    best: dict[str, tuple[float, EntityType]] = {}
-    for (key, etype), w in weight.items():
-        if key not in best or w > best[key][0]:
-            best[key] = (w, etype)
-    return [m if m.type == best[m.key][1] else replace(m, type=best[m.key][1]) for m in mentions]
-
-
-def retype_by_context(text: str, model: Sequence[Mention]) -> list[Mention]:
-    """A model PERSON right after "in", "near", "moved to", "visited", "is from"... (and not "in
-    Maria's") is a place: the small model calls many unfamiliar towns people."""
-    out: list[Mention] = []
-    for m in model:
-        if (
-            m.label == "PERSON"
-            and text[m.end : m.end + 2] not in ("'s", "’s")
-            and not KIN_WORD.fullmatch(m.text)
-            and PLACE_BEFORE.search(text, max(0, m.start - 40), m.start)
-        ):
-            m = replace(m, type=EntityType.place, label="PLACE_CONTEXT")
-        out.append(m)
-    return out
-
-
-def merge_with_model(text: str, model: Sequence[Mention], rules: Sequence[_Cand]) -> list[Mention]:
-    """Model mentions plus rule mentions.
-
-    A strong rule replaces a model span it covers; a soft person cue replaces a one-word model
-    ORG/PRODUCT span only when a he/she pronoun follows ("Alice's project ... she"). Otherwise the
-    model wins and the clashing rule spans are dropped.
-    """
-    model = retype_by_context(text, model)
-    chosen = _greedy(rules)  # disjoint and sorted, so their ends are sorted too
-    ends = [c.mention.end for c in chosen]
-    result: list[Mention] = []
-    dropped: set[int] = set()
-    for m in model:
-        clashing: list[tuple[int, _Cand]] = []
-        i = bisect.bisect_right(ends, m.start)
-        while i < len(chosen) and chosen[i].mention.start < m.end:
-            if i not in dropped:
-                clashing.append((i, chosen[i]))
-            i += 1
-        if not clashing:
-            result.append(m)
-            continue
-        winners = [
-            (i, c)
-            for i, c in clashing
-            if (_covers(c.mention, m) or (c.overrides and " and " in m.text))
-            and (c.replaces is None or m.label in c.replaces)
-            and (
-                c.overrides
-                or (
-                    c.mention.type == EntityType.person
-                    and m.type in (EntityType.organization, EntityType.thing)
-                    and " " not in m.text
-                    and _pronoun_follows(text, m)
-                )
-            )
-        ]
-        if winners:
-            i, c = winners[0]
-            if (c.mention.start, c.mention.end, c.mention.type) == (m.start, m.end, m.type):
-                boosted = min(0.95, max(c.mention.confidence, m.confidence) + 0.1)
-                label = m.label if c.mention.label in TYPING_LABELS else c.mention.label  # the model agreed
-                chosen[i] = _Cand(
-                    replace(c.mention, confidence=round(boosted, 3), label=label), c.overrides, c.replaces
-                )
-            continue
-        dropped.update(i for i, _ in clashing)
-        result.append(m)
-    result.extend(c.mention for i, c in enumerate(chosen) if i not in dropped)
-    return harmonise_types(sorted(result, key=lambda m: (m.start, m.end)))
 
 
 def speaker_mentions(text: str, found: Sequence[Mention]) -> list[Mention]:
@@ -422,7 +287,7 @@ class RuleRecognizer:
         found: list[Mention] = []
         for start, end in line_spans(text):
             line = text[start:end]
-            kept = _greedy([*strong_rule_candidates(line), *weak_rule_candidates(line)])
+            kept = greedy_disjoint([*strong_rule_candidates(line), *weak_rule_candidates(line)])
             found += shift((c.mention for c in kept), start)
         return harmonise_types(speaker_mentions(text, sorted(found, key=lambda m: (m.start, m.end))))
 
