@@ -9,7 +9,7 @@ import re
 import pytest
 import redis
 
-from agtos.config import Settings, WorkingMemoryConfig
+from agtos.config import Settings, SettingsError, WorkingMemoryConfig
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.working import WorkingMemory, _bounded
 from agtos.schemas import Role, Turn
@@ -132,3 +132,32 @@ def test_opt_outs_are_one_global_set(settings: Settings, key_prefix: str, raw_re
         assert raw_redis.smembers(key) == {b"ann:1"}
     finally:
         connector.close()
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        (Settings, {"port": 0}, "AGTOS_PORT must be between 1 and 65535, not 0"),
+        (Settings, {"port": 70_000}, "AGTOS_PORT must be between 1 and 65535, not 70000"),
+        (Settings, {"episode_ttl_days": 0}, "AGTOS_EPISODE_TTL_DAYS must be > 0, not 0"),
+        (
+            Settings,
+            {"port": "x", "episode_ttl_days": -1},
+            "AGTOS_EPISODE_TTL_DAYS must be > 0, not -1; AGTOS_PORT='x' is not an integer",
+        ),
+        (
+            WorkingMemoryConfig,
+            {"maxMessages": 0, "preserveRecentCount": -1},
+            "AGTOS_WM_MAX_MESSAGES must be >= 1, not 0; AGTOS_WM_PRESERVE_RECENT must be >= 0, not -1",
+        ),
+        (
+            Settings,
+            {"search_mode": "fuzzy"},
+            "AGTOS_MEMORY_SEARCH_MODE must be one of 'hybrid', 'vector' or 'bm25', not 'fuzzy'",
+        ),
+    ],
+)
+def test_an_invalid_setting_names_its_variable_and_range(section: type, values: dict, message: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        section(**values)
+    assert str(refused.value) == message
