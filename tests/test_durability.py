@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -226,6 +227,84 @@ def test_a_session_forgotten_on_another_process_is_not_stored_from_a_stale_copy(
         assert [(r.session_id, r.saved, r.reason) for r in swept] == [("other", False, "session has no turns")]
         assert episode_ids(first) == [] == episode_ids(second)
         assert first.get("/api/memory/sessions/trip", headers=user("alice")).status_code == 404
+
+
+# -- sessions survive an API restart -------------------------------------------------------
+def live_index(url: str, prefix: str) -> list[str]:
+    """The global index of live journals: ``user:session`` members."""
+    members: list[bytes] = redis.Redis.from_url(url).zrange(f"{prefix}:meta:journals:live", 0, -1)  # type: ignore[assignment]
+    return sorted(m.decode() for m in members)
+
+
+def wait_until(check: Any, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_session_journalled_before_a_restart_is_ended_by_the_restarted_process_sweeper(
+    settings: Settings, redis_url: str, key_prefix: str
+) -> None:
+    """The process that took the turns is gone; a new one on the same Redis and prefix never saw the
+    session. Its background idle sweep (AGTOS_SESSION_IDLE_MINUTES) stores the episode once, and it
+    is searchable; before the threshold nothing is ended."""
+    with api(settings.with_overrides(session_idle_minutes=0)) as old:  # 0: this process never sweeps
+        assert append(old, "trip", *TRIP).status_code == 200
+    assert live_index(redis_url, key_prefix) == ["alice:trip"]
+
+    with api(settings) as patient:  # the default 30 minutes have not passed
+        assert coordinator_of(patient).end_idle_sessions() == []
+    assert journal(redis_url, key_prefix, "trip") == list(TRIP)
+
+    with api(settings.with_overrides(session_idle_minutes=0.005)) as restarted:  # 0.3 s, swept every 0.2 s
+        wait_until(lambda: not live_index(redis_url, key_prefix) and not journal(redis_url, key_prefix, "trip"))
+        [episode_id] = episode_ids(restarted)
+        assert coordinator_of(restarted).end_idle_sessions() == []  # what the loop calls: nothing left
+        found = restarted.get("/api/memory/search", params={"q": "quiet hotel feathers"}, headers=user("alice"))
+        assert found.status_code == 200, found.text
+        assert episode_id in [hit["id"] for hit in found.json()["results"]]
+        assert episode_ids(restarted) == [episode_id]
+
+
+def test_a_session_swept_from_the_index_and_held_by_a_live_process_is_stored_once(
+    settings: Settings, redis_url: str, key_prefix: str
+) -> None:
+    """The other process still holds the session in memory: its own sweep (or /end) finds the journal
+    gone and drops its copy instead of storing it again."""
+    with api(settings.with_overrides(session_idle_minutes=0)) as holder, api(settings) as sweeper:
+        assert append(holder, "trip", *TRIP).status_code == 200
+        [swept] = coordinator_of(sweeper).end_idle_sessions(idle_s=0)
+        assert (swept.session_id, swept.saved, swept.status) == ("trip", True, "done")
+        assert live_index(redis_url, key_prefix) == []
+        [again] = coordinator_of(holder).end_idle_sessions(idle_s=0)
+        assert (again.saved, again.reason) == (False, "session has no turns")
+        assert coordinator_of(sweeper).end_idle_sessions(idle_s=0) == []
+        assert episode_ids(holder) == [swept.episode_id] == episode_ids(sweeper)
+
+
+def test_ending_forgetting_and_opting_out_remove_the_index_members(
+    settings: Settings, redis_url: str, key_prefix: str
+) -> None:
+    with api(settings) as client:
+        for who, session in (("alice", "trip"), ("alice", "work"), ("al", "trip"), ("bob", "s1"), ("carol", "s1")):
+            assert append(client, session, *TRIP[:2], who=who).status_code == 200
+        assert live_index(redis_url, key_prefix) == ["al:trip", "alice:trip", "alice:work", "bob:s1", "carol:s1"]
+        assert end(client, "work").status_code == 200
+        assert live_index(redis_url, key_prefix) == ["al:trip", "alice:trip", "bob:s1", "carol:s1"]
+        forgot = client.post("/api/memory/forget", json={"kind": "all"}, headers=user("al"))
+        assert forgot.status_code == 200, forgot.text
+        assert live_index(redis_url, key_prefix) == ["alice:trip", "bob:s1", "carol:s1"]  # not alice's
+        opted = client.put("/api/memory/privacy", json={"opt_out": True}, headers=user("bob"))
+        assert opted.status_code == 200, opted.text
+        assert live_index(redis_url, key_prefix) == ["alice:trip", "carol:s1"]
+    # a restart; an index member whose journal expired: the sweep drops it and reports nothing
+    redis.Redis.from_url(redis_url).delete(f"{key_prefix}:u:{{carol}}:session:s1:turns")
+    with api(settings) as restarted:
+        swept = coordinator_of(restarted).end_idle_sessions(idle_s=0)
+        assert [(r.session_id, r.saved) for r in swept] == [("trip", True)]
+        assert live_index(redis_url, key_prefix) == []
+        assert len(episode_ids(restarted)) == 2 and episode_ids(restarted, "carol") == []
 
 
 # -- caps: 413, nothing written, nothing dropped -------------------------------------------

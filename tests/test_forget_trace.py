@@ -167,15 +167,18 @@ def assert_no_trace(env: Env, gone: str, before: dict[str, Any], tmp_path: Path,
     owners = env.keys_by_owner()
     assert gone not in owners, sorted(owners[gone])[:10]
     tokens = [token(gone, n) for n in (1, 2, 3, 4)]
-    # global keys are the user set, the opt-out list and sweep counters: nothing derived from a user's
-    # text (the NLI verdict cache, keyed by digests of their conclusions, lives in their key space)
+    # global keys are the user set, the opt-out list, sweep counters and the index of live journals
+    # (``user:session``): nothing derived from a user's text (the NLI verdict cache, keyed by digests
+    # of their conclusions, lives in their key space)
     allowed = {f"{env.prefix}:users", f"{env.prefix}:meta:privacy:opt-out", f"{env.prefix}:meta:maintenance"}
+    allowed.add(f"{env.prefix}:meta:journals:live")
     assert owners.get(None, set()) <= allowed, sorted(owners.get(None, set()) - allowed)[:5]
     for key in owners.get(None, set()):  # no member, field or value of theirs
         content = env.content(key)
         named = gone in content
         assert named == (opted_out and key == f"{env.prefix}:meta:privacy:opt-out"), (key, content[:5])
         assert not [c for c in content for t in tokens if t in c.lower()], key
+        assert not [c for c in content if c.startswith(f"{gone}:")], key  # no session of theirs
     # everyone else untouched, byte for byte, and finding what they found
     others = {k for owner, keys in owners.items() if owner not in (gone, None) for k in keys}
     assert others == set(before["dumps"]), sorted(others ^ set(before["dumps"]))[:10]

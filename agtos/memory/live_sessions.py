@@ -17,7 +17,7 @@ from agtos.memory.services import Services
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode, Turn
 from agtos.storage.ingest_queue import IngestQueue
-from agtos.storage.keys import check_record_id, check_user_id
+from agtos.storage.keys import InvalidIdentifier, check_record_id, check_user_id
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.storage.session_journal import JournalFull
 from agtos.tasks.extract import extract
@@ -247,14 +247,41 @@ class LiveSessions:
 
     def end_idle_sessions(self, idle_s: float | None = None) -> list[SessionEndResult]:
         """End sessions silent for ``idle_s`` (default AGTOS_SESSION_IDLE_MINUTES): an agent that never
-        calls /end loses nothing. Sessions Redis cannot take now stay for the next sweep."""
+        calls /end loses nothing. First the sessions this process saw, then those of Redis's index of
+        live journals that no process appended to for as long (after an API restart, or seen only by a
+        process that is gone), through :meth:`end_session` as well: a session ended twice is stored once.
+        Sessions Redis cannot take now stay for the next sweep."""
         idle = self.settings.session_idle_minutes * 60 if idle_s is None else idle_s
         ended = []
+        seen = set()
         for user_id, session_id in self.activity.idle_sessions(idle):
+            seen.add((user_id, session_id))
             try:
                 ended.append(self.end_session(user_id, session_id))
             except StorageUnavailable:
                 log.warning("idle session %s/%s not ended yet: Redis unavailable", user_id, session_id)
+        try:
+            indexed = self.services.journal.idle(idle)
+        except StorageUnavailable:
+            log.warning("journalled idle sessions not swept yet: Redis unavailable")
+            return ended
+        for entry in indexed:
+            if (entry.user_id, entry.session_id) in seen:
+                continue
+            try:
+                result = self.end_session(entry.user_id, entry.session_id)
+                # ended: the journal's clear dropped the member; not ended (no turns: an expired
+                # journal; an opted-out user): drop it unless an append renewed it meanwhile
+                self.services.journal.unindex(entry)
+            except InvalidIdentifier:  # not written by this code: nothing to end
+                log.warning("idle-session index names no session: %s/%s", entry.user_id, entry.session_id)
+                self.services.journal.unindex(entry)
+                continue
+            except StorageUnavailable:
+                log.warning("idle session %s/%s not ended yet: Redis unavailable", entry.user_id, entry.session_id)
+                continue
+            if result.status != "skipped" or result.reason != "session has no turns":
+                ended.append(result)
         return ended
 
     def _clear_session(self, user_id: str, session_id: str) -> None:

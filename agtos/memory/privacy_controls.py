@@ -52,6 +52,8 @@ class Privacy:
     def set_opt_out(self, user_id: str, opted_out: bool, forget_existing: bool = False) -> dict[str, Any]:
         self.c.opt_outs.set(user_id, opted_out)
         self._opt_out_cache[user_id] = (time.monotonic(), opted_out)
+        if opted_out:  # the idle sweep no longer ends their live sessions: none of it is stored
+            self.c.journal.forget_user(user_id)
         forgotten = self.forget_all(user_id)["keysDeleted"] if opted_out and forget_existing else 0
         return {"userId": user_id, "optOut": opted_out, "keysDeleted": forgotten}
 
@@ -83,6 +85,7 @@ class Privacy:
     def forget_all(self, user_id: str) -> dict[str, Any]:
         """Every key of the user (records, indexes, journals, counters) plus in-process state."""
         deleted = self.c.users.delete_all(user_id)
+        self.c.journal.forget_user(user_id)  # the global index of live journals names them
         self.c.working.drop(user_id)
         self._clear_query_cache()
         return {"forgotten": "all", "userId": user_id, "keysDeleted": deleted}

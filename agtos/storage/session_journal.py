@@ -5,6 +5,13 @@ A journal is never trimmed: an append that would pass a cap (turns or bytes of t
 sessions or journalled turns of the user) is refused whole with :class:`JournalFull`. Beside the
 lists, three keys per user count what the caps need (expired journals drop out of them):
 ``journals:live`` (session → expiry, ms), ``journals:turns`` and ``journals:bytes`` (session → count).
+
+One global sorted set, ``{prefix}:meta:journals:live``, indexes every live journal of every user
+(member ``user:session``, score: the last append, ms; neither id can contain ``:``), so that an idle
+sweep finds sessions no running process has seen (an API restart). The append writes it in the same
+script as the journal; on Redis Cluster, where it lives in another slot than the user's keys, it is
+written just before the script instead (the index may name a session whose journal is empty, never
+miss one with turns). Ending the session (``clear``), forgetting the user and opting out remove it.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from redis.commands.core import Script
 
 from agtos.schemas import Turn
 from agtos.storage.keys import GlobalKeys
-from agtos.storage.redis_conn import RedisConnector, as_bytes
+from agtos.storage.redis_conn import RedisConnector, as_bytes, as_text
 
 
 @dataclass(frozen=True)
@@ -46,8 +53,8 @@ class Appended:
     unseen: list[Turn]
 
 
-# KEYS: list, live (zset), turns (hash), bytes (hash)
-# ARGV: session, now ms, ttl s, seen, max turns, max bytes, max sessions, max user turns, turn...
+# KEYS: list, live (zset), turns (hash), bytes (hash)[, the global index (zset), not on a cluster]
+# ARGV: session, now ms, ttl s, seen, max turns, max bytes, max sessions, max user turns, index member, turn...
 _APPEND_LUA = """
 local list, live, nturns, nbytes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local sid, now, ttl, seen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -64,8 +71,8 @@ if old == 0 then
   redis.call('HDEL', nturns, sid)
   redis.call('HDEL', nbytes, sid)
 end
-local k, add = #ARGV - 8, 0
-for i = 9, #ARGV do add = add + #ARGV[i] end
+local k, add = #ARGV - 9, 0
+for i = 10, #ARGV do add = add + #ARGV[i] end
 local bytes = tonumber(redis.call('HGET', nbytes, sid) or '0')
 if max_turns > 0 and old + k > max_turns then return {-1, old} end
 if max_bytes > 0 and bytes + add > max_bytes then return {-2, bytes} end
@@ -78,7 +85,8 @@ if max_user_turns > 0 then
   for _, n in ipairs(redis.call('HVALS', nturns)) do total = total + tonumber(n) end
   if total + k > max_user_turns then return {-4, total} end
 end
-redis.call('RPUSH', list, unpack(ARGV, 9))
+redis.call('RPUSH', list, unpack(ARGV, 10))
+if KEYS[5] then redis.call('ZADD', KEYS[5], now, ARGV[9]) end
 redis.call('EXPIRE', list, ttl)
 redis.call('ZADD', live, now + ttl * 1000, sid)
 redis.call('HINCRBY', nturns, sid, k)
@@ -94,6 +102,26 @@ return out
 """
 
 
+# KEYS: the global index; ARGV: member, the score it was read with. Removes the member only if no
+# append renewed it since.
+_UNINDEX_LUA = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) <= tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+INDEX_SEP = ":"  # in neither a user id nor a session id (keys.USER_ID_PATTERN, RECORD_ID_PATTERN)
+
+
+@dataclass(frozen=True)
+class IndexedSession:
+    """One member of the global index of live journals."""
+
+    user_id: str
+    session_id: str
+    last_append_ms: float
+
+
 class SessionJournal:
     def __init__(
         self, connector: RedisConnector, keys: GlobalKeys, ttl_s: int, limits: JournalLimits | None = None
@@ -103,6 +131,9 @@ class SessionJournal:
         self.ttl_s = ttl_s
         self.limits = limits or JournalLimits()
         self._script: Script | None = None
+        self._unindex: Script | None = None
+        self.index_key = keys.meta("journals:live")
+        self._cluster = connector.mode == "cluster"
 
     def _key(self, user_id: str, session_id: str) -> str:
         return self.keys.user(user_id).session_turns(session_id)
@@ -127,10 +158,15 @@ class SessionJournal:
             lim.bytes_per_session,
             lim.sessions_per_user,
             lim.turns_per_user,
+            member := _member(user_id, session_id),
             *(t.model_dump_json() for t in batch),
         ]
+        if not self._cluster:
+            keys.append(self.index_key)
 
         def op(r: redis.Redis) -> list[Any]:
+            if self._cluster:  # another slot: indexed first, so a journal with turns is never missing
+                r.zadd(self.index_key, {member: args[1]})
             if self._script is None:
                 self._script = r.register_script(_APPEND_LUA)
             return list(self._script(keys=keys, args=args, client=r))
@@ -176,6 +212,50 @@ class SessionJournal:
             pipe.zrem(live, session_id)
             pipe.hdel(nturns, session_id)
             pipe.hdel(nbytes, session_id)
+            if not self._cluster:
+                pipe.zrem(self.index_key, _member(user_id, session_id))
             pipe.execute()
+            if self._cluster:  # another slot; a member left behind names an empty journal: harmless
+                r.zrem(self.index_key, _member(user_id, session_id))
 
         self.connector.run(op)
+
+    # -- the global index of live journals ----------------------------------------------
+    def idle(self, older_than_s: float, limit: int = 1_000) -> list[IndexedSession]:
+        """Indexed sessions whose last append is at least ``older_than_s`` old, oldest first."""
+        cutoff = int(time.time() * 1000 - older_than_s * 1000)
+        rows: list[Any] = self.connector.run(
+            lambda r: list(r.zrangebyscore(self.index_key, "-inf", cutoff, start=0, num=limit, withscores=True))
+        )
+        out = []
+        for raw, score in rows:
+            user_id, sep, session_id = as_text(raw).partition(INDEX_SEP)
+            if sep and user_id and session_id:
+                out.append(IndexedSession(user_id, session_id, float(score)))
+        return out
+
+    def unindex(self, entry: IndexedSession) -> bool:
+        """Drop an index member read by :meth:`idle`, unless an append renewed it since."""
+
+        def op(r: redis.Redis) -> int:
+            if self._unindex is None:
+                self._unindex = r.register_script(_UNINDEX_LUA)
+            member = _member(entry.user_id, entry.session_id)
+            return int(self._unindex(keys=[self.index_key], args=[member, entry.last_append_ms], client=r))
+
+        return bool(self.connector.run(op))
+
+    def forget_user(self, user_id: str) -> int:
+        """Remove every index member of the user (forget-all, opt-out); returns how many."""
+        self.keys.user(user_id)  # validates the id: no glob character can reach the MATCH pattern
+        pattern = f"{user_id}{INDEX_SEP}*"
+
+        def op(r: redis.Redis) -> int:
+            found = [m for m, _ in r.zscan_iter(self.index_key, match=pattern, count=1_000)]
+            return int(r.zrem(self.index_key, *found)) if found else 0
+
+        return int(self.connector.run(op))
+
+
+def _member(user_id: str, session_id: str) -> str:
+    return f"{user_id}{INDEX_SEP}{session_id}"
