@@ -22,7 +22,9 @@ from fastapi.testclient import TestClient
 
 from agtos.config import Settings, WorkingMemoryConfig
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas import Role, Turn
 from agtos.serving.app import create_app
+from agtos.storage.session_journal import JournalFull
 from tests.helpers import user
 from tests.redis_process import RedisProcess
 
@@ -305,6 +307,112 @@ def test_ending_forgetting_and_opting_out_remove_the_index_members(
         assert [(r.session_id, r.saved) for r in swept] == [("trip", True)]
         assert live_index(redis_url, key_prefix) == []
         assert len(episode_ids(restarted)) == 2 and episode_ids(restarted, "carol") == []
+
+
+# -- a turn appended while its session is being ended -------------------------------------
+LATE = "Remember that I prefer an aisle seat on long train journeys."
+
+
+def journal_counts(url: str, prefix: str, session_id: str, who: str = "alice") -> tuple[int, int]:
+    """The per-user turn and byte counts the caps read for one session (0 when absent)."""
+    r = redis.Redis.from_url(url)
+    base = f"{prefix}:u:{{{who}}}:journals"
+    turns, size = r.hget(f"{base}:turns", session_id), r.hget(f"{base}:bytes", session_id)
+    return int(turns or 0), int(size or 0)
+
+
+def raw_bytes(url: str, prefix: str, session_id: str, who: str = "alice") -> int:
+    raws = redis.Redis.from_url(url).lrange(f"{prefix}:u:{{{who}}}:session:{session_id}:turns", 0, -1)
+    return sum(len(raw) for raw in raws)
+
+
+def episodes(client: TestClient, who: str = "alice") -> dict[str, Any]:
+    response = client.get("/api/memory/episodes", headers=user(who))
+    assert response.status_code == 200, response.text
+    return {e["id"]: e for e in response.json()["episodes"]}
+
+
+@pytest.mark.parametrize("next_end", ["client", "idle-sweeper"])
+def test_a_turn_acknowledged_while_its_session_ends_is_kept_and_stored_by_the_next_end(
+    settings: Settings, redis_url: str, key_prefix: str, next_end: str
+) -> None:
+    """The end has read the journal and is storing the episode (its sessionEnded event runs before
+    the clear); another API process acknowledges a turn of the session then. The clear removes only
+    what the end read: the late turn stays journalled, live and indexed, the caps' counts drop by
+    exactly what was removed, and the next end stores it as an episode of its own, the first intact."""
+    with api(settings) as ender, api(settings) as other:
+        assert append(ender, "trip", *TRIP).status_code == 200
+        late: list[Any] = []
+
+        def append_during_the_end(payload: dict[str, Any]) -> None:
+            if not late and payload["session_id"] == "trip":
+                late.append(append(other, "trip", LATE))
+                assert journal(redis_url, key_prefix, "trip") == [*TRIP, LATE]  # in the window
+
+        coordinator_of(ender).events.subscribe("sessionEnded", append_during_the_end)
+        first = end(ender, "trip")
+        assert first.status_code == 200, first.text
+        body = first.json()
+        assert (body["saved"], body["status"], body["turnsAccepted"]) == (True, "done", 4)
+        [acknowledged] = late
+        assert acknowledged.status_code == 200 and acknowledged.json()["journalLength"] == 5
+
+        assert journal(redis_url, key_prefix, "trip") == [LATE]
+        assert live_index(redis_url, key_prefix) == ["alice:trip"]
+        assert journal_counts(redis_url, key_prefix, "trip") == (1, raw_bytes(redis_url, key_prefix, "trip"))
+        assert messages(ender, "trip") == [LATE] == messages(other, "trip")
+        stored = episodes(ender)
+        assert list(stored) == [body["episodeId"]]
+
+        if next_end == "client":
+            second = end(other, "trip").json()
+            assert (second["saved"], second["status"], second["turnsAccepted"]) == (True, "done", 1)
+            second_id = second["episodeId"]
+        else:  # the late turn's process is gone from the picture: the ender's sweep finds the session
+            [swept] = coordinator_of(ender).end_idle_sessions(idle_s=0)
+            assert (swept.session_id, swept.saved, swept.status, swept.turns_accepted) == ("trip", True, "done", 1)
+            second_id = swept.episode_id
+        assert second_id != body["episodeId"]
+        after = episodes(other)
+        assert set(after) == {body["episodeId"], second_id}
+        assert after[body["episodeId"]] == stored[body["episodeId"]]  # the first episode intact
+        assert "aisle seat" in json.dumps(after[second_id])
+        assert journal(redis_url, key_prefix, "trip") == [] and live_index(redis_url, key_prefix) == []
+        assert journal_counts(redis_url, key_prefix, "trip") == (0, 0)
+        assert end(ender, "trip").json()["reason"] == "session has no turns"
+        assert set(episodes(ender)) == {body["episodeId"], second_id}
+
+
+def test_the_journal_clears_only_what_an_end_read(settings: Settings, redis_url: str, key_prefix: str) -> None:
+    """The storage steps of two overlapping ends (a client's and the idle sweeper's), interleaved by
+    hand: a clear removes the turns it read, never turns it did not; a stale read removes nothing."""
+    coordinator = MemoryCoordinator(settings.with_overrides(user_max_turns=5))
+    try:
+        store, sessions = coordinator.services.journal, coordinator.sessions
+        sessions.add_turns("alice", "trip", [Turn(role=Role.user, content=c) for c in TRIP[:2]])
+        by_client, by_sweeper = store.read("alice", "trip"), store.read("alice", "trip")
+        assert [t.content for t in by_client.turns] == list(TRIP[:2]) and by_client.count == 2
+        sessions.add_turn("alice", "trip", Turn(role=Role.user, content=LATE))
+        assert store.clear("alice", "trip", by_client) == 1
+        assert journal(redis_url, key_prefix, "trip") == [LATE]
+        assert journal_counts(redis_url, key_prefix, "trip") == (1, raw_bytes(redis_url, key_prefix, "trip"))
+        # the sweeper's read is stale: the journal, as long as it was, no longer starts with it
+        sessions.add_turn("alice", "trip", Turn(role=Role.user, content="turn 0"))
+        assert store.clear("alice", "trip", by_sweeper) == 2
+        assert journal(redis_url, key_prefix, "trip") == [LATE, "turn 0"]
+        assert live_index(redis_url, key_prefix) == ["alice:trip"]
+        # the user's cap counts exactly what is left: 2 + 3 fits the cap of 5, one more does not
+        sessions.add_turns("alice", "trip", [Turn(role=Role.user, content=f"turn {i}") for i in range(1, 4)])
+        with pytest.raises(JournalFull, match="5 in this user's live sessions"):
+            sessions.add_turn("alice", "trip", Turn(role=Role.user, content="one too many"))
+        assert journal_counts(redis_url, key_prefix, "trip") == (5, raw_bytes(redis_url, key_prefix, "trip"))
+        everything = store.read("alice", "trip")
+        assert everything.count == 5
+        assert store.clear("alice", "trip", everything) == 0
+        assert journal(redis_url, key_prefix, "trip") == [] and live_index(redis_url, key_prefix) == []
+        assert journal_counts(redis_url, key_prefix, "trip") == (0, 0)
+    finally:
+        coordinator.close()
 
 
 # -- caps: 413, nothing written, nothing dropped -------------------------------------------

@@ -19,7 +19,7 @@ from agtos.schemas import Episode, Turn
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import InvalidIdentifier, check_record_id, check_user_id
 from agtos.storage.redis_conn import StorageUnavailable
-from agtos.storage.session_journal import JournalFull
+from agtos.storage.session_journal import JournalFull, JournalRead
 from agtos.tasks.extract import extract
 from agtos.tasks.importance import decide_save
 
@@ -118,26 +118,27 @@ class LiveSessions:
             wm.add(turn)
         wm.journal_len += len(turns)
 
-    def _session_turns(self, user_id: str, session_id: str) -> list[Turn]:
-        """What ending the session ingests: its journal. ``StorageUnavailable`` when Redis cannot be
-        read (never "no turns": the session stays live, for a retry or the idle sweeper).
+    def _session_turns(self, user_id: str, session_id: str) -> tuple[list[Turn], JournalRead]:
+        """What ending the session ingests: its journal, and the read that the clear afterwards removes
+        (only that: turns appended meanwhile stay for the next end). ``StorageUnavailable`` when Redis
+        cannot be read (never "no turns": the session stays live, for a retry or the idle sweeper).
 
         An empty journal falls back to this process's copy only when that copy was never journalled
         (turns kept while the user had opted out). A copy that was journalled and whose journal is
         gone is stale: the session was ended elsewhere (another API process or its sweeper) or the
         user forgot everything there, so it is dropped, not stored (again). A journal that merely
         expired is the same case: its TTL (48 h) is far past the idle sweep (30 min)."""
-        turns = self.services.journal.turns(user_id, session_id)
-        if turns:
-            return turns
+        read = self.services.journal.read(user_id, session_id)
+        if read.turns:
+            return read.turns, read
         wm = self.working.get(user_id, session_id)
         if wm is None:
-            return []
+            return [], read
         with wm.lock:
             if wm.journal_len:
                 self.working.discard(user_id, session_id, wm)
-                return []
-            return list(wm.messages)
+                return [], read
+            return list(wm.messages), read  # read.count 0: the clear removes no journalled turn
 
     def end_session(self, user_id: str, session_id: str, wait_s: float = 0.0) -> SessionEndResult:
         """End the session: its turns become an episode if the save heuristics keep it (idempotent).
@@ -155,31 +156,32 @@ class LiveSessions:
             return SessionEndResult(session_id, False, reason, None, status="skipped")
         # Redis down while reading, queueing, storing or clearing: StorageUnavailable (503) and the
         # session stays live (activity included), so a retry or the idle sweeper ends it later; a
-        # repeat of a half-done end stores the same episode (ids from the turns, upserts)
-        turns = self._session_turns(user_id, session_id)
+        # repeat of a half-done end stores the same episode (ids from the turns, upserts). Turns
+        # appended while this end runs stay journalled: a later end stores them as their own segment
+        turns, read = self._session_turns(user_id, session_id)
         if not turns:
             self.activity.session_ended(user_id, session_id)
             return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
         job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
         if self.settings.ingest_mode == "queue":
-            return self._enqueue_session(job, wait_s)
+            return self._enqueue_session(job, read, wait_s)
         draft = ingest_session(self.services, job, self._emit_session_ended)
-        self._clear_session(user_id, session_id)
+        self._clear_session(user_id, session_id, read)
         if not draft.decision.save:
             return SessionEndResult(session_id, False, draft.decision.reason, None, status="skipped")
         return SessionEndResult(
             session_id, True, draft.decision.reason, draft.episode, draft.episode.id, "done", len(turns)
         )
 
-    def _enqueue_session(self, job: SessionJob, wait_s: float) -> SessionEndResult:
-        """Queue mode: decide (cheap, pure), queue the job, clear the session; the worker ingests."""
+    def _enqueue_session(self, job: SessionJob, read: JournalRead, wait_s: float) -> SessionEndResult:
+        """Queue mode: decide (cheap, pure), queue the job, clear what it read; the worker ingests."""
         decision = decide_save(job.turns, extract(job.turns))
         if not decision.save:
-            self._clear_session(job.user_id, job.session_id)
+            self._clear_session(job.user_id, job.session_id, read)
             return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped")
         entry_id, position = self.ingest_queue.enqueue(job.model_dump_json().encode())
         # the queue entry holds the turns now; a crash before this line leaves the journal for a retry
-        self._clear_session(job.user_id, job.session_id)
+        self._clear_session(job.user_id, job.session_id, read)
         result = SessionEndResult(
             job.session_id, True, decision.reason, None, job.episode_id, "queued", len(job.turns), position
         )
@@ -284,10 +286,17 @@ class LiveSessions:
                 ended.append(result)
         return ended
 
-    def _clear_session(self, user_id: str, session_id: str) -> None:
-        """The session is over: its journal cleared first (a failure leaves it live and whole), then
-        dropped from this process (another process drops its copy when it next looks: see
-        :meth:`_session_turns` and :meth:`session`)."""
-        self.services.journal.clear(user_id, session_id)
+    def _clear_session(self, user_id: str, session_id: str, read: JournalRead) -> None:
+        """The stretch ``read`` is stored: those turns are cleared from the journal first (a failure
+        leaves it live and whole), then the session is dropped from this process (another process
+        drops its copy when it next looks: see :meth:`_session_turns` and :meth:`session`).
+
+        Turns appended after the read (acknowledged while the episode was stored) stay journalled:
+        the session stays live and indexed, its activity kept for the idle sweeper, and its view
+        is replayed from the journal on the next look."""
+        left = self.services.journal.clear(user_id, session_id, read)
         self.working.drop(user_id, session_id)
-        self.activity.session_ended(user_id, session_id)
+        if left:
+            log.info("session %s/%s: %d turns appended during its end stay live", user_id, session_id, left)
+        else:
+            self.activity.session_ended(user_id, session_id)

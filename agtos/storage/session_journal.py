@@ -12,10 +12,15 @@ sweep finds sessions no running process has seen (an API restart). The append wr
 script as the journal; on Redis Cluster, where it lives in another slot than the user's keys, it is
 written just before the script instead (the index may name a session whose journal is empty, never
 miss one with turns). Ending the session (``clear``), forgetting the user and opting out remove it.
+
+Ending a session clears only what it read (:meth:`SessionJournal.read`, then ``clear(..., read)``):
+a turn appended (and acknowledged) while the episode was being stored stays in the journal, the
+session stays live and indexed, and a later end stores it as an episode of its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +107,54 @@ return out
 """
 
 
+@dataclass(frozen=True)
+class JournalRead:
+    """What a session end read: the turns, and a mark of the entries they came from (their count
+    and the SHA-1 of the raw entries joined by newlines) that ``clear`` checks before it removes them."""
+
+    turns: list[Turn]
+    count: int
+    digest: str
+
+
+# KEYS: list, live (zset), turns (hash), bytes (hash)[, the global index (zset), not on a cluster]
+# ARGV: session, count read (-1: all), digest of what was read, index member.
+# Removes the first ``count`` entries if they are what was read; deletes the journal (and its index
+# entries) when nothing else is left. Returns {entries removed, entries left}; {-1, left} when the
+# journal no longer starts with what was read (another end cleared it and turns came since): untouched.
+_CLEAR_LUA = """
+local list, live, nturns, nbytes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local sid, n, digest = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local len = redis.call('LLEN', list)
+local removed = 0
+if n < 0 then
+  removed = len
+elseif n > 0 then
+  if len < n then return {-1, len} end
+  local raws = redis.call('LRANGE', list, 0, n - 1)
+  if redis.sha1hex(table.concat(raws, '\\n')) ~= digest then return {-1, len} end
+  if len > n then
+    local gone = 0
+    for _, raw in ipairs(raws) do gone = gone + #raw end
+    redis.call('LTRIM', list, n, -1)
+    redis.call('HSET', nturns, sid, len - n)
+    local left = tonumber(redis.call('HGET', nbytes, sid) or '0') - gone
+    redis.call('HSET', nbytes, sid, left > 0 and left or 0)
+    return {n, len - n}
+  end
+  removed = n
+elseif len > 0 then
+  return {0, len}
+end
+redis.call('DEL', list)
+redis.call('ZREM', live, sid)
+redis.call('HDEL', nturns, sid)
+redis.call('HDEL', nbytes, sid)
+if KEYS[5] then redis.call('ZREM', KEYS[5], ARGV[4]) end
+return {removed, 0}
+"""
+
+
 # KEYS: the global index; ARGV: member, the score it was read with. Removes the member only if no
 # append renewed it since.
 _UNINDEX_LUA = """
@@ -132,6 +185,7 @@ class SessionJournal:
         self.limits = limits or JournalLimits()
         self._script: Script | None = None
         self._unindex: Script | None = None
+        self._clear: Script | None = None
         self.index_key = keys.meta("journals:live")
         self._cluster = connector.mode == "cluster"
 
@@ -202,23 +256,38 @@ class SessionJournal:
         raws = self.connector.run(lambda r: r.lrange(key, start, -1))
         return [Turn.model_validate_json(raw) for raw in raws]
 
-    def clear(self, user_id: str, session_id: str) -> None:
+    def read(self, user_id: str, session_id: str) -> JournalRead:
+        """All journalled turns, oldest first, with the mark ``clear`` needs to remove only them."""
         key = self._key(user_id, session_id)
-        live, nturns, nbytes = self._index_keys(user_id)
+        raws = [as_bytes(raw) for raw in self.connector.run(lambda r: r.lrange(key, 0, -1))]
+        turns = [Turn.model_validate_json(raw) for raw in raws]
+        return JournalRead(turns, len(raws), hashlib.sha1(b"\n".join(raws), usedforsecurity=False).hexdigest())
 
-        def op(r: redis.Redis) -> None:
-            pipe = r.pipeline(transaction=True)
-            pipe.delete(key)
-            pipe.zrem(live, session_id)
-            pipe.hdel(nturns, session_id)
-            pipe.hdel(nbytes, session_id)
-            if not self._cluster:
-                pipe.zrem(self.index_key, _member(user_id, session_id))
-            pipe.execute()
-            if self._cluster:  # another slot; a member left behind names an empty journal: harmless
-                r.zrem(self.index_key, _member(user_id, session_id))
+    def clear(self, user_id: str, session_id: str, read: JournalRead | None = None) -> int:
+        """End the journal; returns how many turns are left in it.
 
-        self.connector.run(op)
+        Without ``read``: delete it whole. With it: remove only the entries read, if the journal
+        still starts with them, and delete it (index entries included) when nothing else is left.
+        Turns appended after the read stay, the session live and indexed, with the per-user turn and
+        byte counts lowered by exactly what was removed; a journal that no longer starts with what
+        was read (another end cleared it, new turns came since) is left as it is."""
+        key = self._key(user_id, session_id)
+        keys = [key, *self._index_keys(user_id)]
+        member = _member(user_id, session_id)
+        if not self._cluster:
+            keys.append(self.index_key)
+        count, digest = (-1, "") if read is None else (read.count, read.digest)
+        args: list[str | int] = [session_id, count, digest, member]
+
+        def op(r: redis.Redis) -> int:
+            if self._clear is None:
+                self._clear = r.register_script(_CLEAR_LUA)
+            _, left = (int(x) for x in self._clear(keys=keys, args=args, client=r))
+            if self._cluster and not left:  # another slot; a member left behind names an empty journal: harmless
+                r.zrem(self.index_key, member)
+            return left
+
+        return int(self.connector.run(op))
 
     # -- the global index of live journals ----------------------------------------------
     def idle(self, older_than_s: float, limit: int = 1_000) -> list[IndexedSession]:
