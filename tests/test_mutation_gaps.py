@@ -90,6 +90,10 @@ def test_a_rolling_summary_keeps_its_newest_sentences_within_the_limit(limit: in
     assert _bounded("Red fox. Big cat. Old dog.", limit) == kept
 
 
+def test_a_summary_that_fits_exactly_is_kept_as_written() -> None:
+    assert _bounded("Red fox.\n\nBig cat.", 18) == "Red fox.\n\nBig cat."  # 18 characters: untouched
+
+
 def test_a_rolling_summary_stays_within_1200_characters() -> None:
     """README: the rolling summary keeps its newest sentences within 1,200 characters."""
     folds = iter(range(100))
