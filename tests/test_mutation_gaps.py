@@ -4,12 +4,24 @@ Redis, literal expectations."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
-from agtos.config import Settings, SettingsError, WorkingMemoryConfig
+from agtos.config import (
+    LLMSlot,
+    Settings,
+    SettingsError,
+    WorkingMemoryConfig,
+    load_llm_slots,
+)
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.working import WorkingMemory, _bounded
 from agtos.schemas import Role, Turn
@@ -165,3 +177,187 @@ def test_an_invalid_setting_names_its_variable_and_range(section: type, values: 
     with pytest.raises(SettingsError) as refused:
         section(**values)
     assert str(refused.value) == message
+
+
+# --- settings (agtos/config.py): the environment, error messages and LLM slots, through Settings.from_env ---
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """No AGTOS_* / REDIS_URL variable of the caller's shell; the config dir an empty temp dir."""
+    for name in list(os.environ):
+        if name.upper().startswith("AGTOS_") or name.upper() == "REDIS_URL":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AGTOS_CONFIG_DIR", str(tmp_path))
+    return monkeypatch
+
+
+def test_variable_names_are_case_sensitive(clean_env: pytest.MonkeyPatch) -> None:
+    """The README's names are exact: a lower- or mixed-case spelling is another variable, not read."""
+    clean_env.setenv("AGTOS_PORT", "5001")
+    clean_env.setenv("agtos_hnsw_ef_search", "99")
+    clean_env.setenv("Agtos_Memory_Search_Mode", "bm25")
+    clean_env.setenv("agtos_wm_max_messages", "9")
+    clean_env.setenv("agtos_llm_provider", "ollama")
+    settings = Settings.from_env()
+    assert (settings.port, settings.hnsw_ef_search, settings.search_mode) == (5001, 256, "hybrid")
+    assert settings.working.maxMessages == 30
+    assert settings.llm_slots == {}
+
+
+def as_any(values: dict[str, Any]) -> Any:
+    """Values of the wrong kind, on purpose (the type checker would refuse them written out)."""
+    return values
+
+
+def test_an_unknown_setting_is_refused_with_its_name() -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings(**as_any({"bogus": 1}))
+    assert str(refused.value) == "bogus=1: Extra inputs are not permitted"
+    with pytest.raises(SettingsError) as refused:
+        WorkingMemoryConfig(maxMessages=8, **as_any({"nope": "x"}))
+    assert str(refused.value) == "nope='x': Extra inputs are not permitted"
+
+
+def test_a_wrong_slot_entry_is_named_by_its_path() -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings(llm_slots=as_any({"summarize": 5}))
+    assert str(refused.value) == "llm_slots.summarize=5: Input should be a valid dictionary or instance of LLMSlot"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        # a validator's own message that already names the variable is kept as it is
+        ("AGTOS_EMBEDDING_QUANTIZE", "int4", "AGTOS_EMBEDDING_QUANTIZE must be 'int8' or 'none', not 'int4'"),
+        # one that does not is prefixed with the variable and the value
+        (
+            "AGTOS_MAINTENANCE_TIMEZONE",
+            "Mars/Olympus",
+            "AGTOS_MAINTENANCE_TIMEZONE='Mars/Olympus' is not a known timezone",
+        ),
+        ("AGTOS_MAINTENANCE_JACCARD", "1.5", "AGTOS_MAINTENANCE_JACCARD must be between 0 and 1, not '1.5'"),
+        ("AGTOS_RATE_LIMIT_PER_S", "-1", "AGTOS_RATE_LIMIT_PER_S must be >= 0 (0: no limit), not '-1'"),
+        ("AGTOS_SESSION_JOURNAL_TTL_HOURS", "0", "AGTOS_SESSION_JOURNAL_TTL_HOURS must be > 0, not '0'"),
+        ("AGTOS_HNSW_EF_SEARCH", "4097", "AGTOS_HNSW_EF_SEARCH must be between 10 and 4096, not '4097'"),
+        (
+            "AGTOS_INGEST_WORKER",
+            "maybe",
+            "AGTOS_INGEST_WORKER='maybe' is not a boolean (true/false, 1/0, yes/no, on/off)",
+        ),
+        (
+            "AGTOS_EMBEDDING_PROVIDER",
+            "bert",
+            "AGTOS_EMBEDDING_PROVIDER must be one of 'onnx', 'local', 'ollama', "
+            "'openai', 'openrouter' or 'openai-compatible', not 'bert'",
+        ),
+    ],
+)
+def test_an_invalid_variable_stops_from_env_with_its_documented_message(
+    clean_env: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    clean_env.setenv(variable, value)
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value) == message
+
+
+def test_the_working_memory_limits_are_checked_together(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("AGTOS_WM_MAX_MESSAGES", "6")
+    clean_env.setenv("AGTOS_WM_PRESERVE_RECENT", "6")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value) == "AGTOS_WM_PRESERVE_RECENT must be >= 0 and below AGTOS_WM_MAX_MESSAGES"
+    clean_env.setenv("AGTOS_WM_PRESERVE_RECENT", " 5 ")
+    assert (Settings.from_env().working.maxMessages, Settings.from_env().working.preserveRecentCount) == (6, 5)
+
+
+def test_llm_slots_from_their_variables(clean_env: pytest.MonkeyPatch) -> None:
+    """AGTOS_LLM_* is the default slot, AGTOS_<SLOT>_* one slot; provider normalised, blanks unset."""
+    clean_env.setenv("AGTOS_LLM_PROVIDER", " Ollama ")
+    clean_env.setenv("AGTOS_LLM_MODEL", "llama3.2")
+    clean_env.setenv("AGTOS_LLM_TIMEOUT_S", "   ")  # blank: the default
+    clean_env.setenv("AGTOS_DIALECTIC_PROVIDER", "OPENAI-COMPATIBLE")
+    clean_env.setenv("AGTOS_DIALECTIC_MODEL", "qwen")
+    clean_env.setenv("AGTOS_DIALECTIC_BASE_URL", " http://127.0.0.1:9/v1 ")
+    clean_env.setenv("AGTOS_DIALECTIC_API_KEY", "sk-1")
+    clean_env.setenv("AGTOS_DIALECTIC_TIMEOUT_S", "2.5")
+    clean_env.setenv("AGTOS_DIALECTIC_MAX_TOKENS", "64")
+    clean_env.setenv("AGTOS_EXPANSION_MODEL", "no provider: no slot")
+    settings = Settings.from_env()
+    assert set(settings.llm_slots) == {"default", "dialectic"}
+    default = settings.llm_slot("default")
+    assert (default.provider, default.model, default.base_url, default.api_key) == ("ollama", "llama3.2", "", "")
+    assert (default.timeout_s, default.max_tokens) == (60.0, 512)
+    dialectic = settings.llm_slot("dialectic")
+    assert (dialectic.provider, dialectic.model, dialectic.base_url, dialectic.api_key) == (
+        "openai-compatible",
+        "qwen",
+        "http://127.0.0.1:9/v1",
+        "sk-1",
+    )
+    assert (dialectic.timeout_s, dialectic.max_tokens) == (2.5, 64)
+    assert settings.llm_slot("expansion") == default  # unset slot: the default one
+    assert Settings().llm_slot("expansion") == LLMSlot()
+    assert LLMSlot().provider == "none"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "values", "message"),
+    [
+        (
+            "AGTOS_LLM_",
+            {"TIMEOUT_S": "0", "MAX_TOKENS": "0"},
+            "AGTOS_LLM_TIMEOUT_S must be > 0, not '0'; AGTOS_LLM_MAX_TOKENS must be >= 1, not '0'",
+        ),
+        ("AGTOS_CONSOLIDATION_", {"TIMEOUT_S": "soon"}, "AGTOS_CONSOLIDATION_TIMEOUT_S='soon' is not a number"),
+        ("AGTOS_SUMMARIZE_", {"MAX_TOKENS": "2.5"}, "AGTOS_SUMMARIZE_MAX_TOKENS='2.5' is not an integer"),
+    ],
+)
+def test_an_invalid_slot_variable_is_named_with_its_prefix(
+    clean_env: pytest.MonkeyPatch, prefix: str, values: dict[str, str], message: str
+) -> None:
+    clean_env.setenv(f"{prefix}PROVIDER", "ollama")
+    for name, value in values.items():
+        clean_env.setenv(prefix + name, value)
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value) == message
+
+
+def test_an_invalid_slot_in_the_config_file_names_the_file_and_slot(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"slots": {"maintenance": {"provider": "ollama", "timeout_s": -1}}}), encoding="utf-8")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value) == f"config file {config}, slot 'maintenance': TIMEOUT_S must be > 0, not -1"
+
+
+def test_a_config_file_provider_that_is_not_a_string_is_refused(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"slots": {"dialectic": {"provider": 5}}}), encoding="utf-8")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value) == f"config file {config}, slot 'dialectic': PROVIDER=5: Input should be a valid string"
+
+
+def test_the_config_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """A model name with non-ASCII letters, read by a process whose locale encoding is ASCII."""
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"slots": {"summarize": {"provider": "ollama", "model": "modèle-ß"}}}, ensure_ascii=False),
+        encoding="utf-8",
+    )
+    code = (
+        "import sys; from pathlib import Path; from agtos.config import load_llm_slots; "
+        "print(ascii(load_llm_slots(Path(sys.argv[1]))['summarize'].model))"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONUTF8"))}
+    environ |= {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(config)], env=environ, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, ascii("modèle-ß")), done.stderr[-2000:]
+    assert load_llm_slots(config)["summarize"].model == "modèle-ß"
