@@ -102,7 +102,32 @@ def load_spacy_model(packages: Sequence[str] = MODEL_PACKAGES) -> tuple[str, Any
         raise RuntimeError("no spaCy NER model could be loaded: " + "; ".join(errors))
 
 
-class SpacyRecognizer:
+class LineModelRecognizer:
+    """A NER model run line by line (no mention spans two lines), answered by a fallback recognizer
+    when the model cannot load. Subclasses give :meth:`load` and :meth:`_recognize_lines`."""
+
+    _fallback: EntityRecognizer | None
+
+    def load(self) -> bool:
+        raise NotImplementedError
+
+    def _recognize_lines(self, lines: list[str]) -> list[list[Mention]]:
+        raise NotImplementedError
+
+    def recognize(self, text: str) -> list[Mention]:
+        """Model mentions merged with rule mentions, in text order."""
+        return self.recognize_many([text])[0]
+
+    def recognize_many(self, texts: Iterable[str]) -> list[list[Mention]]:
+        """Batched :meth:`recognize`, line by line, plus speaker mentions."""
+        items = list(texts)
+        if not self.load():
+            assert self._fallback is not None
+            return self._fallback.recognize_many(items)
+        return per_line(items, self._recognize_lines)
+
+
+class SpacyRecognizer(LineModelRecognizer):
     """spaCy NER (lazy, loaded once, thread-safe) plus the strong rules.
 
     If the model cannot load, it logs a warning once and answers with :class:`RuleRecognizer`.
@@ -113,7 +138,7 @@ class SpacyRecognizer:
         self._batch_size = batch_size
         self._nlp: Any = None
         self._package = ""
-        self._fallback: RuleRecognizer | None = None
+        self._fallback = None
         self._lock = threading.Lock()
 
     @property
@@ -145,18 +170,6 @@ class SpacyRecognizer:
             if (etype := MODEL_LABELS.get(e.label_)) is not None
         ]
         return model_mentions(doc.text, spans)
-
-    def recognize(self, text: str) -> list[Mention]:
-        """Model mentions merged with rule mentions, in text order."""
-        return self.recognize_many([text])[0]
-
-    def recognize_many(self, texts: Iterable[str]) -> list[list[Mention]]:
-        """Batched :meth:`recognize` (``nlp.pipe``), line by line: no mention spans two lines."""
-        items = list(texts)
-        if not self.load():
-            assert self._fallback is not None
-            return self._fallback.recognize_many(items)
-        return per_line(items, self._recognize_lines)
 
     def _recognize_lines(self, lines: list[str]) -> list[list[Mention]]:
         with self._lock:  # spaCy does not promise thread-safe inference (shared StringStore)

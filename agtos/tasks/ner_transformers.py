@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from agtos.providers.transformers_ner import TokenClassifier, entity_labels
 from agtos.providers.transformers_runtime import ModelDirError
 from agtos.schemas import EntityType
 from agtos.tasks.mentions import MODEL_LABELS, EntityRecognizer, Mention
-from agtos.tasks.ner import ModelSpan, SpacyRecognizer, model_mentions, per_line
+from agtos.tasks.ner import LineModelRecognizer, ModelSpan, SpacyRecognizer, model_mentions
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,14 @@ NER_LABELS: dict[str, EntityType] = {
 }
 
 
-class TransformersRecognizer:
+class TransformersRecognizer(LineModelRecognizer):
     """Token-classification NER from a model directory plus the strong rules; spaCy when it cannot load."""
 
     def __init__(self, model_dir: str, fallback: Callable[[], EntityRecognizer] = SpacyRecognizer) -> None:
         self.model_dir = Path(model_dir)
         self.error: str | None = None
         self._make_fallback = fallback
-        self._fallback: EntityRecognizer | None = None
+        self._fallback = None
         self._classifier: TokenClassifier | None = None
         self._lock = threading.Lock()
         try:
@@ -78,17 +78,6 @@ class TransformersRecognizer:
                 except ModelDirError as exc:
                     self._fall_back(exc)
         return self._classifier is not None
-
-    def recognize(self, text: str) -> list[Mention]:
-        return self.recognize_many([text])[0]
-
-    def recognize_many(self, texts: Iterable[str]) -> list[list[Mention]]:
-        """Model mentions merged with rule mentions, line by line, in text order."""
-        items = list(texts)
-        if not self.load():
-            assert self._fallback is not None
-            return self._fallback.recognize_many(items)
-        return per_line(items, self._recognize_lines)
 
     def _recognize_lines(self, lines: list[str]) -> list[list[Mention]]:
         assert self._classifier is not None
