@@ -54,6 +54,7 @@ SMALL_TALK = [
         ("Which city does Maria live in?", ["Gina", "Jon"], "Which city does Maria live in?"),  # not a speaker
         ("Gina?", ["Gina"], "Gina?"),  # nothing else to search for: the query as it is
         ("Where does Mary Ann work?", ["Mary Ann", "Mary"], "Where does work?"),  # the longest name first
+        ("Where does Ann Marie work?", ["ann", "Ann Marie"], "Where does work?"),  # longest first, whatever the case
         ("What is the name of Jon's dog?", [], "What is the name of Jon's dog?"),
     ],
 )
