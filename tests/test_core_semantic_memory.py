@@ -331,3 +331,35 @@ def test_deleting_an_episode_or_other_record_answers_whether_there_was_one(sem: 
     assert sem.search("episode", "alice", "Lisbon trip", 5, "bm25").results == []
     assert sem.delete("episode", "alice", "ep-1") is False
     assert sem.delete("conclusion", "alice", "c-missing") is False  # any other namespace: False when absent
+
+
+def test_merging_a_duplicate_folds_it_into_the_survivor_and_repoints_what_it_closed(sem: SemanticMemory) -> None:
+    """The duplicate closed London; after the merge the survivor has closed it. The survivor keeps its
+    text, id and time, gains the duplicate's sources and the higher importance; the duplicate leaves
+    the record store, the timeline, the slot index and the search indexes; both histories say so."""
+    sem.write_memories([mem("m-dup", "User lives in Berlin", JAN, user="bob")], None)  # another user's copy
+    sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
+    sem.write_memories([mem("m-dup", "User lives in Berlin", MAR, ("ep-1", "ep-2"), importance=0.9)], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAY, ("ep-3", "ep-1"), importance=0.4)], None)
+    assert validity(sem, "m-london") == (JAN, MAR, "m-dup")
+
+    merged = sem.merge_duplicate(stored(sem, "m-berlin"), stored(sem, "m-dup"))
+    assert merged == mem("m-berlin", "User lives in Berlin", MAY, ("ep-3", "ep-1", "ep-2"), importance=0.9)
+    assert stored(sem, "m-berlin") == merged
+    assert sem.records("memory", "alice", ["m-dup"]) == {}
+    assert validity(sem, "m-london") == (JAN, MAR, "m-berlin")
+    assert history(sem, "m-berlin")[-1] == ("merged", "lint", "m-dup", "User lives in Berlin", MAY, None, None)
+    assert [c[:4] for c in history(sem, "m-dup")] == [("merged", "lint", "m-berlin", None)]
+    assert sorted(sem.history.slot_ids("alice", ["user|lives-in"])) == ["m-berlin", "m-london"]
+    assert sem.history.page("alice", 0, 10) == (["m-berlin", "m-london"], 2)
+    assert [h.id for h in sem.search("memory", "alice", "Berlin", 5, "bm25").results] == ["m-berlin"]
+    assert validity(sem, "m-dup", user="bob") == (JAN, None, None)
+    assert [c[0] for c in history(sem, "m-dup", user="bob")] == ["created"]
+    # the history store's own merge records the lint as its origin when none is given
+    sem.write_memories([mem("m-cat", "User owns a grey cat", JAN), mem("m-cat-2", "User owns a grey cat", MAR)], None)
+    sem.versions.merge_duplicate(stored(sem, "m-cat"), stored(sem, "m-cat-2"))
+    assert [c[:4] for c in history(sem, "m-cat-2")] == [("merged", "lint", "m-cat", None)]
+    # and the facade passes any other origin on
+    sem.write_memories([mem("m-tea", "User drinks green tea", JAN), mem("m-tea-2", "User drinks green tea", MAR)], None)
+    sem.merge_duplicate(stored(sem, "m-tea"), stored(sem, "m-tea-2"), origin="user")
+    assert [c[:4] for c in history(sem, "m-tea-2")] == [("merged", "user", "m-tea", None)]

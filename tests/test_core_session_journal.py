@@ -16,7 +16,7 @@ from agtos.config import Settings
 from agtos.schemas import Role, Turn
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.session_journal import JournalFull, JournalLimits, SessionJournal
+from agtos.storage.session_journal import IndexedSession, JournalFull, JournalLimits, SessionJournal
 
 TTL_S = 172_800  # 48 h
 
@@ -200,3 +200,54 @@ def test_expired_sessions_leave_the_counters(
     time.sleep(1.1)
     assert store.append("alice", "new", turn("e"), seen=2) == type(done)(length=1, reset=True, unseen=[])
     assert raw_redis.hget(nturns, "new") == b"1"
+
+
+def test_idle_lists_sessions_idle_long_enough_oldest_first(
+    connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """The global index (member ``user:session``, score: last append in ms) read by the idle sweep:
+    sessions whose last append is at least ``older_than_s`` old, oldest first, at most ``limit``;
+    members that do not name both a user and a session are skipped."""
+    now = int(time.time() * 1000)
+    index = f"{key_prefix}:meta:journals:live"
+    raw_redis.zadd(
+        index,
+        {
+            "bob:s2": now - 10_000,  # idle 10 s
+            "alice:s1": now - 20_000,  # idle 20 s
+            "alice:s3": now - 1_000,  # idle 1 s
+            "nosep": now - 30_000,
+            ":s4": now - 30_000,
+            "carol:": now - 30_000,
+        },
+    )
+    store = journal(connector, key_prefix)
+    assert store.idle(5.0) == [
+        IndexedSession("alice", "s1", float(now - 20_000)),
+        IndexedSession("bob", "s2", float(now - 10_000)),
+    ]
+    assert store.idle(15.0) == [IndexedSession("alice", "s1", float(now - 20_000))]
+    # the three malformed members are the oldest: read (and counted by the limit), then skipped
+    assert store.idle(5.0, limit=4) == [IndexedSession("alice", "s1", float(now - 20_000))]
+    assert [s.session_id for s in store.idle(0.5)] == ["s1", "s2", "s3"]
+    assert store.idle(60.0) == []
+
+
+def test_idle_counts_seconds_as_1000_ms(connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis) -> None:
+    """An hour of idleness is 3,600,000 ms: a session idle for an hour and 2 s is listed, one idle for
+    59 min 58 s is not (a cutoff off by 1 ms per second would move by 3.6 s)."""
+    now = int(time.time() * 1000)
+    raw_redis.zadd(f"{key_prefix}:meta:journals:live", {"alice:s1": now - 3_602_000, "alice:s2": now - 3_598_000})
+    assert journal(connector, key_prefix).idle(3_600.0) == [IndexedSession("alice", "s1", float(now - 3_602_000))]
+
+
+def test_idle_reads_1000_index_members_by_default(
+    connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    raw_redis.zadd(f"{key_prefix}:meta:journals:live", {f"u{i}:s": 1_000 + i for i in range(1_001)})
+    found = journal(connector, key_prefix).idle(1.0)
+    assert (len(found), found[0], found[-1]) == (
+        1_000,
+        IndexedSession("u0", "s", 1_000.0),
+        IndexedSession("u999", "s", 1_999.0),
+    )

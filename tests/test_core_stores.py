@@ -154,3 +154,21 @@ def test_save_and_delete_are_each_one_transaction(episodes: EpisodeStore, redis_
                 ours.append((name, inside.get(client, False)))
     monitor_client.close()
     assert ours == [("SET", True), ("ZADD", True), ("EXPIRE", True), ("SADD", False), ("DEL", True), ("ZREM", True)]
+
+
+def test_ids_between_is_half_open_oldest_first_per_user_and_limited(episodes: EpisodeStore) -> None:
+    """[start, end): an episode at the start is in, one at the end is out; ``limit`` keeps the oldest."""
+    for i in (4, 1, 3, 2, 5):
+        episodes.save(episode(i))
+    episodes.save(episode(3, user="bob"))
+    assert episodes.ids_between("alice", 2_000, 4_000) == ["ep-2", "ep-3"]
+    assert episodes.ids_between("alice", 0, 10_000, limit=2) == ["ep-1", "ep-2"]
+    assert episodes.ids_between("alice", 5_001, 10_000) == []
+    assert episodes.ids_between("bob", 0, 10_000) == ["ep-3"]
+    assert episodes.ids_between("carol", 0, 10_000) == []
+
+
+def test_ids_between_lists_50_by_default(episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str) -> None:
+    ghost_ids(raw_redis, key_prefix, 60)  # scores 0..59
+    found = episodes.ids_between("alice", 0, 100)
+    assert (len(found), found[0], found[-1]) == (50, "gone-0", "gone-49")
