@@ -119,15 +119,19 @@ def build_token_classifier(target: Path, tags: Sequence[str] = NER_TAGS) -> Path
     return target
 
 
-def build_nli_classifier(target: Path, id2label: dict[int, str], winner: str, *, pin: bool = True) -> Path:
+def build_nli_classifier(
+    target: Path, id2label: dict[int, str], winner: str | None, *, pin: bool = True, seed: int = 0
+) -> Path:
     """A one-layer BERT sequence classifier whose bias makes ``winner`` win every pair, pinned by
-    ``python -m agtos.providers.transformers_nli``'s manifest when ``pin``."""
+    ``python -m agtos.providers.transformers_nli``'s manifest when ``pin``. With ``winner=None`` the
+    model keeps its random weights (from ``seed``, drawn large), the classifier no bias: the label then
+    depends on the pair (torch's and onnxruntime's runs can be compared label by label)."""
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
     from agtos.providers.transformers_nli import pin as pin_dir
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=len(WORDS),
         hidden_size=16,
@@ -137,12 +141,14 @@ def build_nli_classifier(target: Path, id2label: dict[int, str], winner: str, *,
         max_position_embeddings=128,
         id2label=id2label,
         label2id={v: k for k, v in id2label.items()},
+        initializer_range=1.0 if winner is None else 0.02,  # BERT's 0.02 gives every pair the same logits
     )
     tok, model = tokenizer(), BertForSequenceClassification(config)
     with torch.no_grad():
-        model.classifier.weight.zero_()
         model.classifier.bias.zero_()
-        model.classifier.bias[next(k for k, v in id2label.items() if v == winner)] = 5.0
+        if winner is not None:
+            model.classifier.weight.zero_()
+            model.classifier.bias[next(k for k, v in id2label.items() if v == winner)] = 5.0
     model.save_pretrained(target)
     tok.save_pretrained(target)
     if pin:
@@ -230,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ner = TransformersRecognizer(str(ner_dir))
         line = "Alice Smith moved to Paris and works at Acmecorp. She likes the Olympics."
         results["ner"] = measure(ner.load, lambda _: ner.recognize(line), args.repeat)
-        nli = TransformersNLIModel(nli_dir)
+        nli = TransformersNLIModel(nli_dir, export_onnx=False)  # torch; benchmarks.nli_onnx compares ONNX
         pairs = [("User owns a zebra", "User rides a bike")] * 8
         results["nli"] = measure(nli.load, lambda _: nli.predict(pairs), args.repeat) | {"pairs_per_call": 8}
         if not args.no_ner_scores:
