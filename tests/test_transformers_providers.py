@@ -3,7 +3,8 @@
 ``benchmarks/transformers_cost.py`` builds them: a random one-layer Llama with a chat template whose
 generation config suppresses the special tokens (a reply is exactly the token budget long), a BERT
 token classifier whose embeddings tag alice/smith PER, paris LOC, acme/##corp ORG, olympics MISC,
-and a BERT NLI classifier whose bias makes one label of its config win. Each is configured the way
+and a BERT NLI classifier whose bias makes one label of its config win (exported once to ONNX,
+or run through torch when no export can be written). Each is configured the way
 an operator does it (environment -> ``Settings.from_env`` -> the app) and driven through the API.
 Under CI (``CI=true``; ``.ci/run`` installs the extra) a missing extra fails them; elsewhere they skip.
 """
@@ -212,7 +213,30 @@ def test_nli_labels_come_from_the_config_and_drive_stage_two(
     # the lexical fallback calls "owns a zebra" / "rides a bike" neutral: only the model confirms it
     assert pipeline["nli"] == "transformers-nli:nli" and "nliError" not in pipeline
     assert pipeline["counters"]["nliContradictions"] == 1 and pipeline["counters"]["confirmed"] == 1
-    assert nli == {"backend": "transformers-nli:nli", "modelDir": str(models["nli"]), "error": None}
+    assert nli == {
+        "backend": "transformers-nli:nli",
+        "modelDir": str(models["nli"]),
+        "error": None,
+        "runtime": "onnxruntime",  # exported once, beside the pinned files
+        "onnxExport": str(models["nli"] / ".agtos-onnx"),
+    }
+
+
+def test_health_says_when_the_nli_model_runs_through_torch_and_why(
+    serve: Serve, models: dict[str, Path], tmp_path: Path
+) -> None:
+    model_dir = build_nli_classifier(tmp_path / "read-only-nli", NLI_ORDER, "contradiction")
+    (model_dir / ".agtos-onnx").write_text("not a directory")  # no cache can be written: no export
+    blocked = tmp_path / "xdg-cache"
+    blocked.write_text("not a directory")
+    with serve(AGTOS_NLI_MODEL_DIR=str(model_dir), XDG_CACHE_HOME=str(blocked)) as client:
+        seed_pair(client.app.state.coordinator, "gus")
+        pipeline = run_maintenance(client, "gus")["report"]["summary"]["contradictionPipeline"]
+        nli = providers(client)["nli"]
+    assert pipeline["nli"] == "transformers-nli:read-only-nli" and "nliError" not in pipeline
+    assert pipeline["counters"]["confirmed"] == 1  # the model still decides, through torch
+    assert (nli["backend"], nli["error"], nli["runtime"]) == ("transformers-nli:read-only-nli", None, "torch")
+    assert nli["onnxError"].startswith("no cache directory can be written") and str(blocked) in nli["onnxError"]
 
 
 def test_the_nli_model_is_read_only_when_its_files_match_the_pins(models: dict[str, Path], tmp_path: Path) -> None:

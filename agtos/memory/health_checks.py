@@ -76,6 +76,8 @@ def providers(rt: Services) -> dict[str, Any]:
     model = rt.loaded_nli_model
     if cfg.nli_enabled:  # null until the first lint sweep loads it
         nli |= {"backend": model.name if model else None, "error": getattr(model, "load_error", None)}
+        runtime = getattr(model, "runtime_status", None)  # a transformers directory: onnxruntime or torch, and why
+        nli |= runtime() if callable(runtime) else {}
     return {"llm": slots, "ner": ner, "nli": nli}
 
 

@@ -5,23 +5,29 @@ DeBERTa-v3 or MiniLM MNLI model) instead of an ONNX export. As for the ONNX mode
 ``manifest.json`` pins the SHA-256 of every file in the directory; a file that differs, or one the
 manifest does not name, refuses the model (``python -m agtos.providers.transformers_nli DIR`` writes
 the manifest for a directory you trust). The labels come from ``config.id2label`` (entailment,
-neutral, contradiction, matched without case; ``contradiction`` is required). It runs through torch
-on the CPU: no ONNX export is made (the directory stays as pinned).
+neutral, contradiction, matched without case; ``contradiction`` is required). It is exported once
+to ONNX and run on onnxruntime (:mod:`agtos.providers.transformers_nli_onnx`: the export is cached
+beside, never over, the pinned files), or, when it cannot be exported, through torch on the CPU.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agtos.providers import transformers_nli_onnx as onnx_export
 from agtos.providers.transformers_runtime import ModelDirError, id2label, import_transformers, load_once, read_config
-from agtos.tasks.contradiction import NLIVerdict, verdicts
+from agtos.tasks.contradiction import NLIVerdict, OnnxNLIModel, verdicts
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 NLI_LABELS = frozenset({"entailment", "neutral", "contradiction"})
@@ -104,56 +110,94 @@ def _load_classifier(model_dir: Path) -> tuple[Any, Any]:
     return tokenizer, model
 
 
-class TransformersNLIModel:
-    """A cross-encoder NLI model from a pinned transformers directory, on torch (CPU); thread-safe."""
+def torch_logits(tokenizer: Any, classifier: Any, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """The classifier's logits (float32), one row per pair, in padded batches of :data:`BATCH_PAIRS`."""
+    import torch
 
-    def __init__(self, model_dir: Path) -> None:
+    rows = []
+    for start in range(0, len(pairs), BATCH_PAIRS):
+        batch = pairs[start : start + BATCH_PAIRS]
+        encoded = tokenizer(
+            [a for a, _ in batch],
+            [b for _, b in batch],
+            truncation=True,
+            max_length=MAX_TOKENS,
+            padding=True,
+            return_tensors="pt",
+        )
+        with torch.inference_mode():
+            rows.append(classifier(**encoded).logits.float().numpy())
+    return np.concatenate(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+
+
+class TransformersNLIModel:
+    """A cross-encoder NLI model from a pinned transformers directory (CPU); thread-safe.
+
+    With ``export_onnx`` (the default) it runs on onnxruntime from a one-time export
+    (:mod:`agtos.providers.transformers_nli_onnx`; later loads neither export again nor import
+    torch), else, or when the export is impossible, through torch; :meth:`runtime_status` says which
+    and why (``/health``).
+    """
+
+    def __init__(self, model_dir: Path, *, export_onnx: bool = True) -> None:
         self.model_dir = model_dir
-        self.name = f"transformers-nli:{model_dir.name}"
-        self._model: tuple[Any, Any] | None = None
+        self.name = f"transformers-nli:{model_dir.name}"  # one name for both runtimes: they agree
+        self.export_onnx = export_onnx
+        self._backend: OnnxNLIModel | tuple[Any, Any] | None = None
         self._labels: list[str] = []
+        self._status: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        """Check the pins and labels, load, and probe one pair; replaces nothing until all succeeded."""
+        """Check the pins and labels, load (the cached export, a new one, or torch's model), probe one
+        pair; replaces nothing until all succeeded. A model that torch cannot load is refused
+        (:class:`ModelDirError`); one that cannot be exported runs through torch."""
         labels = nli_labels(read_config(self.model_dir))
         verify_pins(self.model_dir)
-        model = load_once("sequence-classification", self.model_dir, _load_classifier)
-        shape = self._logits(model, [("probe", "probe")]).shape
+        cached = onnx_export.cached(self.model_dir, labels) if self.export_onnx else None
+        backend: OnnxNLIModel | tuple[Any, Any]
+        if cached is None:
+            backend, status = self._export_or_torch(labels)
+        else:
+            backend, status = cached, {"runtime": "onnxruntime", "onnxExport": str(cached.model_dir)}
+        with self._lock:
+            self._backend, self._labels, self._status = backend, labels, status
+
+    def _export_or_torch(self, labels: list[str]) -> tuple[OnnxNLIModel | tuple[Any, Any], dict[str, str]]:
+        """Load torch's model (kept only if it is the one that runs) and export it when asked."""
+        kind = "sequence-classification"
+        tokenizer, model = load_once(kind, self.model_dir, _load_classifier, keep=not self.export_onnx)
+        shape = torch_logits(tokenizer, model, [("probe", "probe")]).shape
         if shape != (1, len(labels)):
             raise ModelDirError(f"NLI model gives logits of shape {shape} for one pair, not (1, {len(labels)})")
-        with self._lock:
-            self._model, self._labels = model, labels
-
-    @staticmethod
-    def _logits(model: tuple[Any, Any], pairs: list[tuple[str, str]]) -> np.ndarray:
-        import torch
-
-        tokenizer, classifier = model
-        rows = []
-        for start in range(0, len(pairs), BATCH_PAIRS):
-            batch = pairs[start : start + BATCH_PAIRS]
-            encoded = tokenizer(
-                [a for a, _ in batch],
-                [b for _, b in batch],
-                truncation=True,
-                max_length=MAX_TOKENS,
-                padding=True,
-                return_tensors="pt",
+        if not self.export_onnx:
+            return (tokenizer, model), {"runtime": "torch", "onnxError": "ONNX export switched off"}
+        try:
+            exported = onnx_export.export(
+                self.model_dir, tokenizer, model, labels, partial(torch_logits, tokenizer, model)
             )
-            with torch.inference_mode():
-                rows.append(classifier(**encoded).logits.float().numpy())
-        return np.concatenate(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+        except onnx_export.ExportError as exc:
+            log.warning("NLI model %s runs through torch: %s", self.model_dir, exc)
+            kept = load_once(kind, self.model_dir, lambda _: (tokenizer, model))
+            return kept, {"runtime": "torch", "onnxError": str(exc)}
+        return exported, {"runtime": "onnxruntime", "onnxExport": str(exported.model_dir)}
+
+    def runtime_status(self) -> dict[str, str]:
+        """``runtime`` (onnxruntime or torch) and the export used or why there is none; empty until loaded."""
+        with self._lock:
+            return dict(self._status)
 
     def predict(self, pairs: list[tuple[str, str]]) -> list[NLIVerdict]:
-        if self._model is None:
+        if self._backend is None:
             self.load()
         with self._lock:
-            model, labels = self._model, self._labels
-        assert model is not None
+            backend, labels = self._backend, self._labels
+        assert backend is not None
         if not pairs:
             return []
-        return verdicts(self._logits(model, pairs), labels)
+        if isinstance(backend, OnnxNLIModel):
+            return backend.predict(pairs)
+        return verdicts(torch_logits(*backend, pairs), labels)
 
 
 if __name__ == "__main__":  # python -m agtos.providers.transformers_nli DIR: pin a trusted directory

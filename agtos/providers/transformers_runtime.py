@@ -69,22 +69,26 @@ _LOADED: dict[tuple[str, str], Any] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def load_once(kind: str, model_dir: Path, loader: Callable[[Path], T]) -> T:
+def load_once(kind: str, model_dir: Path, loader: Callable[[Path], T], *, keep: bool = True) -> T:
     """``loader(model_dir)`` once per process and resolved path; failures are not cached.
 
     Anything ``loader`` raises besides :class:`ModelDirError` (transformers' ``OSError`` for a missing
     weight file, safetensors' errors for a truncated one...) becomes a :class:`ModelDirError`.
+    ``keep=False`` loads the same way without keeping the model (one needed once, e.g. for an export).
     """
     key = (kind, str(model_dir.resolve()))
     with _LOAD_LOCK:  # loads are rare and heavy: one at a time
-        if key not in _LOADED:
-            try:
-                _LOADED[key] = loader(model_dir)
-            except ModelDirError:
-                raise
-            except Exception as exc:
-                raise ModelDirError(f"{kind} model at {model_dir} could not be loaded: {exc!r:.300}") from exc
-        return _LOADED[key]
+        if key in _LOADED:
+            return _LOADED[key]
+        try:
+            model = loader(model_dir)
+        except ModelDirError:
+            raise
+        except Exception as exc:
+            raise ModelDirError(f"{kind} model at {model_dir} could not be loaded: {exc!r:.300}") from exc
+        if keep:
+            _LOADED[key] = model
+        return model
 
 
 def forget_loaded() -> None:

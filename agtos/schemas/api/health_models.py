@@ -104,12 +104,20 @@ class ModelBackendOut(ApiModel):
     error: str | None = Field(None, description="why the configured model is not used")
 
 
+class NliBackendOut(ModelBackendOut):
+    runtime: Literal["onnxruntime", "torch"] | None = Field(
+        None, description="a transformers model directory: what runs it, once loaded"
+    )
+    onnx_export: str | None = Field(None, description="the directory of its one-time ONNX export")
+    onnx_error: str | None = Field(None, description="why it runs through torch: no ONNX export could be made")
+
+
 class ProvidersOut(ApiModel):
     """Which providers are active: the LLM slots, NER and NLI (never loads a model to tell)."""
 
     llm: dict[str, LlmSlotOut]
     ner: ModelBackendOut
-    nli: ModelBackendOut
+    nli: NliBackendOut
 
 
 class HealthOut(ApiModel):
