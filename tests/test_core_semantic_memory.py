@@ -355,11 +355,23 @@ def test_merging_a_duplicate_folds_it_into_the_survivor_and_repoints_what_it_clo
     assert [h.id for h in sem.search("memory", "alice", "Berlin", 5, "bm25").results] == ["m-berlin"]
     assert validity(sem, "m-dup", user="bob") == (JAN, None, None)
     assert [c[0] for c in history(sem, "m-dup", user="bob")] == ["created"]
-    # the history store's own merge records the lint as its origin when none is given
-    sem.write_memories([mem("m-cat", "User owns a grey cat", JAN), mem("m-cat-2", "User owns a grey cat", MAR)], None)
-    sem.versions.merge_duplicate(stored(sem, "m-cat"), stored(sem, "m-cat-2"))
-    assert [c[:4] for c in history(sem, "m-cat-2")] == [("merged", "lint", "m-cat", None)]
-    # and the facade passes any other origin on
+    # the facade passes any other origin on
     sem.write_memories([mem("m-tea", "User drinks green tea", JAN), mem("m-tea-2", "User drinks green tea", MAR)], None)
     sem.merge_duplicate(stored(sem, "m-tea"), stored(sem, "m-tea-2"), origin="user")
     assert [c[:4] for c in history(sem, "m-tea-2")] == [("merged", "user", "m-tea", None)]
+
+
+def test_the_versions_store_has_the_documented_origin_of_each_change(sem: SemanticMemory) -> None:
+    """Called without an origin, MemoryVersions records a write as extracted, an edit and a delete as the
+    user's, a merge as the lint's (the same defaults as the SemanticMemory facade)."""
+    versions = sem.versions
+    versions.write([mem("m-cat", "User owns a grey cat", JAN), mem("m-cat-2", "User owns a grey cat", MAR)], None)
+    versions.write([mem("m-tea", "User drinks green tea", JAN), mem("m-acme", "User works at Acme", JAN)], None)
+    versions.write([mem("m-globex", "User works at Globex", MAR)], None)  # closes m-acme
+    versions.replace(stored(sem, "m-tea"), mem("m-tea", "User drinks black tea", JAN), None)
+    versions.merge_duplicate(stored(sem, "m-cat"), stored(sem, "m-cat-2"))
+    versions.delete("alice", "m-globex")  # reopens m-acme
+    assert [c[:2] for c in history(sem, "m-cat")] == [("created", "extracted"), ("merged", "lint")]
+    assert [c[:2] for c in history(sem, "m-tea")] == [("created", "extracted"), ("edited", "user")]
+    assert [c[:4] for c in history(sem, "m-cat-2")] == [("merged", "lint", "m-cat", None)]
+    assert [c[:3] for c in history(sem, "m-acme")][-1] == ("reopened", "user", "m-globex")
