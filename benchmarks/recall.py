@@ -69,7 +69,6 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -322,18 +321,6 @@ def patched_module(module: Any, **attrs: Any) -> Iterator[None]:
     finally:
         for name, value in saved.items():
             setattr(module, name, value)
-
-
-class InlineExecutor:
-    """``submit`` runs the call at once on the calling thread (no overlap) and returns its future."""
-
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # handed to .result(), as a pool would
-            future.set_exception(exc)
-        return future
 
 
 @contextmanager
@@ -703,10 +690,9 @@ class Bench:
             log(f"           hit@10 {res.hits[mode]}")
 
     def breakdown(self, coord: MemoryCoordinator, queries: list[Query], res: SizeResult) -> None:
-        """Where a direct search spends its time. The search normally overlaps BM25 and the vector
-        version check with the query embedding (worker threads); here those run inline, one stage
-        after another, so the stages (exclusive times of the library's own methods) plus "other"
-        add up to the sequential total. The pipelined total (the timed pass) is shown beside it."""
+        """Where a direct search spends its time: the stages (exclusive times of the library's own
+        methods, one after another on the calling thread) plus "other" add up to the total. The
+        timed pass's total is shown beside it."""
         sem = coord.semantic
         store = sem.store("episode")
         embedder = sem.embedder
@@ -715,10 +701,8 @@ class Bench:
         wrappers = [
             (embedder, {"embed_one": watch.wrap("embed", embedder.embed_one)}),
             (store.vectors, {"search": watch.wrap("HNSW search + re-scoring", store.vectors.search)}),
-            (store.vectors, {"prepare": watch.wrap(version_check, store.vectors.prepare)}),
-            (store.vectors, {"_synced": watch.wrap(version_check, store.vectors._synced)}),
+            (semantic_module, {"sync_mirrors": watch.wrap(version_check, semantic_module.sync_mirrors)}),
             (store.bm25, {"search": watch.wrap("BM25 scoring (mirror)", store.bm25.search)}),
-            (store.bm25, {"_synced": watch.wrap(version_check, store.bm25._synced)}),
             (store, {"_live": watch.wrap("liveness + records (Redis)", store._live)}),
             (sem, {"records": watch.wrap("records fetch (Redis)", sem.records)}),
         ]
@@ -726,7 +710,6 @@ class Bench:
         with ExitStack() as stack:
             for obj, attrs in wrappers:
                 stack.enter_context(patched(obj, **attrs))
-            stack.enter_context(patched_module(semantic_module, _OVERLAP_POOL=InlineExecutor()))
             for q in queries:
                 for mode in MODES:
                     t = time.perf_counter()
@@ -743,8 +726,8 @@ class Bench:
 
             out = {name: mean(name) for name in names}
             out["other (RRF, recency re-rank, JSON, glue)"] = mean("total") - sum(out.values())
-            out["sequential total"] = mean("total")
-            out["pipelined total (timed pass, direct mean)"] = res.latency[mode]["direct_mean"]
+            out["total"] = mean("total")
+            out["timed pass total (direct mean)"] = res.latency[mode]["direct_mean"]
             res.breakdown[mode] = out
 
     def vector_baseline(self, coord: MemoryCoordinator, n: int, queries: list[Query], res: SizeResult) -> None:
@@ -917,13 +900,12 @@ def render(res: SizeResult, command: str, env: dict[str, str]) -> str:
         "",
         "### Where a direct search spends its time (mean ms per query, instrumented pass)",
         "",
-        "The search normally overlaps BM25 and the vector index's Redis version check with the query "
-        "embedding on worker threads. For this table they run inline, one after another: each stage is the "
-        "exclusive time of the library's own methods (`embed_one`; `VectorIndex.prepare`/`_synced` and "
-        "`BM25Index._synced`, the Redis version checks; the rest of `VectorIndex.search`, graph search + "
-        "re-scoring; the rest of `BM25Index.search`, scoring on the in-process mirror; `SemanticStore._live`; "
-        "`SemanticMemory.records`), *other* is the remainder, and the stages + other = the sequential total. "
-        "The pipelined total (the timed pass) shows what the overlap saves.",
+        "Each stage is the exclusive time of the library's own methods, run one after another on the "
+        "calling thread (`embed_one`; `sync_mirrors`, the one Redis version check of every mirror the search "
+        "reads and any re-read of changes; the rest of `VectorIndex.search`, graph search + re-scoring; the "
+        "rest of `BM25Index.search`, scoring on the in-process mirror; `SemanticStore._live`; "
+        "`SemanticMemory.records`), *other* is the remainder, and the stages + other = the total. "
+        "The timed pass's total is shown beside it.",
         "",
         "| mode | " + " | ".join(stages) + " |",
         "|---|" + "---:|" * len(stages),

@@ -44,7 +44,6 @@ from typing import Any
 import numpy as np
 import redis
 
-import agtos.memory.semantic as semantic_module
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.episodic import build_episode
@@ -61,10 +60,8 @@ from benchmarks.recall import (
     RESULTS_DIR,
     RUN_TMP,
     AsgiClient,
-    InlineExecutor,
     delete_prefix,
     log,
-    patched_module,
     pct,
     rss_mib,
 )
@@ -235,14 +232,12 @@ def time_search(coord: MemoryCoordinator, queries: list[str], warmup: int) -> di
 
 
 def profile(coord: MemoryCoordinator, queries: list[str]) -> str:
-    """The direct search (no HTTP) under cProfile, the overlapped BM25 and version checks run inline
-    so the profiler sees them: the functions with most cumulative, then most own time."""
+    """The direct search (no HTTP) under cProfile: the functions with most cumulative, then most own time."""
     profiler = cProfile.Profile()
-    with patched_module(semantic_module, _OVERLAP_POOL=InlineExecutor()):
-        profiler.enable()
-        for q in queries:
-            coord.search_episodes(USER_ID, q, 10)
-        profiler.disable()
+    profiler.enable()
+    for q in queries:
+        coord.search_episodes(USER_ID, q, 10)
+    profiler.disable()
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("cumulative").print_stats(45)

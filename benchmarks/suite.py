@@ -86,11 +86,9 @@ def recall_tables(rows: list[dict[str, Any]]) -> list[str]:
     if big.get("breakdown"):
         stages = list(big["breakdown"]["hybrid"])
         lines += [
-            f"Where a direct search's time goes at {big['size']:,} episodes (mean ms per query). The search "
-            "normally overlaps BM25 and the Redis version checks with the query embedding on worker threads; "
-            "here they run one after another, each stage the exclusive time of the library's own methods, so "
-            "the stages + other = the sequential total. The pipelined total is the same searches as served, "
-            "timed in an earlier pass: on a loaded host the two passes can differ by more than the overlap saves.",
+            f"Where a direct search's time goes at {big['size']:,} episodes (mean ms per query): each stage "
+            "the exclusive time of the library's own methods, so the stages + other = the total. The timed "
+            "pass total is the same searches timed in an earlier pass (on a loaded host the passes differ).",
             "",
             "| mode | " + " | ".join(stages) + " |",
             "|---|" + "---:|" * len(stages),

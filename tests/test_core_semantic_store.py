@@ -18,8 +18,9 @@ import redis
 from agtos.config import Settings
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
+from agtos.storage.mirror_sync import plan_many
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import SearchResult, SemanticStore
+from agtos.storage.semantic_store import SearchResult, SemanticStore, sync_mirrors
 from agtos.storage.vector_index import VectorIndex
 from tests.helpers import bm25_oracle, user_key_names
 from tests.redis_process import RedisClusterProcesses, RedisProcess
@@ -255,15 +256,82 @@ def test_search_argument_errors_and_limit_0(store: SemanticStore) -> None:
 def test_a_prepared_vector_shard_is_searched_as_prepared(
     store: SemanticStore, connector: RedisConnector, settings: Settings, key_prefix: str
 ) -> None:
-    """``vector_shard`` from ``vectors.prepare``: the version check already done is not redone."""
+    """``mirrors`` from ``sync_mirrors``: the version check already done is not redone."""
     put_ranked(store, 2)
-    shard = store.vectors.prepare("alice")
+    (mirrors,) = sync_mirrors("alice", [store], "vector")
     other = RedisConnector(settings.redis_url, settings.data_dir)  # another API process writes meanwhile
     put(make_store(other, key_prefix), "d0", "plain", QUERY)
     other.close()
-    prepared = store.search("alice", "", QUERY, mode="vector", vector_shard=shard)
+    prepared = store.search("alice", "", QUERY, mode="vector", mirrors=mirrors)
     assert [r.id for r in prepared] == ["d1", "d2"]
     assert [r.id for r in store.search("alice", "", QUERY, mode="vector")] == ["d0", "d1", "d2"]
+
+
+class CountingConnector(RedisConnector):
+    """A connector that counts its Redis calls (each ``run`` is one round trip or one pipeline)."""
+
+    calls = 0
+
+    def run(self, op: Any) -> Any:
+        self.calls += 1
+        return super().run(op)
+
+
+def two_namespaces(connector: RedisConnector, prefix: str) -> list[SemanticStore]:
+    keys = GlobalKeys(prefix)
+    return [
+        SemanticStore(connector, keys, ns, VectorIndex(connector, keys, ns, DIM), BM25Index(connector, keys, ns))
+        for ns in ("episode", "memory")
+    ]
+
+
+def test_sync_mirrors_checks_every_mirror_in_one_call_and_sees_another_process_s_writes(
+    settings: Settings, key_prefix: str
+) -> None:
+    """Four mirrors (BM25 + vectors of two namespaces) loaded by process A; process B adds to both
+    namespaces and deletes from one: A's next search sees all of it, after one version-check call."""
+    a = CountingConnector(settings.redis_url, settings.data_dir)
+    b = RedisConnector(settings.redis_url, settings.data_dir)
+    mine, theirs = two_namespaces(a, key_prefix), two_namespaces(b, key_prefix)
+    for store in theirs:
+        put(store, "d2", "zyxtrel second", ranked_vector(2))
+        put(store, "d3", "zyxtrel third", ranked_vector(3))
+    for mirrors, store in zip(sync_mirrors("alice", mine, "hybrid"), mine, strict=True):
+        assert [r.id for r in store.search("alice", "zyxtrel", QUERY, mirrors=mirrors)] == ["d2", "d3"]
+    for store in theirs:  # another API process writes after A's mirrors are loaded
+        put(store, "d1", "zyxtrel first", ranked_vector(1))
+    theirs[1].delete("alice", "d3")
+    a.calls = 0
+    synced = sync_mirrors("alice", mine, "hybrid")
+    assert a.calls == 1 + 4  # one version check for the four mirrors, then one re-read of each changed mirror
+    a.calls = 0
+    assert sync_mirrors("alice", mine, "hybrid") and a.calls == 1  # all fresh: that one check only
+    expected = {"episode": ["d1", "d2", "d3"], "memory": ["d1", "d2"]}
+    for mirrors, store in zip(synced, mine, strict=True):
+        for mode in ("hybrid", "vector", "bm25"):
+            found = store.search("alice", "zyxtrel", QUERY, mode=mode, mirrors=mirrors)  # type: ignore[arg-type]
+            assert [r.id for r in found] == expected[store.namespace], (store.namespace, mode)
+    a.close()
+    b.close()
+
+
+def test_a_plan_made_before_this_process_moved_its_mirror_is_made_again(
+    store: SemanticStore, settings: Settings, key_prefix: str
+) -> None:
+    """A version check whose mirror changed before it was applied (another thread synced or wrote)
+    is not applied: the index checks again, so a later write by another process is seen."""
+    put_ranked(store, 2)
+    store.search("alice", "", QUERY, mode="vector")  # the mirror is loaded
+    (check,) = [c for c in [store.vectors.sync_check("alice")] if c is not None]
+    (plan,) = plan_many(store.connector, [check])
+    assert plan.action == "fresh"
+    put(store, "d3", "plain", ranked_vector(3))  # this process's own write moves the mirror on
+    other = RedisConnector(settings.redis_url, settings.data_dir)
+    put(make_store(other, key_prefix), "d0", "plain", QUERY)  # then another process writes
+    other.close()
+    assert not plan.fits(check.mirror)
+    shard = store.vectors.synced("alice", plan)
+    assert [d for d, _ in shard.search(np.asarray(QUERY), 5)] == ["d0", "d1", "d2", "d3"]
 
 
 @pytest.fixture(scope="module")
@@ -386,4 +454,18 @@ def test_redis_dying_during_prune_reports_nothing_removed(
     redis.Redis.from_url(private_redis.url).delete(record_key("h7", "d2"))
     die_after_vector_removal(store, private_redis, monkeypatch)
     assert store.prune("alice") == 0
+    conn.close()
+
+
+def test_sync_mirrors_of_two_namespaces_works_on_a_redis_cluster(
+    cluster: RedisClusterProcesses, tmp_path: Path
+) -> None:
+    """The one version check spans two namespaces' keys: one user's hash tag keeps them in one slot."""
+    conn = RedisConnector(cluster.url, tmp_path)
+    stores = two_namespaces(conn, "h8")
+    for user in ("user0", "user1", "user2"):
+        for store in stores:
+            put(store, "d1", "zyxtrel first", ranked_vector(1), user=user)
+        for store, mirrors in zip(stores, sync_mirrors(user, stores, "hybrid"), strict=True):
+            assert [r.id for r in store.search(user, "zyxtrel", QUERY, mirrors=mirrors)] == ["d1"]
     conn.close()

@@ -10,7 +10,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +23,7 @@ from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.memory_history import MemoryHistory
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import SearchMode, SearchResult, SemanticStore
+from agtos.storage.semantic_store import SearchMode, SearchResult, SemanticStore, sync_mirrors
 from agtos.storage.turns import TURN_NAMESPACE, TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.ranking import fuse_expansions
@@ -33,7 +32,6 @@ from agtos.tasks.text import episode_text
 log = logging.getLogger(__name__)
 
 NAMESPACES = ("episode", "memory", "conclusion")
-_OVERLAP_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-overlap")
 EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before trying again
 #: (vector, keyword) weights of the turn index's RRF: a short turn that shares one word with the
 #: question ("Send me the name!") ranks high in BM25; the meaning counts more (issue 14, api_eval)
@@ -238,16 +236,8 @@ class SemanticMemory:
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
         queries = [query, *(self.expander(query) if self.expander else [])]
         stores = {namespace: self.store(namespace) for namespace in limits}
-        # while the query is embedded (ONNX releases the GIL), worker threads run BM25 (hybrid) and
-        # the vector mirrors' Redis version checks (vector, hybrid)
-        keyword = {
-            ns: _OVERLAP_POOL.submit(store.keyword_candidates, user_id, query, limits[ns])
-            for ns, store in stores.items()
-            if wanted == "hybrid"
-        }
-        shards = {
-            ns: _OVERLAP_POOL.submit(store.vectors.prepare, user_id) for ns, store in stores.items() if wanted != "bm25"
-        }
+        # every mirror this search reads is brought up to date in one Redis round trip
+        synced = dict(zip(stores, sync_mirrors(user_id, list(stores.values()), wanted), strict=True))
         vectors: list[np.ndarray | None] = [None] * len(queries)
         degraded = None
         if wanted != "bm25":
@@ -258,11 +248,9 @@ class SemanticMemory:
                 wanted = "bm25"
         out: dict[str, SemanticSearch] = {}
         for ns, store in stores.items():
-            first = keyword[ns].result() if ns in keyword else None
-            prepared = shards[ns].result() if ns in shards and wanted != "bm25" else None
             lists = [
-                store.search(user_id, q, v, wanted, limits[ns], threshold, first if i == 0 else None, prepared)
-                for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
+                store.search(user_id, q, v, wanted, limits[ns], threshold, mirrors=synced[ns])
+                for q, v in zip(queries, vectors, strict=True)
             ]
             out[ns] = SemanticSearch(fuse_expansions(lists, limits[ns]), wanted, degraded, store.max_fused_score)
         return out

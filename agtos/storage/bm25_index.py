@@ -32,6 +32,8 @@ from agtos.storage.mirror_sync import (
     LOG_BEGIN_LUA,
     LOG_END_LUA,
     MirrorRegistry,
+    SyncCheck,
+    SyncPlan,
     advance_after_own_write,
     plan_sync,
 )
@@ -183,13 +185,14 @@ class BM25Index:
         return int(changed)
 
     # -- reads ------------------------------------------------------------------------
-    def search(self, user_id: str, query: str, limit: int) -> list[tuple[str, float]]:
-        """Best-first ``(doc_id, bm25 score)``; only documents matching a query term."""
+    def search(self, user_id: str, query: str, limit: int, synced: BM25Mirror | None = None) -> list[tuple[str, float]]:
+        """Best-first ``(doc_id, bm25 score)``; only documents matching a query term. ``synced``:
+        this user's mirror from :meth:`synced` (its version check already done)."""
         terms = bm25.query_terms(query)
         if not terms or limit <= 0:
             return []
         if self.use_mirror:
-            mirror = self._synced(user_id)
+            mirror = synced or self.synced(user_id)
             with mirror.lock:
                 return mirror.search(terms, limit)
         return self._search_redis(user_id, terms, limit)
@@ -225,11 +228,19 @@ class BM25Index:
         avg_len = int(total_raw or 0) / n_docs
         return bm25.top(bm25.score_documents(postings, lengths, n_docs, avg_len), limit)
 
-    def _synced(self, user_id: str) -> BM25Mirror:
-        """The user's mirror, brought up to date with Redis (one round trip when fresh)."""
+    def sync_check(self, user_id: str) -> SyncCheck | None:
+        """What :func:`~agtos.storage.mirror_sync.plan_many` compares for this user (None without a mirror)."""
+        if not self.use_mirror:
+            return None
+        return SyncCheck(self._key(user_id, "meta"), self._key(user_id, "changes"), self._mirrors.get(user_id))
+
+    def synced(self, user_id: str, plan: SyncPlan | None = None) -> BM25Mirror:
+        """The user's mirror, brought up to date with Redis (one round trip when fresh); ``plan``:
+        from a version check already made, used while the mirror is still as it was then."""
         mirror = self._mirrors.get(user_id)
         with mirror.lock:
-            plan = plan_sync(self.connector, self._key(user_id, "meta"), self._key(user_id, "changes"), mirror)
+            if plan is None or not plan.fits(mirror):
+                plan = plan_sync(self.connector, self._key(user_id, "meta"), self._key(user_id, "changes"), mirror)
             if plan.action == "apply":
                 ids = plan.changed_ids
                 raws = self.connector.run(lambda r: r.hmget(self._key(user_id, "terms"), ids)) if ids else []

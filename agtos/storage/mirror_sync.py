@@ -11,15 +11,16 @@ Write scripts are built from :data:`LOG_BEGIN_LUA` / :data:`LOG_END_LUA` (``KEYS
 ``KEYS[2]`` changes, ``ARGV[2]`` epoch candidate, ``ARGV[3]`` log cap; the body logs each
 document with ``ZADD KEYS[2] v id``). Before a search, :func:`plan_sync` compares a mirror's
 epoch/version with Redis in one round trip and says whether it is fresh, which documents to
-re-read, or that it must be reloaded. All keys of one index share the user's hash tag, so
-the scripts stay valid on Redis Cluster.
+re-read, or that it must be reloaded; :func:`plan_many` does so for all the mirrors one search
+reads (BM25 and vectors of several namespaces) in that one round trip. All keys of one user
+share the user's hash tag, so the scripts and that check stay valid on Redis Cluster.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -53,33 +54,62 @@ class Mirror(Protocol):
 
 @dataclass(frozen=True)
 class SyncPlan:
-    """``fresh``: nothing to do; ``apply``: re-read ``changed_ids``; ``reload``: read everything."""
+    """``fresh``: nothing to do; ``apply``: re-read ``changed_ids``; ``reload``: read everything.
+    ``base``: the mirror's ``(loaded, epoch, version)`` the plan was made for (:meth:`fits`)."""
 
     action: Literal["fresh", "apply", "reload"]
     epoch: bytes | None
     version: int
     changed_ids: list[str] = field(default_factory=list)
+    base: tuple[bool, bytes | None, int] = (False, None, 0)
+
+    def fits(self, mirror: Mirror) -> bool:
+        """True while ``mirror`` is still as it was when the plan was made (else plan again)."""
+        return (mirror.loaded, mirror.epoch, mirror.version) == self.base
+
+
+@dataclass(frozen=True)
+class SyncCheck:
+    """The Redis keys of one mirrored index and the mirror to compare with them."""
+
+    meta_key: str
+    changes_key: str
+    mirror: Mirror
 
 
 def plan_sync(connector: RedisConnector, meta_key: str, changes_key: str, mirror: Mirror) -> SyncPlan:
     """Compare ``mirror`` with Redis (one round trip, one consistent snapshot)."""
-    loaded, since = mirror.loaded, mirror.version
+    return plan_many(connector, [SyncCheck(meta_key, changes_key, mirror)])[0]
+
+
+def plan_many(connector: RedisConnector, checks: Sequence[SyncCheck]) -> list[SyncPlan]:
+    """:func:`plan_sync` for several mirrors in one round trip (one MULTI/EXEC: the indexes of one
+    user share the user's hash tag, so this also holds on Redis Cluster)."""
+    if not checks:
+        return []
+    bases = [(c.mirror.loaded, c.mirror.epoch, c.mirror.version) for c in checks]
 
     def check(r: redis.Redis) -> list[Any]:
         pipe = r.pipeline(transaction=True)
-        pipe.hmget(meta_key, ["epoch", "ver", "floor"])
-        if loaded:  # the change log since our version
-            pipe.zrangebyscore(changes_key, f"({since}", "+inf")
-        return [*pipe.execute(), []]
+        for c, (loaded, _, since) in zip(checks, bases, strict=True):
+            pipe.hmget(c.meta_key, ["epoch", "ver", "floor"])
+            if loaded:  # the change log since our version
+                pipe.zrangebyscore(c.changes_key, f"({since}", "+inf")
+        return pipe.execute()
 
-    (epoch, ver, floor), changed, *_ = connector.run(check)
+    replies = iter(connector.run(check))
+    return [_plan(next(replies), next(replies) if base[0] else [], base) for base in bases]
+
+
+def _plan(meta: list[Any], changed: list[Any], base: tuple[bool, bytes | None, int]) -> SyncPlan:
+    (epoch, ver, floor), (loaded, mirror_epoch, since) = meta, base
     version, floor_version = int(ver or 0), int(floor or 0)
-    same_life = loaded and epoch == mirror.epoch
+    same_life = loaded and epoch == mirror_epoch
     if same_life and version == since:
-        return SyncPlan("fresh", epoch, version)
+        return SyncPlan("fresh", epoch, version, base=base)
     if same_life and floor_version <= since < version:
-        return SyncPlan("apply", epoch, version, [c.decode() for c in changed])
-    return SyncPlan("reload", epoch, version)
+        return SyncPlan("apply", epoch, version, [c.decode() for c in changed], base)
+    return SyncPlan("reload", epoch, version, base=base)
 
 
 def advance_after_own_write(mirror: Mirror, version: int, epoch: bytes) -> None:

@@ -8,14 +8,16 @@ removes them from both indexes on the spot (``prune`` sweeps the rest).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import redis
 
 from agtos.storage.bm25_index import BM25Index
+from agtos.storage.bm25_mirror import BM25Mirror
 from agtos.storage.keys import GlobalKeys, check_record_id
+from agtos.storage.mirror_sync import SyncCheck, plan_many
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable, as_text
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_shard import LocalShard
@@ -36,6 +38,36 @@ class SearchResult:
     match_type: MatchType
     similarity: float | None = None
     payload: str | None = field(default=None, compare=False, repr=False)  # the record's JSON
+
+
+@dataclass(frozen=True)
+class SyncedMirrors:
+    """A store's in-process mirrors brought up to date for one search (None: not read by that
+    search's mode, or not mirrored: RediSearch vectors, BM25 read from Redis)."""
+
+    bm25: BM25Mirror | None = None
+    vectors: LocalShard | None = None
+
+
+def sync_mirrors(user_id: str, stores: Sequence[SemanticStore], mode: SearchMode) -> list[SyncedMirrors]:
+    """The BM25 and vector mirrors a ``mode`` search of these stores reads, each brought up to date
+    with Redis, their version checks in one round trip for all (not one per index)."""
+    keyword, vector = mode != "vector", mode != "bm25"
+    checks = [
+        (store.bm25.sync_check(user_id) if keyword else None, store.vectors.sync_check(user_id) if vector else None)
+        for store in stores
+    ]
+    wanted: list[SyncCheck] = [c for pair in checks for c in pair if c is not None]
+    if not wanted:
+        return [SyncedMirrors() for _ in stores]
+    plans = iter(plan_many(stores[0].connector, wanted))
+    return [
+        SyncedMirrors(
+            store.bm25.synced(user_id, next(plans)) if bm25_check else None,
+            store.vectors.synced(user_id, next(plans)) if vector_check else None,
+        )
+        for store, (bm25_check, vector_check) in zip(stores, checks, strict=True)
+    ]
 
 
 class SemanticStore:
@@ -164,11 +196,11 @@ class SemanticStore:
         limit: int = 10,
         min_similarity: float = 0.0,
         keyword_hits: list[tuple[str, float]] | None = None,
-        vector_shard: LocalShard | None = None,
+        mirrors: SyncedMirrors | None = None,
     ) -> list[SearchResult]:
         """Best first. ``min_similarity`` filters vector hits; hybrid without a query
         vector degrades to keyword-only results. ``keyword_hits``: :meth:`keyword_candidates`
-        and ``vector_shard``: ``vectors.prepare`` already done (e.g. while the query is embedded)."""
+        already done; ``mirrors``: from :func:`sync_mirrors` (their version checks already done)."""
         if mode not in ("hybrid", "vector", "bm25"):
             raise ValueError(f"unknown search mode {mode!r}")
         if limit <= 0:
@@ -176,13 +208,14 @@ class SemanticStore:
         if mode == "vector" and query_vector is None:
             raise ValueError("vector search needs a query vector")
         pool = limit * self.candidate_factor
+        synced = mirrors or SyncedMirrors()
         vector_hits: list[tuple[str, float]] = []
         if mode != "bm25" and query_vector is not None:
-            vector_hits = self.vectors.search(user_id, query_vector, pool, min_similarity, vector_shard)
+            vector_hits = self.vectors.search(user_id, query_vector, pool, min_similarity, synced.vectors)
         if mode == "vector":
             keyword_hits = []
         elif keyword_hits is None:
-            keyword_hits = self.keyword_candidates(user_id, query_text, limit)
+            keyword_hits = self.keyword_candidates(user_id, query_text, limit, synced.bm25)
         similarity = dict(vector_hits)
         if mode == "vector":
             ranked = [SearchResult(d, s, "semantic", s) for d, s in vector_hits]
@@ -201,11 +234,15 @@ class SemanticStore:
             ]
         return self._live(user_id, ranked, limit)
 
-    def keyword_candidates(self, user_id: str, query_text: str, limit: int) -> list[tuple[str, float]]:
-        """The BM25 candidate pool a search for ``limit`` results fuses (best first)."""
+    def keyword_candidates(
+        self, user_id: str, query_text: str, limit: int, synced: BM25Mirror | None = None
+    ) -> list[tuple[str, float]]:
+        """The BM25 candidate pool a search for ``limit`` results fuses (best first); ``synced``:
+        the user's BM25 mirror from :func:`sync_mirrors`."""
         if not query_text.strip() or limit <= 0:
             return []
-        return [(d, s) for d, s in self.bm25.search(user_id, query_text, limit * self.candidate_factor) if s > 0]
+        pool = limit * self.candidate_factor
+        return [(d, s) for d, s in self.bm25.search(user_id, query_text, pool, synced) if s > 0]
 
     @property
     def max_fused_score(self) -> float:

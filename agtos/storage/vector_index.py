@@ -34,6 +34,8 @@ from agtos.storage.mirror_sync import (
     LOG_BEGIN_LUA,
     LOG_END_LUA,
     MirrorRegistry,
+    SyncCheck,
+    SyncPlan,
     advance_after_own_write,
     plan_sync,
 )
@@ -220,7 +222,14 @@ class VectorIndex:
     def prepare(self, user_id: str) -> LocalShard | None:
         """The user's mirror brought up to date now (None when RediSearch serves searches): pass
         it to :meth:`search` to do the Redis version check off the query's critical path."""
-        return None if self._redisearch() else self._synced(user_id)
+        return None if self._redisearch() else self.synced(user_id)
+
+    def sync_check(self, user_id: str) -> SyncCheck | None:
+        """What :func:`~agtos.storage.mirror_sync.plan_many` compares for this user (None when
+        RediSearch serves searches)."""
+        if self._redisearch():
+            return None
+        return SyncCheck(self._key(user_id, "meta"), self._key(user_id, "changes"), self._shards.get(user_id))
 
     def search(
         self,
@@ -238,7 +247,7 @@ class VectorIndex:
         if self._redisearch():
             hits = self._ft_knn(user_id, unit, limit)
         else:
-            shard = prepared or self._synced(user_id)
+            shard = prepared or self.synced(user_id)
             with shard.lock:
                 hits = shard.search(unit, limit)
         return [(doc_id, sim) for doc_id, sim in hits if sim >= min_similarity]
@@ -248,7 +257,7 @@ class VectorIndex:
     ) -> list[tuple[str, float]]:
         """Brute-force cosine over all stored vectors (the recall baseline)."""
         unit = self._unit(query_vector)
-        shard = self._synced(user_id)
+        shard = self.synced(user_id)
         with shard.lock:
             hits = shard.exact(unit, limit)
         return [(doc_id, sim) for doc_id, sim in hits if sim >= min_similarity]
@@ -294,11 +303,13 @@ class VectorIndex:
         return self._shards.get(user_id).wait_idle(timeout_s)
 
     # -- local shard sync -------------------------------------------------------------
-    def _synced(self, user_id: str) -> LocalShard:
-        """The user's shard, brought up to date with Redis (one round trip when fresh)."""
+    def synced(self, user_id: str, plan: SyncPlan | None = None) -> LocalShard:
+        """The user's shard, brought up to date with Redis (one round trip when fresh); ``plan``:
+        from a version check already made, used while the shard is still as it was then."""
         shard = self._shards.get(user_id)
         with shard.lock:
-            plan = plan_sync(self.connector, self._key(user_id, "meta"), self._key(user_id, "changes"), shard)
+            if plan is None or not plan.fits(shard):
+                plan = plan_sync(self.connector, self._key(user_id, "meta"), self._key(user_id, "changes"), shard)
             if plan.action == "apply":
                 ids = plan.changed_ids
                 blobs = self.connector.run(lambda r: r.hmget(self._key(user_id, "data"), ids)) if ids else []
