@@ -221,9 +221,10 @@ def far_east_local_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_format_section_groups_tiers_dates_lines_in_utc_and_orders_turns_as_said() -> None:
     items = [
         ContextItem("working", "w1", "we were talking about trains", 1.0, NOW_MS),
-        ContextItem("turn", "e2.t0", "(14 November 2023) Jon: booked the night train", 0.9, NOW_MS, "e2", "s2", 0),
+        ContextItem("turn", "e2.t0", "Jon: booked the night train", 0.9, NOW_MS, "e2", "s2", 0),
         ContextItem("episodic", "e1", "planned a trip to Lyon", 1.0, NOW_MS - DAY_MS),
-        ContextItem("turn", "e1.t4", "(13 November 2023) Gina: Lyon it is", 1.0, NOW_MS - DAY_MS, "e1", "s1", 4),
+        ContextItem("turn", "e1.t4", "Gina: Lyon it is", 1.0, NOW_MS - DAY_MS, "e1", "s1", 4),
+        ContextItem("turn", "e1.t5", "Jon: Lyon!", 1.0, NOW_MS - DAY_MS + 1, "e1", "s1", 5),
         ContextItem("semantic", "s1", "Gina prefers window seats", 1.0, NOW_MS),
         ContextItem("profile", "p1", "lives in Paris", 1.0, NOW_MS),
         ContextItem("conclusion", "c1", "Gina travels by train", 1.0, NOW_MS),
@@ -239,8 +240,11 @@ def test_format_section_groups_tiers_dates_lines_in_utc_and_orders_turns_as_said
             "### Conclusions",
             "- (14 November 2023) Gina travels by train",
             "### From past conversations",
-            "- (13 November 2023) Gina: Lyon it is",
-            "- (14 November 2023) Jon: booked the night train",
+            "13 November 2023:",  # one heading dates the turn lines of its day
+            "- Gina: Lyon it is",
+            "- Jon: Lyon!",
+            "14 November 2023:",
+            "- Jon: booked the night train",
             "### Relevant past sessions",
             "- (13 November 2023) planned a trip to Lyon",
             "### Earlier in this conversation",
@@ -276,7 +280,7 @@ def test_turn_items_date_and_attribute_each_turn_and_keep_the_matching_sentences
     hit, neighbour = turn_items([question, answer], answer, 0.8, "What is the name of Gina's greyhound?")[::-1]
     assert neighbour == item(
         "turn",
-        "(14 November 2023) Jon: What did you do yesterday [= 13 November 2023]?",
+        "Jon: What did you do yesterday [= 13 November 2023]?",
         0.8,
         id_="ep.t0",
         episode_id="ep",
@@ -284,7 +288,10 @@ def test_turn_items_date_and_attribute_each_turn_and_keep_the_matching_sentences
         position=0,
         neighbour=True,
     )
-    assert hit.text == "(14 November 2023) Gina: … Then I adopted a greyhound called Biscuit at the shelter. …"
+    assert (hit.text, hit.day) == (
+        "Gina: … Then I adopted a greyhound called Biscuit at the shelter. …",
+        "14 November 2023",
+    )
     assert (hit.id, hit.position, hit.neighbour, hit.relevance) == ("ep.t1", 1, False, 0.8)
 
 

@@ -16,7 +16,6 @@ from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.context import ContextItem, assemble, turn_items
-from agtos.tasks.ranking import named_speakers
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -50,7 +49,7 @@ def evidence_items(rt: Services, user_id: str, query: str, budget_tokens: int, l
     ]
     derived += [(c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None) for c, s in found.conclusions]
     sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]])
-    asked = named_speakers(query, found.speakers)
+    asked = found.asked(query)
     for m in found.turns:  # a question about a person: what that person said first
         said = not asked or (m.turn.name or "").lower() in asked
         items += turn_items(m.window, m.turn, m.score if said else m.score / SPEAKER_BONUS, query, _chunk(m.doc_ids[0]))

@@ -1,7 +1,8 @@
 """Recall: episode search, context assembly and the Dialectic ``ask``, over the services.
 
 One query is searched in every namespace it needs with one embedding (``search_many``), without
-the names of the people who speak in the user's conversations (:func:`without_speakers`). The
+the names of the people who speak in the user's conversations (:func:`without_speakers`), nor the
+names they call each other by ("Hey Kate!" to a speaker named Emi, :func:`addressed_names`). The
 verbatim turns are the main evidence: an episode ranks by its best evidence (weighted RRF of
 its turn hits, its own summary hit and the memories drawn from it, :func:`fuse_evidence`), and
 a search hit shows the turns that matched. The context (:mod:`agtos.memory.context_builder`)
@@ -11,6 +12,8 @@ spends its budget on that evidence. The facade validates ids and privacy before 
 from __future__ import annotations
 
 import logging
+import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
@@ -32,6 +35,7 @@ from agtos.tasks.ranking import (
     fuse_evidence,
     max_evidence_score,
     max_fused_score,
+    named_speakers,
     recency_weight,
     reciprocal_rank_fusion,
     rerank_by_recency,
@@ -60,6 +64,12 @@ _DAY_MS = 86_400_000
 PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
 SPEAKER_SESSIONS = 3  # the latest sessions whose speakers' names are left out of a search query
 SUPERSEDED_WEIGHT = 0.5  # a superseded fact's score counts this much (its current replacement is added)
+ADDRESSED_MIN = 2  # a name one speaker calls the other this often (latest sessions) is the other's name too
+# a name said to someone: "Hey Kate!", "Thank you Kate, …", "What about you, Kate?"
+_ADDRESSED = re.compile(
+    r"\b(?:hey|hi|hello|thanks|thank you|bye|night|morning|you),?\s+(?P<name>[A-Z][a-z]+)(?=\s*[!?.,]|$)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,17 @@ class Found:
     memories: list[tuple[Memory, float]] = field(default_factory=list)
     conclusions: list[tuple[Conclusion, float]] = field(default_factory=list)
     speakers: set[str] = field(default_factory=set)  # the names of the people who speak in the user's sessions
+    aliases: dict[str, str] = field(default_factory=dict)  # another name a speaker is called by -> the speaker
+
+    def asked(self, query: str) -> set[str]:
+        """The speakers ``query`` names (lower case), by their name or by what the other calls them."""
+        called = {a.lower(): s.lower() for a, s in self.aliases.items()}
+        return {called.get(n, n) for n in named_speakers(query, self.speakers | set(self.aliases))}
+
+    @property
+    def names(self) -> set[str]:
+        """Every name a speaker goes by."""
+        return self.speakers | set(self.aliases)
 
 
 def _scaled(found: SemanticSearch, hit: SearchResult) -> float:
@@ -146,8 +167,8 @@ def recall(
         wanted["memory"] = memories
     if conclusions:
         wanted["conclusion"] = conclusions
-    out = Found(speakers=speaker_names(rt, user_id))
-    searched = without_speakers(query, out.speakers)
+    out = people(rt, user_id)
+    searched = without_speakers(query, out.names)
     found = rt.semantic.search_many(user_id, searched, wanted, mode)
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
@@ -217,11 +238,47 @@ def recall(
     return out
 
 
-def speaker_names(rt: Services, user_id: str) -> set[str]:
-    """The names of the people who speak in the user's latest :data:`SPEAKER_SESSIONS` sessions."""
+def _latest_turns(rt: Services, user_id: str) -> list[StoredTurn]:
+    """The turns of the user's latest :data:`SPEAKER_SESSIONS` sessions."""
     timeline = rt.keys.user(user_id).episode_timeline()
     latest = members(rt.connector.run(lambda r: r.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)))
-    return {t.name for t in rt.semantic.turns.of_episodes(user_id, latest) if t.name} if latest else set()
+    return rt.semantic.turns.of_episodes(user_id, latest) if latest else []
+
+
+def speaker_names(rt: Services, user_id: str) -> set[str]:
+    """The names of the people who speak in the user's latest :data:`SPEAKER_SESSIONS` sessions."""
+    return {t.name for t in _latest_turns(rt, user_id) if t.name}
+
+
+def people(rt: Services, user_id: str) -> Found:
+    """Who speaks in the user's latest sessions, and the other names they are called by."""
+    turns = _latest_turns(rt, user_id)
+    return Found(speakers={t.name for t in turns if t.name}, aliases=addressed_names(turns))
+
+
+def addressed_names(turns: list[StoredTurn]) -> dict[str, str]:
+    """Names the speakers of two-person sessions call each other by ("Hey Kate!" said by Elise to
+    Emi: ``{"Kate": "Emi"}``), at least :data:`ADDRESSED_MIN` times, other than their own names;
+    each to the speaker it most often names."""
+    by_episode: dict[str, set[str]] = {}
+    for t in turns:
+        if t.name:
+            by_episode.setdefault(t.episode_id, set()).add(t.name)
+    names = {n.lower() for n in set().union(*by_episode.values())} if by_episode else set()
+    called: Counter[tuple[str, str]] = Counter()
+    for t in turns:
+        others = by_episode.get(t.episode_id, set()) - {t.name or ""}
+        if not t.name or len(others) != 1:
+            continue
+        for m in _ADDRESSED.finditer(t.content):
+            name = m["name"]
+            if name.lower() not in names and named_speakers(name, [name]):  # capitalised, not "May"
+                called[(name, next(iter(others)))] += 1
+    out: dict[str, str] = {}
+    for (name, speaker_name), count in called.most_common():
+        if count >= ADDRESSED_MIN:
+            out.setdefault(name, speaker_name)
+    return out
 
 
 def prefer_current_episodes(rt: Services, user_id: str, query: str, hits: list[SearchHit]) -> list[SearchHit]:
@@ -334,10 +391,11 @@ def search_memories(rt: Services, user_id: str, query: str, limit: int = 10, mod
 
 
 def profile_items(rt: Services, user_id: str, query: str, most: int | None = PROFILE_LINES) -> list[ContextItem]:
-    """The profile's lines that share a content word with ``query`` (at most ``most``, those
-    sharing most words first); ``most=None``: every line, the relevant ones at 0.9, others 0.5."""
+    """The profile's lines that share a content word with ``query`` other than the name of a person
+    who speaks (at most ``most``, those sharing most words first); ``most=None``: every line, the
+    relevant ones at 0.9, others 0.5."""
     profile = rt.profiles.get(user_id)
-    query_terms = set(content_words(query))
+    query_terms = set(content_words(without_speakers(query, people(rt, user_id).names)))
     lines = [f"User's name is {profile.name}"] if profile.name else []
     if profile.communication_style:
         lines.append(f"Communication style: {profile.communication_style}")

@@ -6,7 +6,9 @@ relevant old line is never pushed out by its age. Each matched turn is one line;
 are candidates of their own, weighted lower (``neighbour``), so the best evidence comes with its
 context and the rest of the budget still reaches further evidence; a line is paid for once. A
 fact whose words a chosen line already holds is left out. Every line but the profile's and this
-session's is dated, every turn line names its speaker; ``tokens`` counts the section as rendered.
+session's is dated (turn lines by one heading per day, paid for once: a date repeated on every line
+cost a fifth of the budget), every turn line names its speaker; ``tokens`` counts the section as
+rendered.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from agtos.schemas import StoredTurn
 from agtos.tasks.bm25 import query_terms
-from agtos.tasks.dates import annotate, format_day, turn_datetime, turn_prefix
+from agtos.tasks.dates import annotate, format_day, speaker, turn_datetime, turn_prefix
 from agtos.tasks.text import content_words, normalise
 from agtos.tasks.tokens import count_tokens, load_tokenizer
 from agtos.tasks.validity import until_label
@@ -52,6 +54,11 @@ UNDATED = ("profile", "working")
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
 
 
+def day_heading(day: str) -> str:
+    """The line that dates the turn lines said that day, written once: ``8 May 2023:``."""
+    return f"{day}:"
+
+
 @dataclass(frozen=True)
 class ContextItem:
     tier: str  # working | profile | semantic | conclusion | turn | episodic
@@ -66,13 +73,18 @@ class ContextItem:
     until: int | None = None  # a superseded fact: when a later one replaced it (ms)
 
     @property
+    def day(self) -> str:
+        """The day it was said or held, as written: ``8 May 2023`` (UTC)."""
+        return format_day(turn_datetime(self.timestamp).date())
+
+    @property
     def bullet(self) -> str:
-        """The line as written in the section: dated (a turn line is dated and attributed already);
-        a superseded fact says until when it held."""
+        """The line as written in the section: dated, or (a turn line, attributed already) under its
+        day's heading (:func:`day_heading`); a superseded fact says until when it held."""
         if self.tier in UNDATED or self.tier == "turn":
             return f"- {self.text}"
         until = f" ({until_label(self.until)})" if self.until is not None else ""
-        return f"- ({format_day(turn_datetime(self.timestamp).date())}) {self.text}{until}"
+        return f"- ({self.day}) {self.text}{until}"
 
     @property
     def weight(self) -> float:
@@ -152,7 +164,7 @@ def turn_items(
             ContextItem(
                 "turn",
                 f"{turn.episode_id}.t{turn.position}",
-                turn_prefix(turn) + text,
+                f"{speaker(turn)}: {text}",
                 relevance,
                 turn.timestamp,
                 turn.episode_id,
@@ -212,21 +224,25 @@ def fit_budget(items: list[ContextItem], budget_tokens: int) -> tuple[list[Conte
     chosen: list[ContextItem] = []
     titled: set[str] = set()
     turns: set[str] = set()
+    days: set[str] = set()  # the days whose heading is written
     said_lines: set[str] = set()
     kept: list[tuple[set[str], str]] = []
     for item in items:
         opening = (0 if chosen else header) + (0 if item.tier in titled else count_tokens(_title(item.tier)))
         terms, norm = set(content_words(item.text)), normalise(item.text)
         if item.tier == "turn":
-            if item.id in turns or norm in said_lines:  # taken, or the same words the same day by the same person
+            said = f"{item.day} {norm}"
+            if item.id in turns or said in said_lines:  # taken, or the same words the same day by the same person
                 continue
+            opening += 0 if item.day in days else count_tokens(day_heading(item.day))
         elif _said(terms, norm, kept, NEAR_DUPLICATE_JACCARD):
             continue
         if not budget.take(opening + count_tokens(item.bullet)):
             continue
         if item.tier == "turn":
             turns.add(item.id)
-            said_lines.add(norm)
+            said_lines.add(said)
+            days.add(item.day)
         kept.append((terms, norm))
         chosen.append(item)
         titled.add(item.tier)
@@ -247,8 +263,13 @@ def format_section(items: list[ContextItem]) -> str:
         if not group:
             continue
         lines.append(_title(tier))
-        if tier == "turn":  # in the order they were said
+        if tier == "turn":  # in the order they were said, under the heading of their day
             group = sorted(group, key=lambda i: (i.timestamp, i.episode_id or "", i.position or 0))
+            for n, i in enumerate(group):
+                if n == 0 or group[n - 1].day != i.day:
+                    lines.append(day_heading(i.day))
+                lines.append(i.bullet)
+            continue
         lines += [i.bullet for i in group]
     return "\n".join(lines)
 

@@ -1,0 +1,145 @@
+"""The context's budget on evidence, not on dates or names (issue 14).
+
+Turn lines are dated once per day by a heading, not each by its own ``(8 May 2023)``; a question
+may name a speaker by what the other calls them ("Hey Johnny!") rather than by the name the turns
+carry (``Jon``), and a profile line is not relevant for only sharing a speaker's name with it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.memory import recall
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas import Role, StoredTurn
+from agtos.serving.app import create_app
+from agtos.tasks.context import ContextItem, fit_budget, format_section
+from agtos.tasks.tokens import count_tokens
+from tests.helpers import delete_prefix, isolation_settings, user
+
+USER = "gina-and-jon-nicknames"
+START = datetime(2023, 5, 1, 18, 0, tzinfo=UTC)
+NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+DAY_MS = 86_400_000
+SMALL_TALK = [
+    ("Gina", "Hey Johnny! How was your week?"),
+    ("Jon", "Busy but fine, thanks Gigi. Work was a lot."),
+    ("Gina", "Same here, so many meetings."),
+    ("Jon", "Did you watch the game on Saturday?"),
+    ("Gina", "No, I missed it. Talk soon, bye Johnny!"),
+    ("Jon", "Night Gigi!"),
+]
+JON_BAKED = "I baked a lemon tart for the neighbours, it came out perfect."
+GINA_BAKED = "I baked a loaf of banana bread on Sunday, my first one."
+
+
+def turn(position: int, name: str, content: str, episode: str = "ep") -> StoredTurn:
+    return StoredTurn(
+        user_id="u",
+        episode_id=episode,
+        session_id="s",
+        position=position,
+        role=Role.user if name == "Gina" else Role.assistant,
+        name=name,
+        content=content,
+        timestamp=NOW_MS,
+    )
+
+
+def test_the_names_the_speakers_call_each_other_are_theirs_too() -> None:
+    talk = [turn(i, name, text) for i, (name, text) in enumerate(SMALL_TALK)]
+    assert recall.addressed_names(talk) == {"Johnny": "Jon", "Gigi": "Gina"}
+    assert recall.addressed_names(talk[:2]) == {}  # once each: not yet a name they go by
+    places = [turn(0, "Gina", "Hey Houston, nice to meet you."), turn(1, "Jon", "Hi May! Thanks Gina.")] * 2
+    # a name said once per turn but twice in all counts; a month is never a name; nor their own names
+    assert recall.addressed_names(places) == {"Houston": "Jon"}
+    three = [turn(0, "Gina", "Hey Johnny!"), turn(1, "Jon", "Hey Gigi!"), turn(2, "Ann", "Hey Johnny!")] * 2
+    assert recall.addressed_names(three) == {}  # in a group chat it is not clear who is called
+
+
+def test_turn_lines_pay_for_their_days_heading_once() -> None:
+    day1 = [ContextItem("turn", f"e.t{i}", f"Gina: line {i}", 1.0, NOW_MS, "e", "s", i) for i in range(2)]
+    day2 = ContextItem("turn", "f.t0", "Jon: later", 1.0, NOW_MS + DAY_MS, "f", "s2", 0)
+    costs = [count_tokens(t) for t in ("### From past conversations", "14 November 2023:", "- Gina: line 0")]
+    assert costs == [6, 5, 5]
+    assert count_tokens("- Jon: later") == 4 and count_tokens("15 November 2023:") == 5
+    header = 17  # "## Memory" and its instruction line (test_core_ranking)
+    assert fit_budget([*day1, day2], 1_000) == ([*day1, day2], header + 6 + 5 + 5 + 5 + 5 + 4)  # 47
+    # the second day's line (4) would fit in 8 more tokens, not with its day's heading (5)
+    assert fit_budget([*day1, day2], header + 6 + 5 + 5 + 5 + 8) == (day1, header + 6 + 5 + 5 + 5)
+    assert format_section([day2, *day1]).splitlines()[2:] == [
+        "### From past conversations",
+        "14 November 2023:",
+        "- Gina: line 0",
+        "- Gina: line 1",
+        "15 November 2023:",
+        "- Jon: later",
+    ]
+
+
+def session_turns(n: int) -> list[dict[str, Any]]:
+    start = START + timedelta(days=3 * n)
+    lines = SMALL_TALK[:3] + [("Jon", JON_BAKED)] * (n == 2) + [("Gina", GINA_BAKED)] * (n == 4) + SMALL_TALK[3:]
+    return [
+        {
+            "role": "user" if name == "Gina" else "assistant",
+            "name": name,
+            "content": text,
+            "timestamp": int((start + timedelta(seconds=30 * i)).timestamp() * 1000),
+        }
+        for i, (name, text) in enumerate(lines)
+    ]
+
+
+@pytest.fixture(scope="module")
+def client(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
+    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("names"))))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as test_client:
+            for n in range(1, 7):
+                sid = f"evening-{n}"
+                posted = test_client.post(
+                    f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
+                )
+                assert posted.status_code == 200, posted.text
+                assert test_client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
+            yield test_client
+    finally:
+        coordinator.close()
+        delete_prefix(redis_url, prefix)
+
+
+def context(client: TestClient, query: str, budget: int) -> dict[str, Any]:
+    response = client.post("/api/memory/context", json={"query": query, "token_budget": budget}, headers=user(USER))
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_question_naming_a_speaker_by_nickname_gets_that_speakers_turn_first(client: TestClient) -> None:
+    turns = [i["text"] for i in context(client, "What did Johnny bake?", 60)["items"] if i["tier"] == "turn"]
+    assert turns[:1] == [f"Jon: {JON_BAKED}"]  # not the greetings that say "Johnny", not Gina's bread
+    turns = [i["text"] for i in context(client, "What did Gigi bake?", 60)["items"] if i["tier"] == "turn"]
+    assert turns[:1] == [f"Gina: {GINA_BAKED}"]
+
+
+def test_a_profile_line_sharing_only_a_speakers_name_is_not_relevant(client: TestClient) -> None:
+    facts = {"facts": ["Jon likes sushi", "Jon's favourite band is Queen"]}
+    assert client.put("/api/memory/profile", json=facts, headers=user(USER)).status_code == 200
+    try:
+        profile = [i["text"] for i in context(client, "What did Jon bake?", 2_000)["items"] if i["tier"] == "profile"]
+        assert profile == []
+        profile = [
+            i["text"] for i in context(client, "What sushi does Jon like?", 2_000)["items"] if i["tier"] == "profile"
+        ]
+        assert profile == ["Jon likes sushi"]
+    finally:
+        client.put("/api/memory/profile", json={"facts": []}, headers=user(USER))
