@@ -25,10 +25,14 @@ from agtos.config import (
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.working import WorkingMemory, _bounded
 from agtos.schemas import Role, Turn
+from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.turns import TurnStore
+from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.summarize import ExtractiveSummariser
+from agtos.tasks.verbatim_turns import stored_turns, turn_units
 
 
 def test_a_working_memory_reset_forgets_messages_tokens_folds_and_journal_position() -> None:
@@ -130,6 +134,27 @@ def test_the_turn_store_refuses_record_writes(coordinator: MemoryCoordinator, me
     with pytest.raises(TypeError) as refused:
         getattr(coordinator.semantic.turns, method)("alice", "t1", "text", None, "{}")
     assert str(refused.value) == "turns are stored per episode: use TurnStore.save"
+
+
+def test_deleting_an_episode_indexed_for_keywords_only_leaves_no_index_entry(
+    settings: Settings, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """Turns saved while the embedder was down (vectors None) are in the BM25 index only: deleting the
+    episode still finds and removes them (there is no vector index to ask)."""
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    keys = GlobalKeys(key_prefix)
+    store = TurnStore(
+        connector, keys, VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn"), 2_592_000
+    )
+    try:
+        turns = stored_turns("alice", "ep-1", "s-1", [said(1), said(2)])
+        store.save(turns, turn_units(turns), None)
+        assert sorted(store.bm25.ids("alice")) == ["ep-1.t0", "ep-1.t1"]
+        assert store.delete_episode("alice", "ep-1") == 2
+        assert list(store.bm25.ids("alice")) == [] and list(store.vectors.ids("alice")) == []
+        assert raw_redis.exists(f"{key_prefix}:u:{{alice}}:turns:ep-1") == 0
+    finally:
+        connector.close()
 
 
 def test_opt_outs_are_one_global_set(settings: Settings, key_prefix: str, raw_redis: redis.Redis) -> None:
