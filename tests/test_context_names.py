@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.schemas import Role, StoredTurn
+from agtos.schemas import Memory, Role, StoredTurn
 from agtos.serving.app import create_app
 from agtos.tasks.context import ContextItem, fit_budget, format_section
 from agtos.tasks.tokens import count_tokens
@@ -99,22 +99,27 @@ def session_turns(n: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def client(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+def coordinator(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryCoordinator]:
     prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("names"))))
+    made = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("names"))))
     try:
-        with TestClient(create_app(coordinator=coordinator)) as test_client:
-            for n in range(1, 7):
-                sid = f"evening-{n}"
-                posted = test_client.post(
-                    f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
-                )
-                assert posted.status_code == 200, posted.text
-                assert test_client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
-            yield test_client
+        yield made
     finally:
-        coordinator.close()
+        made.close()
         delete_prefix(redis_url, prefix)
+
+
+@pytest.fixture(scope="module")
+def client(coordinator: MemoryCoordinator) -> Iterator[TestClient]:
+    with TestClient(create_app(coordinator=coordinator)) as test_client:
+        for n in range(1, 7):
+            sid = f"evening-{n}"
+            posted = test_client.post(
+                f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
+            )
+            assert posted.status_code == 200, posted.text
+            assert test_client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
+        yield test_client
 
 
 def context(client: TestClient, query: str, budget: int) -> dict[str, Any]:
@@ -143,3 +148,19 @@ def test_a_profile_line_sharing_only_a_speakers_name_is_not_relevant(client: Tes
         assert profile == ["Jon likes sushi"]
     finally:
         client.put("/api/memory/profile", json={"facts": []}, headers=user(USER))
+
+
+def test_a_question_about_one_speaker_gets_only_the_facts_that_name_them(
+    client: TestClient, coordinator: MemoryCoordinator
+) -> None:
+    facts = ["Jon bakes sourdough every Sunday", "Gina bakes cookies for her office", "Baking bread takes patience"]
+    memories = [Memory(id=f"mem-bake-{n}", user_id=USER, text=text) for n, text in enumerate(facts)]
+    coordinator.semantic.store_batch([], memories, coordinator.semantic.embedder.embed(facts))
+
+    def derived(query: str) -> set[str]:
+        return {i["text"] for i in context(client, query, 2_000)["items"] if i["tier"] == "semantic"}
+
+    assert derived("What does Jon bake?") == {facts[0]}
+    assert derived("What does Johnny bake?") == {facts[0]}  # by the name Gina calls him
+    assert derived("What do Gina and Jon bake?") == set(facts[:2])
+    assert derived("What do people bake?") == set(facts)  # no one named: every fact that matches

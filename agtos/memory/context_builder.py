@@ -39,8 +39,9 @@ def _chunk(doc_id: str) -> int:
 
 
 def evidence_items(rt: Services, user_id: str, query: str, budget_tokens: int, limit: int) -> list[ContextItem]:
-    """The evidence :func:`recall` finds for ``query``: turns with a neighbour (when the query names
-    people who speak, their own turns first), memories, conclusions, episode summaries."""
+    """The evidence :func:`recall` finds for ``query``: turns with a neighbour, memories, conclusions,
+    episode summaries. When the query names people who speak: their own turns first, and only the
+    memories and conclusions that name one of them."""
     items: list[ContextItem] = []
     turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
     found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1)
@@ -54,6 +55,8 @@ def evidence_items(rt: Services, user_id: str, query: str, budget_tokens: int, l
         said = not asked or (m.turn.name or "").lower() in asked
         items += turn_items(m.window, m.turn, m.score if said else m.score / SPEAKER_BONUS, query, _chunk(m.doc_ids[0]))
     for record_id, text, when, source_ids, score, tier, until in derived:
+        if asked and not found.asked(text) & asked:
+            continue  # the question names whom it asks about; this line is about someone else or no one
         source = sources.get(source_ids[0]) if source_ids else None
         items.append(
             ContextItem(
