@@ -29,6 +29,7 @@ from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.semantic_store import SearchResult
 from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.summarize import ExtractiveSummariser
@@ -139,18 +140,21 @@ def test_the_turn_store_refuses_record_writes(coordinator: MemoryCoordinator, me
 def test_deleting_an_episode_indexed_for_keywords_only_leaves_no_index_entry(
     settings: Settings, key_prefix: str, raw_redis: redis.Redis
 ) -> None:
-    """Turns saved while the embedder was down (vectors None) are in the BM25 index only: deleting the
-    episode still finds and removes them (there is no vector index to ask)."""
+    """Turns saved while the embedder was down (vectors None) are in the BM25 index only: they are found
+    with their neighbours, and deleting the episode still finds and removes them (no vector index to ask)."""
     connector = RedisConnector(settings.redis_url, settings.data_dir)
     keys = GlobalKeys(key_prefix)
     store = TurnStore(
         connector, keys, VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn"), 2_592_000
     )
     try:
-        turns = stored_turns("alice", "ep-1", "s-1", [said(1), said(2)])
+        turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(4)])
         store.save(turns, turn_units(turns), None)
-        assert sorted(store.bm25.ids("alice")) == ["ep-1.t0", "ep-1.t1"]
-        assert store.delete_episode("alice", "ep-1") == 2
+        assert sorted(store.bm25.ids("alice")) == ["ep-1.t0", "ep-1.t1", "ep-1.t2", "ep-1.t3"]
+        # a hit comes back with one turn either side by default
+        (match,) = store.lookup("alice", [SearchResult("ep-1.t2", 1.0, "keyword")])
+        assert [t.position for t in match.window] == [1, 2, 3]
+        assert store.delete_episode("alice", "ep-1") == 4
         assert list(store.bm25.ids("alice")) == [] and list(store.vectors.ids("alice")) == []
         assert raw_redis.exists(f"{key_prefix}:u:{{alice}}:turns:ep-1") == 0
     finally:
