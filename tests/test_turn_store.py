@@ -106,6 +106,24 @@ def test_a_hit_maps_back_to_its_turn_with_neighbours(store: TurnStore, embedder:
     assert [[t.position for t in m.window] for m in matches] == [[2, 3, 4], [0, 1, 2]]
 
 
+def test_without_neighbours_a_searched_hit_s_turn_is_not_read_again(store: TurnStore, embedder: Embedder) -> None:
+    """A search's hits carry their turn: ``neighbours=0`` builds the match from it (no Redis call);
+    a hit without one is still read, and one whose turn is gone is left out."""
+    save(store, embedder, turns_of("ep-1"))
+    found = store.search("alice", "adopt kids", embedder.embed_one("adopt kids"), limit=2)
+    calls: list[object] = []
+    real_run = store.connector.run
+    store.connector.run = lambda op: calls.append(op) or real_run(op)  # type: ignore[method-assign]
+    matches = store.lookup("alice", found, neighbours=0)
+    assert calls == []
+    assert [(m.turn.position, m.turn.name, m.window) for m in matches][:1] == [(2, "Caroline", [matches[0].turn])]
+    bare = [SearchResult("ep-1.t3", 0.4, "keyword"), SearchResult("ep-9.t0", 0.9, "keyword")]
+    assert [(m.turn.position, m.turn.content) for m in store.lookup("alice", bare, neighbours=0)] == [
+        (3, "I painted a lake sunrise last week")
+    ]
+    assert len(calls) == 1
+
+
 def test_a_shorter_resave_drops_the_old_units(store: TurnStore, embedder: Embedder) -> None:
     save(store, embedder, turns_of("ep-1"))
     save(store, embedder, turns_of("ep-1", CHAT[:2]))

@@ -186,7 +186,7 @@ class TurnStore(SemanticStore):
     def lookup(self, user_id: str, hits: Sequence[SearchResult], neighbours: int = 1) -> list[TurnMatch]:
         """The turns behind index hits, best first, one per turn (the windows of a long turn merge,
         keeping the best score), each with up to ``neighbours`` turns either side; hits whose turn is
-        gone are left out."""
+        gone are left out. Without neighbours, the turn a hit's ``payload`` holds is not read again."""
         best: dict[tuple[str, int], list[SearchResult]] = {}
         for hit in hits:
             place = parse_turn_doc_id(hit.id)
@@ -194,7 +194,9 @@ class TurnStore(SemanticStore):
                 best.setdefault(place, []).append(hit)
         if not best:
             return []
-        places = list(best)
+        # without neighbours, a hit that carries its turn (a search's hits do) needs no second read
+        known = {p: [h.payload] for p, hs in best.items() for h in hs[:1] if not neighbours and h.payload is not None}
+        places = [place for place in best if place not in known]
 
         def op(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
@@ -202,8 +204,10 @@ class TurnStore(SemanticStore):
                 pipe.lrange(self._list_key(user_id, episode_id), max(0, position - neighbours), position + neighbours)
             return pipe.execute()
 
+        read = dict(zip(places, self.connector.run(op), strict=True)) if places else {}
         out: list[TurnMatch] = []
-        for place, raws in zip(places, self.connector.run(op), strict=True):
+        for place in best:
+            raws = known.get(place) or read[place]
             window = [StoredTurn.model_validate_json(raw) for raw in raws]
             at = [i for i, t in enumerate(window) if t.position == place[1]]
             if not at:
