@@ -164,3 +164,24 @@ def test_a_question_about_one_speaker_gets_only_the_facts_that_name_them(
     assert derived("What does Johnny bake?") == {facts[0]}  # by the name Gina calls him
     assert derived("What do Gina and Jon bake?") == set(facts[:2])
     assert derived("What do people bake?") == set(facts)  # no one named: every fact that matches
+
+
+def test_the_names_are_read_again_when_a_session_ends(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    """The names are kept per set of latest sessions; a new session's names are not missed."""
+    who = f"{USER}-later"
+    expected = [{"Johnny": "Jon"}, {"Johnny": "Jon", "Jonno": "Jon", "Gigi": "Gina"}]  # "Gigi" once a session
+    for n, name in enumerate(("Johnny", "Jonno")):
+        lines = [("Gina", f"Hey {name}! Long time."), ("Jon", "Hi Gigi!"), ("Gina", f"Bye {name}!"), ("Jon", "Bye!")]
+        turns = [
+            {
+                "role": "user" if s == "Gina" else "assistant",
+                "name": s,
+                "content": text,
+                "timestamp": NOW_MS + n * DAY_MS,
+            }
+            for s, text in lines
+        ]
+        posted = client.post(f"/api/memory/sessions/s{n}/turns", json={"turns": turns}, headers=user(who))
+        assert posted.status_code == 200, posted.text
+        assert client.post(f"/api/memory/sessions/s{n}/end", headers=user(who)).json()["saved"]
+        assert recall.people(coordinator.services, who).aliases == expected[n]

@@ -238,22 +238,33 @@ def recall(
     return out
 
 
-def _latest_turns(rt: Services, user_id: str) -> list[StoredTurn]:
-    """The turns of the user's latest :data:`SPEAKER_SESSIONS` sessions."""
+def _latest_turns(rt: Services, user_id: str) -> tuple[list[str], list[StoredTurn]]:
+    """The ids of the user's latest :data:`SPEAKER_SESSIONS` sessions and their turns."""
     timeline = rt.keys.user(user_id).episode_timeline()
     latest = members(rt.connector.run(lambda r: r.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)))
-    return rt.semantic.turns.of_episodes(user_id, latest) if latest else []
+    return latest, rt.semantic.turns.of_episodes(user_id, latest) if latest else []
 
 
 def speaker_names(rt: Services, user_id: str) -> set[str]:
     """The names of the people who speak in the user's latest :data:`SPEAKER_SESSIONS` sessions."""
-    return {t.name for t in _latest_turns(rt, user_id) if t.name}
+    return {t.name for t in _latest_turns(rt, user_id)[1] if t.name}
+
+
+_ALIASES: dict[tuple[str, ...], dict[str, str]] = {}  # (user, episode ids) -> addressed_names of their turns
+_ALIASES_KEPT = 4096
 
 
 def people(rt: Services, user_id: str) -> Found:
-    """Who speaks in the user's latest sessions, and the other names they are called by."""
-    turns = _latest_turns(rt, user_id)
-    return Found(speakers={t.name for t in turns if t.name}, aliases=addressed_names(turns))
+    """Who speaks in the user's latest sessions, and the other names they are called by (read once
+    per set of latest sessions: an episode id is a digest of its turns, so its turns never change)."""
+    latest, turns = _latest_turns(rt, user_id)
+    key = (user_id, *latest)
+    aliases = _ALIASES.get(key)
+    if aliases is None:
+        if len(_ALIASES) >= _ALIASES_KEPT:
+            _ALIASES.clear()
+        aliases = _ALIASES[key] = addressed_names(turns)
+    return Found(speakers={t.name for t in turns if t.name}, aliases=dict(aliases))
 
 
 def addressed_names(turns: list[StoredTurn]) -> dict[str, str]:
