@@ -140,8 +140,9 @@ def test_the_turn_store_refuses_record_writes(coordinator: MemoryCoordinator, me
 def test_deleting_an_episode_indexed_for_keywords_only_leaves_no_index_entry(
     settings: Settings, key_prefix: str, raw_redis: redis.Redis
 ) -> None:
-    """Turns saved while the embedder was down (vectors None) are in the BM25 index only: they are found
-    with their neighbours, and deleting the episode still finds and removes them (no vector index to ask)."""
+    """Turns saved while the embedder was down (vectors None) are in the BM25 index only: they are read
+    back, found with their neighbours, and deleting an episode still finds and removes its entries (no
+    vector index to ask)."""
     connector = RedisConnector(settings.redis_url, settings.data_dir)
     keys = GlobalKeys(key_prefix)
     store = TurnStore(
@@ -149,13 +150,20 @@ def test_deleting_an_episode_indexed_for_keywords_only_leaves_no_index_entry(
     )
     try:
         turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(4)])
+        turns += stored_turns("alice", "ep-2", "s-2", [said(i) for i in range(3)])
         store.save(turns, turn_units(turns), None)
-        assert sorted(store.bm25.ids("alice")) == ["ep-1.t0", "ep-1.t1", "ep-1.t2", "ep-1.t3"]
+        assert sorted(store.bm25.ids("alice")) == [*(f"ep-1.t{i}" for i in range(4)), *(f"ep-2.t{i}" for i in range(3))]
+        # every turn of each episode asked for, episode by episode
+        assert [(t.episode_id, t.position) for t in store.of_episodes("alice", ["ep-2", "ep-1"])] == [
+            *(("ep-2", i) for i in range(3)),
+            *(("ep-1", i) for i in range(4)),
+        ]
         # a hit comes back with one turn either side by default
         (match,) = store.lookup("alice", [SearchResult("ep-1.t2", 1.0, "keyword")])
         assert [t.position for t in match.window] == [1, 2, 3]
         assert store.delete_episode("alice", "ep-1") == 4
-        assert list(store.bm25.ids("alice")) == [] and list(store.vectors.ids("alice")) == []
+        assert sorted(store.bm25.ids("alice")) == ["ep-2.t0", "ep-2.t1", "ep-2.t2"]
+        assert list(store.vectors.ids("alice")) == []
         assert raw_redis.exists(f"{key_prefix}:u:{{alice}}:turns:ep-1") == 0
     finally:
         connector.close()
