@@ -9,9 +9,11 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 
@@ -137,36 +139,57 @@ def test_the_turn_store_refuses_record_writes(coordinator: MemoryCoordinator, me
     assert str(refused.value) == "turns are stored per episode: use TurnStore.save"
 
 
+@pytest.fixture
+def turn_store(settings: Settings, key_prefix: str) -> Iterator[TurnStore]:
+    """A turn store with no embedder: vectors are given by the test, or None (keyword search only)."""
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    keys = GlobalKeys(key_prefix)
+    yield TurnStore(
+        connector, keys, VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn"), 2_592_000
+    )
+    connector.close()
+
+
 def test_deleting_an_episode_indexed_for_keywords_only_leaves_no_index_entry(
-    settings: Settings, key_prefix: str, raw_redis: redis.Redis
+    turn_store: TurnStore, key_prefix: str, raw_redis: redis.Redis
 ) -> None:
     """Turns saved while the embedder was down (vectors None) are in the BM25 index only: they are read
     back, found with their neighbours, and deleting an episode still finds and removes its entries (no
     vector index to ask)."""
-    connector = RedisConnector(settings.redis_url, settings.data_dir)
-    keys = GlobalKeys(key_prefix)
-    store = TurnStore(
-        connector, keys, VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn"), 2_592_000
-    )
-    try:
-        turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(4)])
-        turns += stored_turns("alice", "ep-2", "s-2", [said(i) for i in range(3)])
-        store.save(turns, turn_units(turns), None)
-        assert sorted(store.bm25.ids("alice")) == [*(f"ep-1.t{i}" for i in range(4)), *(f"ep-2.t{i}" for i in range(3))]
-        # every turn of each episode asked for, episode by episode
-        assert [(t.episode_id, t.position) for t in store.of_episodes("alice", ["ep-2", "ep-1"])] == [
-            *(("ep-2", i) for i in range(3)),
-            *(("ep-1", i) for i in range(4)),
-        ]
-        # a hit comes back with one turn either side by default
-        (match,) = store.lookup("alice", [SearchResult("ep-1.t2", 1.0, "keyword")])
-        assert [t.position for t in match.window] == [1, 2, 3]
-        assert store.delete_episode("alice", "ep-1") == 4
-        assert sorted(store.bm25.ids("alice")) == ["ep-2.t0", "ep-2.t1", "ep-2.t2"]
-        assert list(store.vectors.ids("alice")) == []
-        assert raw_redis.exists(f"{key_prefix}:u:{{alice}}:turns:ep-1") == 0
-    finally:
-        connector.close()
+    store = turn_store
+    turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(4)])
+    turns += stored_turns("alice", "ep-2", "s-2", [said(i) for i in range(3)])
+    store.save(turns, turn_units(turns), None)
+    assert sorted(store.bm25.ids("alice")) == [*(f"ep-1.t{i}" for i in range(4)), *(f"ep-2.t{i}" for i in range(3))]
+    # every turn of each episode asked for, episode by episode
+    assert [(t.episode_id, t.position) for t in store.of_episodes("alice", ["ep-2", "ep-1"])] == [
+        *(("ep-2", i) for i in range(3)),
+        *(("ep-1", i) for i in range(4)),
+    ]
+    # a hit comes back with one turn either side by default
+    (match,) = store.lookup("alice", [SearchResult("ep-1.t2", 1.0, "keyword")])
+    assert [t.position for t in match.window] == [1, 2, 3]
+    assert store.delete_episode("alice", "ep-1") == 4
+    assert sorted(store.bm25.ids("alice")) == ["ep-2.t0", "ep-2.t1", "ep-2.t2"]
+    assert list(store.vectors.ids("alice")) == []
+    assert raw_redis.exists(f"{key_prefix}:u:{{alice}}:turns:ep-1") == 0
+
+
+def test_a_turn_resave_keeps_the_vectors_of_unchanged_turns_and_refuses_gaps(turn_store: TurnStore) -> None:
+    """Saving an episode's turns again while the embedder is down keeps the vectors its unchanged turns
+    have; a save without units drops the old ones from both indexes; positions must be 0..n-1."""
+    store = turn_store
+    turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(3)])
+    units = turn_units(turns)
+    store.save(turns, units, np.eye(len(units), 384, dtype=np.float32))
+    store.save(turns, units, None)
+    assert sorted(store.vectors.ids("alice")) == ["ep-1.t0", "ep-1.t1", "ep-1.t2"]
+    assert store.save(turns[:2], [], None) == 2  # stored, not indexed
+    assert (list(store.bm25.ids("alice")), list(store.vectors.ids("alice"))) == ([], [])
+    assert [t.position for t in store.episode_turns("alice", "ep-1")] == [0, 1]
+    with pytest.raises(ValueError) as gap:
+        store.save([turns[0], turns[2]], [], None)
+    assert str(gap.value) == "turns of episode 'ep-1' must have positions 0..1 in order"
 
 
 def test_opt_outs_are_one_global_set(settings: Settings, key_prefix: str, raw_redis: redis.Redis) -> None:
