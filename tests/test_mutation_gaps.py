@@ -192,6 +192,18 @@ def test_a_turn_resave_keeps_the_vectors_of_unchanged_turns_and_refuses_gaps(tur
     assert str(gap.value) == "turns of episode 'ep-1' must have positions 0..1 in order"
 
 
+def test_a_turn_whose_doc_id_would_pass_128_characters_is_kept_not_indexed_and_logged(
+    turn_store: TurnStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    episode_id = "e" * 126  # "e...e.t0": 129 characters
+    turns = stored_turns("alice", episode_id, "s-1", [said(0)])
+    with caplog.at_level("WARNING", logger="agtos.storage.turns"):
+        assert turn_store.save(turns, turn_units(turns), None) == 1
+    assert caplog.messages == [f"turn '{episode_id}.t0' not indexed: its doc id would be longer than 128 characters"]
+    assert list(turn_store.bm25.ids("alice")) == []
+    assert [t.position for t in turn_store.episode_turns("alice", episode_id)] == [0]
+
+
 def test_opt_outs_are_one_global_set(settings: Settings, key_prefix: str, raw_redis: redis.Redis) -> None:
     connector = RedisConnector(settings.redis_url, settings.data_dir)
     try:
