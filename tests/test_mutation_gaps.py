@@ -173,6 +173,8 @@ def test_deleting_an_episode_indexed_for_keywords_only_leaves_no_index_entry(
     assert sorted(store.bm25.ids("alice")) == ["ep-2.t0", "ep-2.t1", "ep-2.t2"]
     assert list(store.vectors.ids("alice")) == []
     assert raw_redis.exists(f"{key_prefix}:u:{{alice}}:turns:ep-1") == 0
+    kept = json.loads(raw_redis.lindex(f"{key_prefix}:u:{{alice}}:turns:ep-2", 0))
+    assert "name" not in kept and kept["content"] == said(0).content  # stored without its default fields
 
 
 def test_a_turn_resave_keeps_the_vectors_of_unchanged_turns_and_refuses_gaps(turn_store: TurnStore) -> None:
