@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,16 @@ class BrokenEmbedder:
 
 # what POST …/end adds to a session end that stored nothing (README "Ingestion queue")
 SKIPPED = {"episodeId": None, "status": "skipped", "turnsAccepted": 0, "queuePosition": None, "searchableInS": None}
+
+
+def gina_jon_turns(start: datetime, lines: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A named two-person session's turn bodies, 30 s apart from ``start``: Gina is the user."""
+    return [
+        {
+            "role": "user" if name == "Gina" else "assistant",
+            "name": name,
+            "content": text,
+            "timestamp": int((start + timedelta(seconds=30 * i)).timestamp() * 1000),
+        }
+        for i, (name, text) in enumerate(lines)
+    ]

@@ -22,7 +22,7 @@ from agtos.schemas import Memory, Role, StoredTurn
 from agtos.serving.app import create_app
 from agtos.tasks.context import ContextItem, fit_budget, format_section
 from agtos.tasks.tokens import count_tokens
-from tests.helpers import delete_prefix, isolation_settings, user
+from tests.helpers import delete_prefix, gina_jon_turns, isolation_settings, user
 
 USER = "gina-and-jon-nicknames"
 START = datetime(2023, 5, 1, 18, 0, tzinfo=UTC)
@@ -87,15 +87,7 @@ def test_turn_lines_pay_for_their_days_heading_once() -> None:
 def session_turns(n: int) -> list[dict[str, Any]]:
     start = START + timedelta(days=3 * n)
     lines = SMALL_TALK[:3] + [("Jon", JON_BAKED)] * (n == 2) + [("Gina", GINA_BAKED)] * (n == 4) + SMALL_TALK[3:]
-    return [
-        {
-            "role": "user" if name == "Gina" else "assistant",
-            "name": name,
-            "content": text,
-            "timestamp": int((start + timedelta(seconds=30 * i)).timestamp() * 1000),
-        }
-        for i, (name, text) in enumerate(lines)
-    ]
+    return gina_jon_turns(start, lines)
 
 
 @pytest.fixture(scope="module")

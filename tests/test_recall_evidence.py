@@ -26,7 +26,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.tasks.dates import named_days
 from agtos.tasks.tokens import count_tokens
-from tests.helpers import delete_prefix, isolation_settings, user
+from tests.helpers import delete_prefix, gina_jon_turns, isolation_settings, user
 
 USER = "gina-and-jon"
 START = datetime(2023, 3, 6, 19, 0, tzinfo=UTC)  # a Monday; session n is n weeks later
@@ -88,15 +88,7 @@ def session_turns(n: int) -> list[dict[str, Any]]:
         ("Jon", "Ha, sounds fun. Talk soon!"),
         ("Gina", "Bye Jon, have a good evening."),
     ]
-    return [
-        {
-            "role": "user" if name == "Gina" else "assistant",
-            "name": name,
-            "content": text,
-            "timestamp": int((start + timedelta(seconds=30 * i)).timestamp() * 1000),
-        }
-        for i, (name, text) in enumerate(lines)
-    ]
+    return gina_jon_turns(start, lines)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.tasks.ranking import named_speakers, without_speakers
-from tests.helpers import delete_prefix, isolation_settings, user
+from tests.helpers import delete_prefix, gina_jon_turns, isolation_settings, user
 
 USER = "gina-and-jon-pets"
 START = datetime(2023, 3, 6, 19, 0, tzinfo=UTC)
@@ -71,15 +71,7 @@ def test_named_speakers() -> None:
 def session_turns(n: int) -> list[dict[str, Any]]:
     start = START + timedelta(days=4 * (n - 1))
     lines = SMALL_TALK[:4] + ([("Jon", EVIDENCE)] if n == EVIDENCE_SESSION else []) + SMALL_TALK[4:]
-    return [
-        {
-            "role": "user" if name == "Gina" else "assistant",
-            "name": name,
-            "content": text,
-            "timestamp": int((start + timedelta(seconds=30 * i)).timestamp() * 1000),
-        }
-        for i, (name, text) in enumerate(lines)
-    ]
+    return gina_jon_turns(start, lines)
 
 
 @pytest.fixture(scope="module")
