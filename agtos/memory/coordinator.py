@@ -7,6 +7,8 @@ they work on :class:`agtos.memory.services.Services`.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -239,11 +241,12 @@ class MemoryCoordinator:
         self.privacy.require_persistence(check_user_id(user_id))
         return maintain(self.services, user_id)
 
-    def maintain_run(self, run: MaintenanceRun) -> MaintenanceRun:
-        """Carry out a run requested over HTTP (queued by the API; its state saved at each step)."""
-        from agtos.memory.lint_pipeline import maintain_run
+    def maintain_run(self, run: MaintenanceRun, sleep: Callable[[float], None] = time.sleep) -> MaintenanceRun:
+        """Carry out a run requested over HTTP (queued by the API; its state saved at each step);
+        ``sleep`` waits between the ResourceGuard's checks while it defers."""
+        from agtos.memory.lint_pipeline import INLINE_STEPS, maintain_run
 
-        return maintain_run(self.services, run)
+        return maintain_run(self.services, run, INLINE_STEPS, sleep)
 
     def ingest_response(
         self,

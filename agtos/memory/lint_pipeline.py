@@ -286,14 +286,20 @@ def maintain(
     return MaintenanceReport(user_id=user_id, summary=deferred | ({"runId": run_id} if run_id else {}))
 
 
-def maintain_run(rt: Services, run: MaintenanceRun, steps: LintSteps = INLINE_STEPS) -> MaintenanceRun:
+def maintain_run(
+    rt: Services,
+    run: MaintenanceRun,
+    steps: LintSteps = INLINE_STEPS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> MaintenanceRun:
     """Carry out a requested run: running, then completed/deferred with the report, or failed
-    with the error (re-raised); each state is saved for ``GET /api/memory/maintain/runs/{id}``."""
+    with the error (re-raised); each state is saved for ``GET /api/memory/maintain/runs/{id}``.
+    ``sleep`` waits between the guard's checks (:func:`maintain`)."""
     run = run.model_copy(update={"status": "running", "started_at": now_ms()})
     rt.maintenance.save_run(run)
     try:
         rt.privacy.require_persistence(run.user_id)
-        report = maintain(rt, run.user_id, steps, run_id=run.run_id)
+        report = maintain(rt, run.user_id, steps, sleep, run.run_id)
     except Exception as exc:
         failed = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "finished_at": now_ms()}
         rt.maintenance.save_run(run.model_copy(update=failed))

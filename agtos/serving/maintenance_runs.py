@@ -34,6 +34,7 @@ class MaintenanceRunner:
         self._pool = _pool()
         self._queued: dict[str, MaintenanceRun] = {}
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # set by drain: a run the guard defers stops waiting
 
     def submit(self, user_id: str) -> MaintenanceRun:
         """Record a queued run for ``user_id`` and hand it to the worker thread."""
@@ -44,26 +45,34 @@ class MaintenanceRunner:
             run = MaintenanceRun(run_id=new_id("run"), user_id=user_id)
             self.coordinator.maintenance.save_run(run)
             self._queued[user_id] = run
-            self._pool.submit(self._execute, run)
+            self._pool.submit(self._execute, run, self._stopping)
         return run
 
     def get(self, user_id: str, run_id: str) -> MaintenanceRun | None:
         return self.coordinator.maintenance.get_run(user_id, run_id)
 
     def drain(self) -> None:
-        """Finish the runs already accepted (their records would otherwise stay queued); later
-        requests get a fresh thread (an app's lifespan may start again, as in tests)."""
+        """Finish the runs already accepted (their records would otherwise stay queued) without
+        waiting out the ResourceGuard: a run it defers checks again at once and is recorded
+        ``deferred`` with its reasons (not minutes of shutdown). Later requests get a fresh thread
+        (an app's lifespan may start again, as in tests)."""
         with self._lock:
             pool, self._pool = self._pool, _pool()
+            stopping, self._stopping = self._stopping, threading.Event()
+        stopping.set()
         pool.shutdown(wait=True)
 
-    def _execute(self, run: MaintenanceRun) -> None:
+    def _execute(self, run: MaintenanceRun, stopping: threading.Event) -> None:
         with self._lock:
             if self._queued.get(run.user_id) is run:
                 del self._queued[run.user_id]
+
+        def pause(seconds: float) -> None:  # the guard's wait, cut short by drain
+            stopping.wait(seconds)
+
         try:
             if not self._submitted_to_prefect(run):
-                self.coordinator.maintain_run(run)
+                self.coordinator.maintain_run(run, pause)
         except Exception:
             log.exception("maintenance run %s of %s failed", run.run_id, run.user_id)
 
