@@ -68,7 +68,11 @@ def consolidate(rt: Services, user_id: str, episodes: list[Episode]) -> tuple[li
 
 
 def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> list[Conclusion]:
-    """Merge with stored versions (keep created_at, union sources), embed, write and index."""
+    """Merge with stored versions (keep created_at, union sources), write, and embed and index the
+    new ones. A conclusion's id is made of its text, so one already stored with its vector keeps its
+    indexes and only its record is rewritten: a run embeds only what it found new (it re-embedded
+    every conclusion of the window before, each session end), and one stored while the embedder was
+    down is embedded now."""
     existing = rt.conclusions.get_many(user_id, [c.id for c in found])
     merged = []
     for conclusion in found:
@@ -83,7 +87,10 @@ def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> li
                 }
             )
         merged.append(conclusion)
-    rt.conclusions.upsert_many(merged, rt.semantic.embed_or_none([c.text for c in merged]))
+    indexed = rt.conclusions.index.vectors.vectors(user_id, [c.id for c in merged if c.id in existing])
+    fresh = [c for c in merged if c.id not in indexed]
+    rt.conclusions.save_records([c for c in merged if c.id in indexed])
+    rt.conclusions.upsert_many(fresh, rt.semantic.embed_or_none([c.text for c in fresh]))
     return merged
 
 
