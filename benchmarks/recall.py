@@ -701,9 +701,9 @@ class Bench:
         wrappers = [
             (embedder, {"embed_one": watch.wrap("embed", embedder.embed_one)}),
             (store.vectors, {"search": watch.wrap("HNSW search + re-scoring", store.vectors.search)}),
-            (semantic_module, {"sync_mirrors": watch.wrap(version_check, semantic_module.sync_mirrors)}),
+            (semantic_module, {"sync_with_reads": watch.wrap(version_check, semantic_module.sync_with_reads)}),
             (store.bm25, {"search": watch.wrap("BM25 scoring (mirror)", store.bm25.search)}),
-            (store, {"_live": watch.wrap("liveness + records (Redis)", store._live)}),
+            (semantic_module, {"live_many": watch.wrap("liveness + records (Redis)", semantic_module.live_many)}),
             (sem, {"records": watch.wrap("records fetch (Redis)", sem.records)}),
         ]
         per_mode: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
@@ -901,7 +901,7 @@ def render(res: SizeResult, command: str, env: dict[str, str]) -> str:
         "### Where a direct search spends its time (mean ms per query, instrumented pass)",
         "",
         "Each stage is the exclusive time of the library's own methods, run one after another on the "
-        "calling thread (`embed_one`; `sync_mirrors`, the one Redis version check of every mirror the search "
+        "calling thread (`embed_one`; `sync_with_reads`, the one Redis version check of every mirror the search "
         "reads and any re-read of changes; the rest of `VectorIndex.search`, graph search + re-scoring; the "
         "rest of `BM25Index.search`, scoring on the in-process mirror; `SemanticStore._live`; "
         "`SemanticMemory.records`), *other* is the remainder, and the stages + other = the total. "

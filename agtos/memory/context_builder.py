@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from agtos.memory.recall import profile_items, recall
+from agtos.memory.recall import Found, people, profile_items, recall
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode
 from agtos.storage.redis_conn import StorageUnavailable
@@ -26,10 +26,16 @@ SPEAKER_BONUS = 1.5
 _CHUNK = re.compile(r"\.t\d+\.c(\d+)$")
 
 
-def _sessions(rt: Services, user_id: str, episode_ids: list[str]) -> dict[str, Episode]:
-    wanted = list(dict.fromkeys(episode_ids))
+def _sessions(
+    rt: Services, user_id: str, episode_ids: list[str], known: dict[str, Episode] | None = None
+) -> dict[str, Episode]:
+    """The episodes of these ids that exist; those in ``known`` (found by the same search) are not read again."""
+    known = known or {}
+    wanted = [e for e in dict.fromkeys(episode_ids) if e not in known]
     raws = rt.semantic.records("episode", user_id, wanted) if wanted else {}
-    return {e: Episode.model_validate_json(raw) for e, raw in raws.items()}
+    return {e: known[e] for e in episode_ids if e in known} | {
+        e: Episode.model_validate_json(raw) for e, raw in raws.items()
+    }
 
 
 def _chunk(doc_id: str) -> int:
@@ -38,18 +44,21 @@ def _chunk(doc_id: str) -> int:
     return int(found[1]) if found else 0
 
 
-def evidence_items(rt: Services, user_id: str, query: str, budget_tokens: int, limit: int) -> list[ContextItem]:
+def evidence_items(
+    rt: Services, user_id: str, query: str, budget_tokens: int, limit: int, who: Found | None = None
+) -> list[ContextItem]:
     """The evidence :func:`recall` finds for ``query``: turns with a neighbour, memories, conclusions,
     episode summaries. When the query names people who speak: their own turns first, and only the
-    memories and conclusions that name one of them."""
+    memories and conclusions that name one of them. ``who``: :func:`people` already read."""
     items: list[ContextItem] = []
     turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
-    found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1)
+    found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1, who=who)
     derived = [
         (m.id, m.text, m.valid_from, m.source_episode_ids, s, "semantic", m.valid_until) for m, s in found.memories
     ]
     derived += [(c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None) for c, s in found.conclusions]
-    sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]])
+    found_episodes = {h.episode.id: h.episode for h in found.episodes}
+    sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]], found_episodes)
     asked = found.asked(query)
     for m in found.turns:  # a question about a person: what that person said first
         said = not asked or (m.turn.name or "").lower() in asked
@@ -91,8 +100,9 @@ def build_context(
         ]
     available = True
     try:
-        items += profile_items(rt, user_id, query)
-        items += evidence_items(rt, user_id, query, budget_tokens, limit)
+        who = people(rt, user_id)  # read once for both
+        items += profile_items(rt, user_id, query, who=who)
+        items += evidence_items(rt, user_id, query, budget_tokens, limit, who)
     except StorageUnavailable:
         available = False
     chosen, text, used = assemble(items, budget_tokens)

@@ -159,17 +159,26 @@ def recall(
     memories: int = 0,
     conclusions: int = 0,
     neighbours: int = 0,
+    who: Found | None = None,
 ) -> Found:
     """Search the namespaces a caller needs with one query embedding; episodes are fused from
-    their turn hits, their own summary hit and (when searched) the memories drawn from them."""
+    their turn hits, their own summary hit and (when searched) the memories drawn from them.
+    ``who``: :func:`people` already read for this request."""
     wanted = {"episode": min(100, limit * 2), "turn": turns or min(200, limit * TURNS_PER_HIT)}
     if memories:
         wanted["memory"] = memories
     if conclusions:
         wanted["conclusion"] = conclusions
-    out = people(rt, user_id)
+    # the index mirrors' version checks and the user's latest sessions (for people) in one round trip
+    timeline = rt.keys.user(user_id).episode_timeline()
+    reads = [] if who is not None else [lambda pipe: pipe.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)]
+    prepared = rt.semantic.prepare(user_id, list(wanted), mode, reads)
+    out = replace(who) if who is not None else people(rt, user_id, members(prepared.replies[0]))
     searched = without_speakers(query, out.names)
-    found = rt.semantic.search_many(user_id, searched, wanted, mode)
+    # the records of every hit (turns with their neighbours, the turn hits' episodes) in one round trip
+    found = rt.semantic.search_many(
+        user_id, searched, wanted, mode, neighbours=neighbours, turn_episodes=True, prepared=prepared
+    )
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
     kinds = {h.id: h.match_type for h in turn_found.results}
@@ -198,7 +207,7 @@ def recall(
             if h.payload is not None
         ]
     episode_found = found["episode"]
-    payloads = {h.id: h.payload for h in episode_found.results if h.payload is not None}
+    payloads = episode_found.related | {h.id: h.payload for h in episode_found.results if h.payload is not None}
     evidence = {
         "turn": [m.turn.episode_id for m in out.turns],
         "episode": [h.id for h in episode_found.results if h.payload is not None],
@@ -250,21 +259,26 @@ def speaker_names(rt: Services, user_id: str) -> set[str]:
     return {t.name for t in _latest_turns(rt, user_id)[1] if t.name}
 
 
-_ALIASES: dict[tuple[str, ...], dict[str, str]] = {}  # (user, episode ids) -> addressed_names of their turns
-_ALIASES_KEPT = 4096
+#: (user, episode ids) -> the speakers' names in those episodes' turns, and their addressed_names
+_PEOPLE: dict[tuple[str, ...], tuple[frozenset[str], dict[str, str]]] = {}
+_PEOPLE_KEPT = 4096
 
 
-def people(rt: Services, user_id: str) -> Found:
-    """Who speaks in the user's latest sessions, and the other names they are called by (read once
-    per set of latest sessions: an episode id is a digest of its turns, so its turns never change)."""
-    latest, turns = _latest_turns(rt, user_id)
+def people(rt: Services, user_id: str, latest: list[str] | None = None) -> Found:
+    """Who speaks in the user's latest sessions, and the other names they are called by (their turns
+    are read once per set of latest sessions: an episode id is a digest of its turns, so its turns
+    never change). ``latest``: the ids of those sessions already read (else one ZREVRANGE)."""
+    if latest is None:
+        timeline = rt.keys.user(user_id).episode_timeline()
+        latest = members(rt.connector.run(lambda r: r.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)))
     key = (user_id, *latest)
-    aliases = _ALIASES.get(key)
-    if aliases is None:
-        if len(_ALIASES) >= _ALIASES_KEPT:
-            _ALIASES.clear()
-        aliases = _ALIASES[key] = addressed_names(turns)
-    return Found(speakers={t.name for t in turns if t.name}, aliases=dict(aliases))
+    known = _PEOPLE.get(key)
+    if known is None:
+        if len(_PEOPLE) >= _PEOPLE_KEPT:
+            _PEOPLE.clear()
+        turns = rt.semantic.turns.of_episodes(user_id, latest) if latest else []
+        known = _PEOPLE[key] = (frozenset(t.name for t in turns if t.name), addressed_names(turns))
+    return Found(speakers=set(known[0]), aliases=dict(known[1]))
 
 
 def addressed_names(turns: list[StoredTurn]) -> dict[str, str]:
@@ -401,12 +415,14 @@ def search_memories(rt: Services, user_id: str, query: str, limit: int = 10, mod
     return [Memory.model_validate_json(r.payload) for r in found.results if r.payload is not None]
 
 
-def profile_items(rt: Services, user_id: str, query: str, most: int | None = PROFILE_LINES) -> list[ContextItem]:
+def profile_items(
+    rt: Services, user_id: str, query: str, most: int | None = PROFILE_LINES, who: Found | None = None
+) -> list[ContextItem]:
     """The profile's lines that share a content word with ``query`` other than the name of a person
     who speaks (at most ``most``, those sharing most words first); ``most=None``: every line, the
-    relevant ones at 0.9, others 0.5."""
+    relevant ones at 0.9, others 0.5. ``who``: :func:`people` already read for this request."""
     profile = rt.profiles.get(user_id)
-    query_terms = set(content_words(without_speakers(query, people(rt, user_id).names)))
+    query_terms = set(content_words(without_speakers(query, (who or people(rt, user_id)).names)))
     lines = [f"User's name is {profile.name}"] if profile.name else []
     if profile.communication_style:
         lines.append(f"Communication style: {profile.communication_style}")

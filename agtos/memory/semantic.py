@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +24,16 @@ from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.memory_history import MemoryHistory
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import SearchMode, SearchResult, SemanticStore, sync_mirrors
-from agtos.storage.turns import TURN_NAMESPACE, TurnStore
+from agtos.storage.semantic_store import (
+    LiveRead,
+    SearchMode,
+    SearchResult,
+    SemanticStore,
+    SyncedMirrors,
+    live_many,
+    sync_with_reads,
+)
+from agtos.storage.turns import TURN_NAMESPACE, TurnStore, parse_turn_doc_id
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.ranking import fuse_expansions
 from agtos.tasks.text import episode_text
@@ -39,6 +48,16 @@ TURN_RRF_WEIGHTS = (1.0, 0.5)
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A search's mirrors brought up to date (:meth:`SemanticMemory.prepare`) and the replies of the
+    other reads done in the same round trip."""
+
+    mode: str
+    synced: dict[str, SyncedMirrors]
+    replies: list[Any]
+
+
+@dataclass(frozen=True)
 class SemanticSearch:
     """Search results plus how they were found (mode actually used after any fallback)."""
 
@@ -46,6 +65,9 @@ class SemanticSearch:
     mode: str
     degraded: str | None = None
     max_score: float | None = None  # the best possible hybrid score, to scale scores into 0-1
+    #: records read along with the hits that are not hits themselves (``search_many(turn_episodes=True)``:
+    #: the episode records of the turn hits' episodes, id -> JSON)
+    related: dict[str, str] = field(default_factory=dict)
 
 
 class SemanticMemory:
@@ -229,15 +251,23 @@ class SemanticMemory:
         limits: Mapping[str, int],
         mode: str | None = None,
         min_similarity: float | None = None,
+        neighbours: int = 0,
+        turn_episodes: bool = False,
+        prepared: Prepared | None = None,
     ) -> dict[str, SemanticSearch]:
         """:meth:`search` in several namespaces (``limits``: namespace -> results) with one
-        embedding of the query (and of its rephrasings)."""
+        embedding of the query (and of its rephrasings), their records read in one round trip:
+        turn hits with ``neighbours`` turns either side (``SearchResult.window``, for
+        :meth:`TurnStore.lookup`), and with ``turn_episodes`` the episode records of the turn hits'
+        episodes that are not episode hits (``related`` of the ``episode`` result). ``prepared``: the
+        mirrors already synced by :meth:`prepare` for these namespaces and mode."""
         wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
         queries = [query, *(self.expander(query) if self.expander else [])]
         stores = {namespace: self.store(namespace) for namespace in limits}
-        # every mirror this search reads is brought up to date in one Redis round trip
-        synced = dict(zip(stores, sync_mirrors(user_id, list(stores.values()), wanted), strict=True))
+        if prepared is None or prepared.mode != wanted or set(prepared.synced) != set(stores):
+            prepared = self.prepare(user_id, list(limits), wanted)
+        synced = prepared.synced
         vectors: list[np.ndarray | None] = [None] * len(queries)
         degraded = None
         if wanted != "bm25":
@@ -246,14 +276,49 @@ class SemanticMemory:
             except EmbeddingError as exc:
                 degraded = f"embedder unavailable, keyword search only: {exc}"
                 wanted = "bm25"
+        reads = [
+            LiveRead(
+                store,
+                store.rank(user_id, q, v, wanted, limits[ns], threshold, mirrors=synced[ns]),
+                limits[ns],
+                neighbours if ns == TURN_NAMESPACE else 0,
+            )
+            for ns, store in stores.items()
+            for q, v in zip(queries, vectors, strict=True)
+        ]
+        also = None
+        if turn_episodes and TURN_NAMESPACE in stores and "episode" in stores:
+            pages = {r.store.namespace: [h.id for h in r.ranked[: r.limit]] for r in reads}
+            listed = set(pages["episode"])
+            places = (parse_turn_doc_id(d) for d in pages[TURN_NAMESPACE])
+            also = (stores["episode"], list(dict.fromkeys(p[0] for p in places if p and p[0] not in listed)))
+        lives, related = live_many(user_id, reads, also)
+        found = iter(lives)
         out: dict[str, SemanticSearch] = {}
         for ns, store in stores.items():
-            lists = [
-                store.search(user_id, q, v, wanted, limits[ns], threshold, mirrors=synced[ns])
-                for q, v in zip(queries, vectors, strict=True)
-            ]
-            out[ns] = SemanticSearch(fuse_expansions(lists, limits[ns]), wanted, degraded, store.max_fused_score)
+            lists = [next(found) for _ in queries]
+            out[ns] = SemanticSearch(
+                fuse_expansions(lists, limits[ns]),
+                wanted,
+                degraded,
+                store.max_fused_score,
+                related if ns == "episode" else {},
+            )
         return out
+
+    def prepare(
+        self,
+        user_id: str,
+        namespaces: Sequence[str],
+        mode: str | None = None,
+        reads: Sequence[Callable[[Any], Any]] = (),
+    ) -> Prepared:
+        """Bring every mirror a search of ``namespaces`` in ``mode`` reads up to date, their version
+        checks and ``reads`` (each queues one command of this user's keys on a pipeline) in one round trip."""
+        wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
+        stores = [self.store(namespace) for namespace in namespaces]
+        synced, replies = sync_with_reads(user_id, stores, wanted, reads)
+        return Prepared(wanted, dict(zip(namespaces, synced, strict=True)), replies)
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
         return self.store(namespace).get_many(user_id, ids)

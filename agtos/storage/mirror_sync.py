@@ -12,7 +12,8 @@ Write scripts are built from :data:`LOG_BEGIN_LUA` / :data:`LOG_END_LUA` (``KEYS
 document with ``ZADD KEYS[2] v id``). Before a search, :func:`plan_sync` compares a mirror's
 epoch/version with Redis in one round trip and says whether it is fresh, which documents to
 re-read, or that it must be reloaded; :func:`plan_many` does so for all the mirrors one search
-reads (BM25 and vectors of several namespaces) in that one round trip. All keys of one user
+reads (BM25 and vectors of several namespaces) in that one round trip, and :func:`plan_with_reads`
+other reads of the same user with it. All keys of one user
 share the user's hash tag, so the scripts and that check stay valid on Redis Cluster.
 """
 
@@ -85,20 +86,31 @@ def plan_sync(connector: RedisConnector, meta_key: str, changes_key: str, mirror
 def plan_many(connector: RedisConnector, checks: Sequence[SyncCheck]) -> list[SyncPlan]:
     """:func:`plan_sync` for several mirrors in one round trip (one MULTI/EXEC: the indexes of one
     user share the user's hash tag, so this also holds on Redis Cluster)."""
-    if not checks:
-        return []
+    return plan_with_reads(connector, checks)[0]
+
+
+def plan_with_reads(
+    connector: RedisConnector, checks: Sequence[SyncCheck], reads: Sequence[Callable[[Any], Any]] = ()
+) -> tuple[list[SyncPlan], list[Any]]:
+    """:func:`plan_many`, and in the same round trip (the same MULTI/EXEC) the ``reads``: each queues
+    one command of the same user's keys on the pipeline it is given; their replies in order."""
+    if not checks and not reads:
+        return [], []
     bases = [(c.mirror.loaded, c.mirror.epoch, c.mirror.version) for c in checks]
 
     def check(r: redis.Redis) -> list[Any]:
         pipe = r.pipeline(transaction=True)
+        for read in reads:
+            read(pipe)
         for c, (loaded, _, since) in zip(checks, bases, strict=True):
             pipe.hmget(c.meta_key, ["epoch", "ver", "floor"])
             if loaded:  # the change log since our version
                 pipe.zrangebyscore(c.changes_key, f"({since}", "+inf")
         return pipe.execute()
 
-    replies = iter(connector.run(check))
-    return [_plan(next(replies), next(replies) if base[0] else [], base) for base in bases]
+    replies = connector.run(check)
+    rest = iter(replies[len(reads) :])
+    return [_plan(next(rest), next(rest) if base[0] else [], base) for base in bases], list(replies[: len(reads)])
 
 
 def _plan(meta: list[Any], changed: list[Any], base: tuple[bool, bytes | None, int]) -> SyncPlan:

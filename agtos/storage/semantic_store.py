@@ -8,16 +8,17 @@ removes them from both indexes on the spot (``prune`` sweeps the rest).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import redis
+from redis.cluster import ClusterPipeline
 
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.bm25_mirror import BM25Mirror
 from agtos.storage.keys import GlobalKeys, check_record_id
-from agtos.storage.mirror_sync import SyncCheck, plan_many
+from agtos.storage.mirror_sync import SyncCheck, plan_with_reads
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable, as_text
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_shard import LocalShard
@@ -26,6 +27,7 @@ from agtos.tasks.ranking import DEFAULT_K, max_fused_score, reciprocal_rank_fusi
 log = logging.getLogger(__name__)
 
 SearchMode = Literal["hybrid", "vector", "bm25"]
+Window = tuple[int, tuple[bytes, ...]]  # how many neighbours either side were read, and the raw turns read
 MatchType = Literal["semantic", "keyword", "hybrid"]
 
 
@@ -38,6 +40,9 @@ class SearchResult:
     match_type: MatchType
     similarity: float | None = None
     payload: str | None = field(default=None, compare=False, repr=False)  # the record's JSON
+    #: a turn hit read with its neighbours (:func:`live_many` ``window`` > 0): ``(window, raw turns
+    #: of positions position - window .. position + window that exist, in order)``
+    window: Window | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -49,25 +54,80 @@ class SyncedMirrors:
     vectors: LocalShard | None = None
 
 
-def sync_mirrors(user_id: str, stores: Sequence[SemanticStore], mode: SearchMode) -> list[SyncedMirrors]:
+def sync_mirrors(
+    user_id: str, stores: Sequence[SemanticStore], mode: SearchMode, reads: Sequence[Callable[[Any], Any]] = ()
+) -> list[SyncedMirrors]:
     """The BM25 and vector mirrors a ``mode`` search of these stores reads, each brought up to date
     with Redis, their version checks in one round trip for all (not one per index)."""
+    return sync_with_reads(user_id, stores, mode, reads)[0]
+
+
+def sync_with_reads(
+    user_id: str, stores: Sequence[SemanticStore], mode: SearchMode, reads: Sequence[Callable[[Any], Any]] = ()
+) -> tuple[list[SyncedMirrors], list[Any]]:
+    """:func:`sync_mirrors`, with other reads of the user's keys in the version checks' round trip
+    (:func:`plan_with_reads`); also their replies."""
     keyword, vector = mode != "vector", mode != "bm25"
     checks = [
         (store.bm25.sync_check(user_id) if keyword else None, store.vectors.sync_check(user_id) if vector else None)
         for store in stores
     ]
     wanted: list[SyncCheck] = [c for pair in checks for c in pair if c is not None]
-    if not wanted:
-        return [SyncedMirrors() for _ in stores]
-    plans = iter(plan_many(stores[0].connector, wanted))
-    return [
+    if not wanted and not reads:
+        return [SyncedMirrors() for _ in stores], []
+    found, replies = plan_with_reads(stores[0].connector, wanted, reads)
+    plans = iter(found)
+    synced = [
         SyncedMirrors(
             store.bm25.synced(user_id, next(plans)) if bm25_check else None,
             store.vectors.synced(user_id, next(plans)) if vector_check else None,
         )
         for store, (bm25_check, vector_check) in zip(stores, checks, strict=True)
     ]
+    return synced, replies
+
+
+@dataclass(frozen=True)
+class LiveRead:
+    """One ranked candidate list of a store whose first ``limit`` live hits :func:`live_many` reads
+    (``window`` > 0, turn stores only: each turn hit with that many neighbours either side)."""
+
+    store: SemanticStore
+    ranked: list[SearchResult]
+    limit: int
+    window: int = 0
+
+
+def live_many(
+    user_id: str, reads: Sequence[LiveRead], also: tuple[SemanticStore, list[str]] | None = None
+) -> tuple[list[list[SearchResult]], dict[str, str]]:
+    """:meth:`SemanticStore.search`'s record reads for several ranked lists (of several stores) in one
+    round trip: each list's first ``limit`` records (a list with hits found gone reads its next page
+    on its own), and the records ``also`` names (a store and ids: read as they are, not checked
+    against an index). Returns each list's live hits and the ``also`` records found (id -> JSON)."""
+    if not reads and not also:
+        return [], {}
+    pages = [[hit.id for hit in read.ranked[: read.limit]] for read in reads]
+    extra_store, extra_ids = also or (None, [])
+    connector = reads[0].store.connector if reads else extra_store.connector  # type: ignore[union-attr]
+
+    def op(r: redis.Redis) -> tuple[list[dict[str, tuple[str, Window | None]]], dict[str, str]]:
+        pipe = r.pipeline(transaction=False)
+        for read, ids in zip(reads, pages, strict=True):
+            read.store.queue_reads(pipe, user_id, ids, read.window)
+        if extra_store is not None:
+            extra_store.queue_reads(pipe, user_id, extra_ids)
+        replies = iter(pipe.execute() if len(pipe) else [])
+        firsts = [read.store.take_reads(ids, replies, read.window) for read, ids in zip(reads, pages, strict=True)]
+        extra = {} if extra_store is None else extra_store.take_reads(extra_ids, replies)
+        return firsts, {doc_id: payload for doc_id, (payload, _) in extra.items()}
+
+    firsts, extra = connector.run(op)
+    lives = [
+        read.store._live(user_id, read.ranked, read.limit, first, read.window)
+        for read, first in zip(reads, firsts, strict=True)
+    ]
+    return lives, extra
 
 
 class SemanticStore:
@@ -183,6 +243,30 @@ class SemanticStore:
         raws = self.connector.run(lambda r: r.mget(keys))
         return {doc_id: as_text(raw) for doc_id, raw in zip(ids, raws, strict=True) if raw is not None}
 
+    def queue_reads(self, pipe: Any, user_id: str, ids: Sequence[str], window: int = 0) -> None:
+        """Queue the reads of these records on ``pipe`` (one MGET, or a GET each in a Redis Cluster
+        pipeline, which refuses MGET; nothing for no ids), for :meth:`take_reads`."""
+        if not ids:
+            return
+        keys = [self._record_key(user_id, doc_id) for doc_id in ids]
+        if isinstance(pipe, ClusterPipeline):
+            for key in keys:
+                pipe.get(key)
+        else:
+            pipe.mget(keys)
+
+    def take_reads(
+        self, ids: Sequence[str], replies: Iterator[Any], window: int = 0
+    ) -> dict[str, tuple[str, Window | None]]:
+        """The records :meth:`queue_reads` asked for, from the pipeline's ``replies``: ``id -> (JSON,
+        None)`` for each that exists (a turn store adds its window)."""
+        if not ids:
+            return {}
+        raws = next(replies)
+        if not isinstance(raws, list):  # a GET each (Redis Cluster)
+            raws = [raws, *(next(replies) for _ in ids[1:])]
+        return {doc_id: (as_text(raw), None) for doc_id, raw in zip(ids, raws, strict=True) if raw is not None}
+
     def count(self, user_id: str) -> int:
         """Indexed vectors (records that expired but were not yet pruned included)."""
         return self.vectors.count(user_id)
@@ -201,6 +285,22 @@ class SemanticStore:
         """Best first. ``min_similarity`` filters vector hits; hybrid without a query
         vector degrades to keyword-only results. ``keyword_hits``: :meth:`keyword_candidates`
         already done; ``mirrors``: from :func:`sync_mirrors` (their version checks already done)."""
+        ranked = self.rank(user_id, query_text, query_vector, mode, limit, min_similarity, keyword_hits, mirrors)
+        return self._live(user_id, ranked, limit)
+
+    def rank(
+        self,
+        user_id: str,
+        query_text: str,
+        query_vector: Any | None,
+        mode: SearchMode = "hybrid",
+        limit: int = 10,
+        min_similarity: float = 0.0,
+        keyword_hits: list[tuple[str, float]] | None = None,
+        mirrors: SyncedMirrors | None = None,
+    ) -> list[SearchResult]:
+        """:meth:`search`'s candidates, best first, before their records are read (no Redis call
+        when ``mirrors`` are synced): :func:`live_many` reads the records of several at once."""
         if mode not in ("hybrid", "vector", "bm25"):
             raise ValueError(f"unknown search mode {mode!r}")
         if limit <= 0:
@@ -232,7 +332,7 @@ class SemanticStore:
                 SearchResult(d, score, _match_type(d in similarity, d in keyword_ids), similarity.get(d))
                 for d, score in fused
             ]
-        return self._live(user_id, ranked, limit)
+        return ranked
 
     def keyword_candidates(
         self, user_id: str, query_text: str, limit: int, synced: BM25Mirror | None = None
@@ -249,24 +349,43 @@ class SemanticStore:
         """The hybrid score of a document ranked first in both lists (to scale scores to 0-1)."""
         return max_fused_score(self.rrf_weights, self.rrf_k)
 
-    def _live(self, user_id: str, ranked: list[SearchResult], limit: int) -> list[SearchResult]:
+    def _live(
+        self,
+        user_id: str,
+        ranked: list[SearchResult],
+        limit: int,
+        first: dict[str, tuple[str, Window | None]] | None = None,
+        window: int = 0,
+    ) -> list[SearchResult]:
         """The first ``limit`` hits whose record still exists, with their records (one MGET when
-        none expired: only ``limit`` records are read); hits found gone are dropped from both indexes."""
+        none expired: only ``limit`` records are read; ``first``: that first page already read by
+        :func:`live_many`); hits found gone are dropped from both indexes."""
         live: list[SearchResult] = []
         gone: list[str] = []
         start = 0
         while start < len(ranked) and len(live) < limit:
             page = ranked[start : start + (limit if not start else 2 * (limit - len(live)))]
-            payloads = self.get_many(user_id, [hit.id for hit in page])
+            ids = [hit.id for hit in page]
+            read = first if first is not None and not start else self._read_page(user_id, ids, window)
             for hit in page:
-                if hit.id in payloads:
-                    live.append(replace(hit, payload=payloads[hit.id]))
+                if hit.id in read:
+                    payload, turns = read[hit.id]
+                    live.append(replace(hit, payload=payload, window=turns))
                 else:
                     gone.append(hit.id)
             start += len(page)
         if gone:
             self._forget(user_id, gone)
         return live[:limit]
+
+    def _read(self, r: redis.Redis, user_id: str, ids: list[str], window: int) -> dict[str, tuple[str, Window | None]]:
+        pipe = r.pipeline(transaction=False)
+        self.queue_reads(pipe, user_id, ids, window)
+        return self.take_reads(ids, iter(pipe.execute()), window)
+
+    def _read_page(self, user_id: str, ids: list[str], window: int) -> dict[str, tuple[str, Window | None]]:
+        """One page of :meth:`_live`'s reads (one round trip)."""
+        return self.connector.run(lambda r: self._read(r, user_id, ids, window))
 
     def _exists(self, user_id: str, ids: list[str]) -> dict[str, bool]:
         def op(r: redis.Redis) -> list[Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from agtos.schemas import StoredTurn
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import SearchResult, SemanticStore
+from agtos.storage.semantic_store import SearchResult, SemanticStore, Window
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import TurnUnit, turn_units
 
@@ -166,18 +166,43 @@ class TurnStore(SemanticStore):
 
     def get_many(self, user_id: str, ids: Iterable[str]) -> dict[str, str]:
         """The turn JSON of each doc id whose turn is stored (one LINDEX each, one round trip)."""
-        wanted = [(doc_id, place) for doc_id in dict.fromkeys(ids) if (place := parse_turn_doc_id(doc_id))]
-        if not wanted:
+        wanted = list(dict.fromkeys(ids))
+        if not any(parse_turn_doc_id(doc_id) for doc_id in wanted):
             return {}
+        read = self.connector.run(lambda r: self._read(r, user_id, wanted, 0))
+        return {doc_id: payload for doc_id, (payload, _) in read.items()}
 
-        def op(r: redis.Redis) -> list[Any]:
-            pipe = r.pipeline(transaction=False)
-            for _, (episode_id, position) in wanted:
-                pipe.lindex(self._list_key(user_id, episode_id), position)
-            return pipe.execute()
+    def queue_reads(self, pipe: Any, user_id: str, ids: Sequence[str], window: int = 0) -> None:
+        """One LINDEX per turn doc id, or with ``window`` > 0 one LRANGE of the turn and that many
+        neighbours either side (a list's index is the turn's position); other ids are skipped."""
+        for doc_id in ids:
+            place = parse_turn_doc_id(doc_id)
+            if place is None:
+                continue
+            key = self._list_key(user_id, place[0])
+            if window:
+                pipe.lrange(key, max(0, place[1] - window), place[1] + window)
+            else:
+                pipe.lindex(key, place[1])
 
-        raws = self.connector.run(op)
-        return {doc_id: raw.decode() for (doc_id, _), raw in zip(wanted, raws, strict=True) if raw is not None}
+    def take_reads(
+        self, ids: Sequence[str], replies: Iterator[Any], window: int = 0
+    ) -> dict[str, tuple[str, Window | None]]:
+        """``doc id -> (turn JSON, its window or None)`` for each turn :meth:`queue_reads` found stored."""
+        out: dict[str, tuple[str, Window | None]] = {}
+        for doc_id in ids:
+            place = parse_turn_doc_id(doc_id)
+            if place is None:
+                continue
+            reply = next(replies)
+            if not window:
+                if reply is not None:
+                    out[doc_id] = (reply.decode(), None)
+                continue
+            at = place[1] - max(0, place[1] - window)  # the turn's index in its window
+            if len(reply) > at:
+                out[doc_id] = (reply[at].decode(), (window, tuple(reply)))
+        return out
 
     def _exists(self, user_id: str, ids: list[str]) -> dict[str, bool]:
         found = self.get_many(user_id, ids)
@@ -194,8 +219,15 @@ class TurnStore(SemanticStore):
                 best.setdefault(place, []).append(hit)
         if not best:
             return []
-        # without neighbours, a hit that carries its turn (a search's hits do) needs no second read
-        known = {p: [h.payload] for p, hs in best.items() for h in hs[:1] if not neighbours and h.payload is not None}
+        # a hit that carries its turn (a search's hits do) needs no second read without neighbours, nor
+        # with them when the search read its window (live_many's ``window``, at least ``neighbours`` wide)
+        known: dict[tuple[str, int], list[Any]] = {}
+        for place, found in best.items():
+            hit = found[0]
+            if not neighbours and hit.payload is not None:
+                known[place] = [hit.payload]
+            elif neighbours and hit.window is not None and hit.window[0] >= neighbours:
+                known[place] = list(hit.window[1])
         places = [place for place in best if place not in known]
 
         def op(r: redis.Redis) -> list[Any]:
@@ -213,13 +245,14 @@ class TurnStore(SemanticStore):
             if not at:
                 continue  # expired or forgotten since the search
             matched = best[place]
+            near = [t for t in window if abs(t.position - place[1]) <= neighbours]  # a wider window read: cut
             out.append(
                 TurnMatch(
                     window[at[0]],
                     max(h.score for h in matched),
                     tuple(h.id for h in matched),
-                    tuple(window[: at[0]]),
-                    tuple(window[at[0] + 1 :]),
+                    tuple(t for t in near if t.position < place[1]),
+                    tuple(t for t in near if t.position > place[1]),
                 )
             )
         return sorted(out, key=lambda m: -m.score)
