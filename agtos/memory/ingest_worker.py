@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 2.0
 BLOCK_S = 0.5
+BATCH_JOBS = 8  # queued session ends a worker takes at once: one NER pipe and one embedding call for them
 
 
 class SessionJob(BaseModel):
@@ -67,19 +68,48 @@ def ingest_session(rt: Services, job: SessionJob, emit: Callable[[dict[str, Any]
     return draft
 
 
+def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[str, Any]], None]) -> list[EpisodeDraft]:
+    """:func:`ingest_session` of several jobs with one :func:`run_ingestion` (one NER pipe, one
+    embedding call with the texts of all of them bucketed by length), then each job's
+    ``sessionEnded`` event in queue order. Idempotent like one job: a failure part-way leaves
+    upserts that a rerun of any of the jobs repeats."""
+    drafts = [build_episode(j.user_id, j.session_id, j.turns, rt.summariser, j.segment) for j in jobs]
+    kept = [
+        (job, draft)
+        for job, draft in zip(jobs, drafts, strict=True)
+        if draft.decision.save and not rt.privacy.is_opted_out(job.user_id)
+    ]
+    if kept:
+        run_ingestion(
+            rt,
+            [IngestItem(user_id=j.user_id, session_id=j.session_id, turns=j.turns, episode=d.episode) for j, d in kept],
+        )
+    for job, draft in kept:
+        rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
+        emit({"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id})
+    return drafts
+
+
 def consumer_name() -> str:
     """Unique per worker: host, process and a random suffix (a restarted worker is a new consumer)."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 class IngestWorker:
-    """Reads the queue and runs each job through ``handle``; retries, reclaims, dead-letters."""
+    """Reads the queue and runs each job through ``handle``; retries, reclaims, dead-letters.
+
+    With ``handle_many``, up to ``batch`` new entries read at once go through it together (one
+    ingestion run for all: :func:`ingest_sessions`) and are acknowledged together; if it fails,
+    each of them is run through ``handle`` on its own, so a failing job is retried or dead-lettered
+    alone. Reclaimed (stale) entries always go one at a time."""
 
     def __init__(
         self,
         queue: IngestQueue,
         handle: Callable[[SessionJob], object],
         *,
+        handle_many: Callable[[list[SessionJob]], object] | None = None,
+        batch: int = BATCH_JOBS,
         max_attempts: int = 5,
         retry_delay_s: float = 5.0,
         claim_idle_s: float = 120.0,
@@ -88,6 +118,8 @@ class IngestWorker:
     ) -> None:
         self.queue = queue
         self.handle = handle
+        self.handle_many = handle_many
+        self.batch = max(1, batch) if handle_many is not None else 1
         self.max_attempts = max(1, max_attempts)
         self.retry_delay_ms = int(retry_delay_s * 1000)
         self.claim_idle_ms = int(claim_idle_s * 1000)
@@ -103,9 +135,11 @@ class IngestWorker:
         self._beat()
         entries = self.queue.claim_stale(self.consumer, self.claim_idle_ms, 1)
         if not entries:
-            entries = self.queue.read(self.consumer, 1, self.block_ms if block else 0)
-        for entry in entries:
-            self._process(entry)
+            entries = self.queue.read(self.consumer, self.batch, self.block_ms if block else 0)
+        if len(entries) > 1:
+            self._process_many(entries)
+        elif entries:
+            self._process(entries[0])
         return len(entries)
 
     def drain(self, timeout_s: float = 60.0) -> int:
@@ -139,6 +173,30 @@ class IngestWorker:
                 self.queue.retry_later(entry.id, self.consumer, self.retry_delay_ms, self.claim_idle_ms, error)
             return
         self.queue.ack(entry.id, time.monotonic() - started)
+
+    def _process_many(self, entries: list[QueueEntry]) -> None:
+        """First deliveries read together: one ``handle_many`` call, then one ack each (the batch's
+        time shared out); on failure each entry goes through :meth:`_process` alone."""
+        jobs: list[tuple[QueueEntry, SessionJob]] = []
+        for entry in entries:
+            try:
+                jobs.append((entry, SessionJob.model_validate_json(entry.payload)))
+            except ValidationError as exc:
+                self.queue.dead_letter(entry, f"unreadable job: {exc.error_count()} validation errors")
+        if not jobs:
+            return
+        assert self.handle_many is not None
+        started = time.monotonic()
+        try:
+            self.handle_many([job for _, job in jobs])
+        except Exception as exc:
+            log.warning("batch of %d ingest jobs failed (%s); running them one at a time", len(jobs), exc)
+            for entry, _ in jobs:
+                self._process(entry)
+            return
+        share = (time.monotonic() - started) / len(jobs)
+        for entry, _ in jobs:
+            self.queue.ack(entry.id, share)
 
     def _beat(self) -> None:
         now = time.monotonic()

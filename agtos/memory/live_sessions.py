@@ -12,7 +12,7 @@ from typing import Any
 
 from agtos.memory.episodic import segment_key
 from agtos.memory.health_checks import ingest_queue_check
-from agtos.memory.ingest_worker import IngestWorker, SessionJob, ingest_session
+from agtos.memory.ingest_worker import IngestWorker, SessionJob, ingest_session, ingest_sessions
 from agtos.memory.services import Services
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode, Turn
@@ -220,12 +220,17 @@ class LiveSessions:
         """What the ingestion worker runs for one queued session end."""
         ingest_session(self.services, job, self._emit_session_ended)
 
+    def ingest_jobs(self, jobs: list[SessionJob]) -> None:
+        """What the ingestion worker runs for several queued session ends read at once."""
+        ingest_sessions(self.services, jobs, self._emit_session_ended)
+
     def ingest_worker(self) -> IngestWorker:
         """A worker over this process's services (``agtos worker``, or the API's thread)."""
         s = self.settings
         return IngestWorker(
             self.ingest_queue,
             self.ingest_job,
+            handle_many=self.ingest_jobs,
             max_attempts=s.ingest_max_attempts,
             retry_delay_s=s.ingest_retry_delay_s,
             claim_idle_s=s.ingest_claim_idle_s,
