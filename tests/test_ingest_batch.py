@@ -11,8 +11,9 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.memory.ingest_worker import BATCH_JOBS
+from agtos.memory.ingest_worker import BATCH_JOBS, IngestWorker
 from tests.helpers import user
+from tests.test_dreamer import conclusions
 from tests.test_ingest_queue import KEYBOARD, end, queue_client, queue_coordinator, queue_health, queue_settings
 
 __all__ = ["queue_client", "queue_coordinator", "queue_settings"]  # the fixtures, shared
@@ -108,3 +109,34 @@ def test_a_failing_job_in_a_batch_is_retried_alone(
     assert (check["depth"], check["done"], check["deadLetters"]) == (0, 2, 2)
     reasons = sorted(d["reason"] for d in queue_coordinator.ingest_queue.dead_letters())
     assert reasons[0] == "failed 3 times" and reasons[1].startswith("unreadable job")
+
+
+def test_the_dreamer_runs_once_per_user_and_batch_with_the_same_conclusions(
+    queue_client: TestClient, queue_coordinator: MemoryCoordinator, monkeypatch: Any
+) -> None:
+    """Two users' two sessions each in one batch: one Dreamer run per user, after the user's last
+    episode, and the same conclusions as when each session end is ingested (and dreamed) alone."""
+    import agtos.memory.dreamer as dreamer_module
+
+    runs: list[str] = []
+    real_run = dreamer_module.run_dreamer
+
+    def counted(rt: Any, user_id: str) -> Any:
+        runs.append(user_id)
+        return real_run(rt, user_id)
+
+    monkeypatch.setattr(dreamer_module, "run_dreamer", counted)
+    ended = [end(queue_client, who, s, turns) for who in ("ann", "bob") for s, turns in (("a", KEYBOARD), ("b", TRIP))]
+    assert queue_coordinator.ingest_worker().run_once(block=False) == 4
+    assert runs == ["ann", "bob"]  # before: one run per session end
+    for e, who in zip(ended, ("ann", "ann", "bob", "bob"), strict=True):  # every episode marked as dreamed
+        queue_coordinator.events.emit("sessionEnded", {"user_id": who, "session_id": "x", "episode_id": e["episodeId"]})
+    assert runs == ["ann", "bob"]
+    for s, turns in (("a", KEYBOARD), ("b", TRIP)):  # the same sessions, one job per worker pass
+        end(queue_client, "cid", s, turns)
+    alone = IngestWorker(queue_coordinator.ingest_queue, queue_coordinator.sessions.ingest_job)
+    assert [alone.run_once(block=False) for _ in range(3)] == [1, 1, 0]
+    assert runs == ["ann", "bob", "cid", "cid"]
+    texts = {who: sorted(c["text"] for c in conclusions(queue_client, who)) for who in ("ann", "bob", "cid")}
+    assert texts["ann"] and texts["ann"] == texts["bob"] == texts["cid"]
+    assert any("aisle seats" in t for t in texts["ann"])

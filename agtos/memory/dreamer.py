@@ -47,6 +47,10 @@ class DreamerScheduler:
         except StorageUnavailable:
             log.warning("Dreamer skipped for %s/%s: Redis unavailable", user_id, session_id)
             return
+        if payload.get("more_for_user"):
+            # marked consolidated: a later event of the same ingestion batch is this user's, and its
+            # run reads the user's recent episodes, this one included (ingest_worker.ingest_sessions)
+            return
         if self.services.consolidation_llm is None:
             self.last_report = run_dreamer(self.services, user_id)  # rules: cheap, run now
             return

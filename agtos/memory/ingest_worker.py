@@ -71,8 +71,9 @@ def ingest_session(rt: Services, job: SessionJob, emit: Callable[[dict[str, Any]
 def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[str, Any]], None]) -> list[EpisodeDraft]:
     """:func:`ingest_session` of several jobs with one :func:`run_ingestion` (one NER pipe, one
     embedding call with the texts of all of them bucketed by length), then each job's
-    ``sessionEnded`` event in queue order. Idempotent like one job: a failure part-way leaves
-    upserts that a rerun of any of the jobs repeats."""
+    ``sessionEnded`` event in queue order; an event followed by another of the same user's in
+    this batch says so (``more_for_user``), so the Dreamer consolidates each user once per batch.
+    Idempotent like one job: a failure part-way leaves upserts that a rerun of any of the jobs repeats."""
     drafts = [build_episode(j.user_id, j.session_id, j.turns, rt.summariser, j.segment) for j in jobs]
     kept = [
         (job, draft)
@@ -84,9 +85,13 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
             rt,
             [IngestItem(user_id=j.user_id, session_id=j.session_id, turns=j.turns, episode=d.episode) for j, d in kept],
         )
-    for job, draft in kept:
+    for job, _ in kept:
         rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
-        emit({"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id})
+    for at, (job, draft) in enumerate(kept):  # after every step that can fail: a failed batch emits none
+        event = {"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id}
+        if any(later.user_id == job.user_id for later, _ in kept[at + 1 :]):
+            event["more_for_user"] = True  # the Dreamer may leave its run to this user's last event
+        emit(event)
     return drafts
 
 
