@@ -88,7 +88,7 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
     for job, _ in kept:
         rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
     for at, (job, draft) in enumerate(kept):  # after every step that can fail: a failed batch emits none
-        event = {"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id}
+        event: dict[str, Any] = {"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id}
         if any(later.user_id == job.user_id for later, _ in kept[at + 1 :]):
             event["more_for_user"] = True  # the Dreamer may leave its run to this user's last event
         emit(event)
