@@ -23,11 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fastapi.routing
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
 import agtos.serving.auth as auth
+import agtos.serving.deps as deps
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Turn
 from agtos.serving.app import create_app
@@ -161,3 +163,36 @@ def test_hits_read_with_their_window_need_no_second_read_and_gone_ones_are_dropp
     (hits,), _ = live_many("alice", [LiveRead(turns, ranked, 1, window=1)])
     assert [h.id for h in hits] == ["ep-1.t2"]  # t9 gone: the next page was read
     assert [t.position for t in turns.lookup("alice", hits, neighbours=1)[0].window] == [1, 2, 3]
+
+
+def test_search_context_and_append_hand_off_to_a_worker_thread_once(
+    app: tuple[TestClient, RoundTrips], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each thread hand-off waits for a free worker thread and for the GIL under load: a sync route
+    whose response model FastAPI validated again took a second one (the routes return their JSON)."""
+    client, _ = app
+    monkeypatch.setattr(auth, "OFF_CACHE_S", 3600.0)
+    hops: list[str] = []
+    real = fastapi.routing.run_in_threadpool
+
+    async def counted(func: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(func, "__name__", repr(func)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(fastapi.routing, "run_in_threadpool", counted)
+    monkeypatch.setattr(deps, "run_in_threadpool", counted)
+    calls = {
+        "search": lambda: client.get("/api/memory/search", params={"q": QUESTION}, headers=user(USER)),
+        "context": lambda: client.post("/api/memory/context", json={"query": QUESTION}, headers=user(USER)),
+        "append": lambda: client.post(
+            "/api/memory/sessions/live/turns",
+            json={"turns": [{"role": "user", "content": "The bakery opens at seven."}]},
+            headers=user(USER),
+        ),
+    }
+    for name, call in calls.items():
+        assert call().status_code == 200  # "auth is off" seen
+        hops.clear()
+        response = call()
+        assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+        assert len(hops) == 1, (name, hops)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from agtos.schemas import ProfileUpdate, UserProfile
 from agtos.schemas.api import (
@@ -20,6 +20,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.responses import json_model
 from agtos.storage.redis_conn import StorageUnavailable
 
 router = APIRouter(prefix="/api/memory", tags=["memory"], responses=USER_ERRORS)
@@ -49,12 +50,12 @@ def search(
         Literal["hybrid", "vector", "bm25"] | None,
         Query(description="override AGTOS_MEMORY_SEARCH_MODE for this call"),
     ] = None,
-) -> SearchOut:
+) -> Response:
     """Search the user's episodes (hybrid BM25 + vector by default)."""
     try:
         hits = coordinator.search_episodes(user_id, q, limit, mode)
     except StorageUnavailable:
-        return SearchOut(query=q, results=[], count=0, available=False)
+        return json_model(SearchOut(query=q, results=[], count=0, available=False))
     results = [
         SearchHitOut(
             **EpisodeOut.model_validate(h.episode).model_dump(),
@@ -65,7 +66,7 @@ def search(
         )
         for h in hits
     ]
-    return SearchOut(query=q, results=results, count=len(results), available=True)
+    return json_model(SearchOut(query=q, results=results, count=len(results), available=True))
 
 
 @router.get("/profile", response_model=ProfileOut)
@@ -84,8 +85,10 @@ def put_profile(coordinator: Coordinator, user_id: UserId, update: ProfileUpdate
 
 
 @router.post("/context", response_model=ContextOut, responses=errors(413))
-def context(coordinator: Coordinator, user_id: UserId, body: ContextRequest) -> ContextOut:
+def context(coordinator: Coordinator, user_id: UserId, body: ContextRequest) -> Response:
     """The memory section for the agent's system prompt, fitted to ``token_budget`` tokens."""
-    return ContextOut.model_validate(
-        coordinator.build_context(user_id, body.query, body.session_id, body.token_budget, body.limit)
+    return json_model(
+        ContextOut.model_validate(
+            coordinator.build_context(user_id, body.query, body.session_id, body.token_budget, body.limit)
+        )
     )

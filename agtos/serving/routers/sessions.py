@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from agtos.memory.working import WorkingMemory
 from agtos.schemas.api import SessionEndOut, SessionOut, TurnsAppendedOut, TurnsIn
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.responses import json_model
 
 router = APIRouter(prefix="/api/memory/sessions", tags=["sessions"], responses=USER_ERRORS)
 
@@ -30,14 +31,14 @@ def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
 
 
 @router.post("/{session_id}/turns", response_model=TurnsAppendedOut, responses=errors(413))
-def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> TurnsAppendedOut:
+def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> Response:
     """Append one or more turns, all or none: 200 only once they are journalled in Redis (503 when
     it is down, 413 past a journal cap: nothing written). Older turns are summarised when the
     working-memory limits are passed; ``GET`` the session for its messages."""
     turns = body.named_turns()
     wm = coordinator.add_turns(user_id, session_id, turns)
     with wm.lock:
-        return TurnsAppendedOut(
+        appended = TurnsAppendedOut(
             session_id=session_id,
             appended=len(turns),
             message_count=len(wm.messages),
@@ -45,6 +46,7 @@ def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionI
             compactions=wm.compactions,
             journal_length=wm.journal_len,
         )
+    return json_model(appended)
 
 
 @router.get("/{session_id}", response_model=SessionOut, responses=errors(404))
