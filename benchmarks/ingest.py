@@ -15,6 +15,10 @@ than one pass. In one run, on one coordinator (models loaded and warmed first):
   indexes → entity graph → Dreamer rules. Every stage is the exclusive time of the library's own
   function, measured one after another (the path is sequential), so stages + "other" = the total;
   wall and process CPU are given apart;
+* **HTTP session API, queue mode** (the default of ``agtos serve``): the same requests, /end only
+  queues the session; the API's worker thread ingests what is queued (up to ``BATCH_JOBS`` session
+  ends per run, the Dreamer once per user and run) beside the client's requests; timed from the
+  first POST until the queue is empty. Reported: wall per part, the worker's run sizes;
 * **batch, in process**: ``coordinator.ingest`` of the same sessions as turn items, ``--batch``
   sessions per call (summarise and save heuristics run in the pipeline's summarise step);
 * **Prefect ingestion flow**: ``ingestion_flow`` (the same steps as Prefect tasks, on a local
@@ -45,8 +49,9 @@ import random
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,8 +64,9 @@ from agtos.config import Settings
 from agtos.flows.ingestion_flow import ingestion_flow
 from agtos.flows.runtime import use_runtime
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.live_sessions import SESSION_ENDED
 from agtos.providers.embeddings import MINILM_MAX_TOKENS
-from agtos.schemas import IngestItem, Role, Turn
+from agtos.schemas import IngestItem, Turn
 from agtos.serving.app import create_app
 from benchmarks.eval.api_eval import turn_timestamps
 from benchmarks.eval.dataset import load_dataset
@@ -92,6 +98,7 @@ STAGE_LABELS = {  # run_ingestion's steps (agtos/memory/ingestion_pipeline.py) a
     "index": "Redis episode/memory record + BM25 + vector indexes",
     "turn store": "verbatim turn store + turn BM25 + vector indexes",
     "entities": "entity graph (entity names embedded too)",
+    "Dreamer (rules)": "Dreamer rules (conclusions of the last 50 episodes, the new ones embedded, profile)",
 }
 
 
@@ -156,22 +163,27 @@ class Run:
             config_dir=RUN_TMP / "config",
         )
         self.coord = MemoryCoordinator(settings)
+        self.queued: MemoryCoordinator | None = None  # queue mode, its worker thread (the queue path)
         self.calls: list[list[str]] = []  # the embed calls of the last timed path (the baseline's input)
         self.turn_calls: list[list[str]] = []  # its turn-unit texts, one list per turn store call
         self.turn_counts: list[int] = []  # and the turns each of those calls stored
         self.embed = self.coord.semantic.embedder.embed  # the embedder itself, never patched
 
     def close(self) -> None:
+        if self.queued is not None:
+            self.queued.close()
         self.coord.close()
         log(f"deleted {delete_prefix(redis.Redis.from_url(self.args.redis_url), self.prefix)} keys")
 
-    def warm_up(self) -> None:
-        """Load the embedder and spaCy, and run one session end to end through the session path
-        (its Dreamer too: it loads a model of its own) and one batch (not measured)."""
-        turn = Turn(role=Role.user, content="Warm-up: Mia moved to Lisbon yesterday and prefers window seats.")
-        self.coord.ingest([IngestItem(user_id="bench-warmup", session_id="w1", turns=[turn])])
-        self.coord.add_turns("bench-warmup", "w2", [turn])
-        self.coord.end_session("bench-warmup", "w2")
+    def warm_up(self, session: Session) -> None:
+        """Load the embedder and spaCy, and run one of the dataset's sessions end to end through the
+        session path (its Dreamer too) and one batch, under a user of their own (not measured). A
+        one-turn session is not saved, so it left spaCy to load inside the first timed session end."""
+        turns = [Turn.model_validate(t) for t in session.turns]
+        self.coord.ingest([IngestItem(user_id="bench-warmup", session_id="w1", turns=turns)])
+        self.coord.add_turns("bench-warmup", "w2", turns)
+        if not self.coord.end_session("bench-warmup", "w2").saved:
+            raise RuntimeError("the warm-up session was not saved: spaCy and the Dreamer would load in the timing")
 
     def http(self, todo: list[Session]) -> PathResult:
         """The session API, one turn per call, then /end: the real path of a live agent. After each
@@ -213,6 +225,83 @@ class Run:
         res.stages_wall = {"append turns (whole POST /turns requests)": turns_s, **stages}
         res.stages_wall["other (HTTP, session bookkeeping, glue)"] = ends_s - sum(stages.values())
         res.stages_cpu = watch.take_cpu()
+        return res
+
+    def queue(self, todo: list[Session]) -> PathResult:
+        """The session API in queue mode (the default of ``agtos serve``): each turn POSTed, then
+        /end, which queues the session; the API's worker thread takes what is queued (up to
+        ``BATCH_JOBS`` session ends per ingestion run) while the client goes on. Timed from the first
+        POST until the queue is empty (every job done: nothing left to make searchable); the
+        client's requests and the worker share the process's cores, as under ``agtos serve``."""
+        res = PathResult("HTTP session API, queue mode (turns → /end → queue → worker thread), one session at a time")
+        coord = self.queued = MemoryCoordinator(self.coord.settings.with_overrides(ingest_mode="queue"))
+        warm = sessions(self.args.dataset, 1, "queue-warmup")[0]
+        coord.add_turns(warm.user_id, warm.session_id, [Turn.model_validate(t) for t in warm.turns])
+        coord.end_session(warm.user_id, warm.session_id)
+        coord.ingest_worker().drain()  # its models loaded and warm, outside the timing
+        sizes: list[int] = []
+        many, one = getattr(coord.sessions, "ingest_jobs", None), coord.sessions.ingest_job  # (a worker
+        # before batches had no ingest_jobs: its runs are then all of one job)
+
+        def counted_many(jobs: list[Any]) -> None:
+            sizes.append(len(jobs))
+            assert many is not None
+            many(jobs)
+
+        def counted_one(job: Any) -> None:
+            sizes.append(1)
+            one(job)
+
+        embed, texts = coord.semantic.embedder.embed, [0]
+
+        def counting(batch: list[str]) -> Any:
+            texts[0] += len(batch)
+            return embed(batch)
+
+        turns_s = ends_s = 0.0
+        with (
+            patched(coord.sessions, ingest_jobs=counted_many, ingest_job=counted_one),
+            patched(coord.semantic.embedder, embed=counting),
+        ):
+            coord.start_ingest_worker()
+            try:
+                with AsgiClient(create_app(coordinator=coord)) as client:
+                    cpu0, start = time.process_time(), time.perf_counter()
+                    for s in todo:
+                        headers = {"X-User-Id": s.user_id}
+                        for turn in s.turns:
+                            t = time.perf_counter()
+                            url = f"/api/memory/sessions/{s.session_id}/turns"
+                            r = client.post(url, json={"turns": [turn]}, headers=headers)
+                            turns_s += time.perf_counter() - t
+                            assert r.status_code == 200, r.text
+                        t = time.perf_counter()
+                        r = client.post(f"/api/memory/sessions/{s.session_id}/end", headers=headers)
+                        ends_s += time.perf_counter() - t
+                        assert r.status_code == 200 and r.json()["status"] == "queued", r.text
+                        res.saved += bool(r.json()["saved"])
+                        res.turns += len(s.turns)
+                    client_s = time.perf_counter() - start
+                    while (stats := coord.ingest_queue.stats())["depth"]:
+                        time.sleep(0.01)
+                    res.wall_s = time.perf_counter() - start
+                    res.cpu_s = time.process_time() - cpu0
+            finally:
+                coord.stop_ingest_worker()
+        if stats["deadLetters"]:
+            raise RuntimeError(f"{res.name}: {stats['deadLetters']} jobs dead-lettered")
+        res.sessions, res.texts_embedded = len(todo), texts[0]
+        res.stages_wall = {
+            "append turns (whole POST /turns requests, the worker running beside them)": turns_s,
+            "POST /end (the session queued)": ends_s,
+            "waiting for the queue to empty after the last /end": res.wall_s - client_s,
+        }
+        res.stages_wall["other (client loop)"] = client_s - turns_s - ends_s
+        res.note = (
+            f"queue path: {len(sizes)} ingestion runs for {sum(sizes)} session ends (sizes: "
+            f"{', '.join(f'{n}×{k}' for k, n in sorted(Counter(sizes).items()))}); the queue empty "
+            f"{res.wall_s - client_s:.1f} s after the client's last /end"
+        )
         return res
 
     def batch(self, todo: list[Session]) -> PathResult:
@@ -291,9 +380,7 @@ class Run:
         stack.enter_context(
             patched(coord.sessions, _session_turns=watch.wrap("journal read", coord.sessions._session_turns))
         )
-        stack.enter_context(
-            patched(coord.dreamer, on_session_ended=watch.wrap("Dreamer (rules)", coord.dreamer.on_session_ended))
-        )
+        stack.enter_context(dreamer_timed(coord, watch))
         summarise = watch.wrap("summarise + save heuristics", ingest_worker_module.build_episode)
         stack.enter_context(patched_module(ingest_worker_module, build_episode=summarise))
         records = watch.wrap("turn records", pipeline_module.batch_turns)
@@ -364,6 +451,20 @@ def sweep(run: Run, todo: list[Session]) -> list[dict[str, float]]:
     return rows
 
 
+@contextmanager
+def dreamer_timed(coord: MemoryCoordinator, watch: Stopwatch) -> Iterator[None]:
+    """The Dreamer's handler on the event bus, timed as its own stage. (Patching
+    ``coord.dreamer.on_session_ended`` timed nothing: the bus holds the bound method it subscribed,
+    so the Dreamer's time went to "other".)"""
+    handlers = coord.services.events._handlers[SESSION_ENDED]
+    at = handlers.index(coord.dreamer.on_session_ended)
+    handlers[at] = watch.wrap("Dreamer (rules)", handlers[at])
+    try:
+        yield
+    finally:
+        handlers[at] = coord.dreamer.on_session_ended
+
+
 def chunks(items: list[Session], size: int) -> Iterator[list[Session]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -407,6 +508,15 @@ def render(results: dict[str, Any]) -> str:
         f"{raw['texts_cpu_s'] / stored * 1e3:.0f} ms on every text ({stored} of the {turns} turns were in saved "
         "sessions; the raw figures count those).",
         "",
+        *(
+            f"- {p['name']}: {p['turns_per_s']:.1f} turns/s = {ratio(p['turns_per_s'], raw_turns)} of the raw "
+            f"embedder per session ({raw_turns:.1f}), {ratio(p['turns_per_s'], raw_one)} of it in one call "
+            f"({raw_one:.1f}); process CPU {p['cpu_s'] / p['turns'] * 1e3:.1f} ms per turn, the raw embedder's "
+            f"{raw['turns_cpu_s'] / stored * 1e3:.1f} = {ratio(raw['turns_cpu_s'] / stored, p['cpu_s'] / p['turns'])} "
+            "of it (CPU moves less with the host's load than wall time)."
+            for p in results["paths"]
+        ),
+        "",
         f"Length buckets (a call's texts sorted by token length, at most {results['buckets']['batch_texts']} texts "
         f"and {results['buckets']['batch_tokens']} padded tokens per model call) against one batch padded to the "
         f"longest of up to 64 texts (the embedder before), on the HTTP path's first {base['sample_calls']} calls "
@@ -436,6 +546,20 @@ def render(results: dict[str, Any]) -> str:
             + " |"
         )
     lines.append(f"| **total** | **{total / http['sessions'] * 1e3:.1f}** | 100% | |")
+    for q in (p for p in results["paths"] if p["name"].startswith("HTTP session API, queue mode")):
+        lines += [
+            "",
+            f"The queue path's time ({q['sessions']} sessions, {q['wall_s']:.1f} s wall, {q['cpu_s']:.1f} s process "
+            "CPU; the worker ingests while the client appends):",
+            "",
+            "| part | ms per session (wall) | share |",
+            "|---|---:|---:|",
+            *(
+                f"| {name} | {secs / q['sessions'] * 1e3:.1f} | {secs / q['wall_s']:.0%} |"
+                for name, secs in q["stages_wall"].items()
+            ),
+            f"| **total** | **{q['wall_s'] / q['sessions'] * 1e3:.1f}** | 100% |",
+        ]
     notes = [p["note"] for p in results["paths"] if p.get("note")]
     return "\n".join([*lines, "", *(f"- {n}" for n in notes), ""])
 
@@ -458,14 +582,14 @@ def main(argv: list[str] | None = None) -> int:
         for name, value in PADDED.items():
             setattr(embedder, name, value)
     try:
-        run.warm_up()
+        run.warm_up(sessions(args.dataset, 1, "warmup")[0])
         if args.sweep:
             rows = sweep(run, sessions(args.dataset, args.sessions, "sweep"))
             out = Path(args.results_dir) / "ingest-sweep.json"
             out.write_text(json.dumps({"rows": rows, "stamp": stamp.done()}, indent=1))
             return 0
         paths = []
-        for tag, fn in (("http", run.http), ("batch", run.batch), ("flow", run.flow)):
+        for tag, fn in (("http", run.http), ("queue", run.queue), ("batch", run.batch), ("flow", run.flow)):
             if tag == "flow" and args.no_flow:
                 continue
             todo = sessions(args.dataset, args.sessions, tag)
