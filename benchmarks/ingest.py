@@ -227,18 +227,24 @@ class Run:
         res.stages_cpu = watch.take_cpu()
         return res
 
-    def queue(self, todo: list[Session]) -> PathResult:
+    def queue(self, todo: list[Session], per_post: int = 1) -> PathResult:
         """The session API in queue mode (the default of ``agtos serve``): each turn POSTed, then
         /end, which queues the session; the API's worker thread takes what is queued (up to
         ``BATCH_JOBS`` session ends per ingestion run) while the client goes on. Timed from the first
         POST until the queue is empty (every job done: nothing left to make searchable); the
-        client's requests and the worker share the process's cores, as under ``agtos serve``."""
-        res = PathResult("HTTP session API, queue mode (turns → /end → queue → worker thread), one session at a time")
-        coord = self.queued = MemoryCoordinator(self.coord.settings.with_overrides(ingest_mode="queue"))
-        warm = sessions(self.args.dataset, 1, "queue-warmup")[0]
-        coord.add_turns(warm.user_id, warm.session_id, [Turn.model_validate(t) for t in warm.turns])
-        coord.end_session(warm.user_id, warm.session_id)
-        coord.ingest_worker().drain()  # its models loaded and warm, outside the timing
+        client's requests and the worker share the process's cores, as under ``agtos serve``.
+        ``per_post``: turns per POST /turns (0: all of a session's turns in one request)."""
+        res = PathResult(
+            "HTTP session API, queue mode (turns → /end → queue → worker thread), "
+            + ("one turn per POST" if per_post == 1 else "a session's turns in one POST")
+        )
+        if self.queued is None:
+            coord = self.queued = MemoryCoordinator(self.coord.settings.with_overrides(ingest_mode="queue"))
+            warm = sessions(self.args.dataset, 1, "queue-warmup")[0]
+            coord.add_turns(warm.user_id, warm.session_id, [Turn.model_validate(t) for t in warm.turns])
+            coord.end_session(warm.user_id, warm.session_id)
+            coord.ingest_worker().drain()  # its models loaded and warm, outside the timing
+        coord = self.queued
         sizes: list[int] = []
         many, one = getattr(coord.sessions, "ingest_jobs", None), coord.sessions.ingest_job  # (a worker
         # before batches had no ingest_jobs: its runs are then all of one job)
@@ -269,10 +275,11 @@ class Run:
                     cpu0, start = time.process_time(), time.perf_counter()
                     for s in todo:
                         headers = {"X-User-Id": s.user_id}
-                        for turn in s.turns:
+                        step = per_post or len(s.turns)
+                        for at in range(0, len(s.turns), step):
                             t = time.perf_counter()
                             url = f"/api/memory/sessions/{s.session_id}/turns"
-                            r = client.post(url, json={"turns": [turn]}, headers=headers)
+                            r = client.post(url, json={"turns": s.turns[at : at + step]}, headers=headers)
                             turns_s += time.perf_counter() - t
                             assert r.status_code == 200, r.text
                         t = time.perf_counter()
@@ -297,8 +304,9 @@ class Run:
             "waiting for the queue to empty after the last /end": res.wall_s - client_s,
         }
         res.stages_wall["other (client loop)"] = client_s - turns_s - ends_s
+        per = "one turn" if per_post == 1 else "a session"
         res.note = (
-            f"queue path: {len(sizes)} ingestion runs for {sum(sizes)} session ends (sizes: "
+            f"queue path, {per} per POST: {len(sizes)} ingestion runs for {sum(sizes)} session ends (sizes: "
             f"{', '.join(f'{n}×{k}' for k, n in sorted(Counter(sizes).items()))}); the queue empty "
             f"{res.wall_s - client_s:.1f} s after the client's last /end"
         )
@@ -549,7 +557,7 @@ def render(results: dict[str, Any]) -> str:
     for q in (p for p in results["paths"] if p["name"].startswith("HTTP session API, queue mode")):
         lines += [
             "",
-            f"The queue path's time ({q['sessions']} sessions, {q['wall_s']:.1f} s wall, {q['cpu_s']:.1f} s process "
+            f"{q['name']}: its time ({q['sessions']} sessions, {q['wall_s']:.1f} s wall, {q['cpu_s']:.1f} s process "
             "CPU; the worker ingests while the client appends):",
             "",
             "| part | ms per session (wall) | share |",
@@ -589,7 +597,13 @@ def main(argv: list[str] | None = None) -> int:
             out.write_text(json.dumps({"rows": rows, "stamp": stamp.done()}, indent=1))
             return 0
         paths = []
-        for tag, fn in (("http", run.http), ("queue", run.queue), ("batch", run.batch), ("flow", run.flow)):
+        for tag, fn in (
+            ("http", run.http),
+            ("queue", run.queue),
+            ("queue-one-post", lambda todo: run.queue(todo, per_post=0)),
+            ("batch", run.batch),
+            ("flow", run.flow),
+        ):
             if tag == "flow" and args.no_flow:
                 continue
             todo = sessions(args.dataset, args.sessions, tag)
