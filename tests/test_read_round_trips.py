@@ -8,8 +8,9 @@ once the index mirrors are loaded:
 * search (3): the mirrors' version checks with the user's latest sessions (one MULTI); the records
   of every hit: episodes, turns, and the episodes of the turn hits (one pipeline); the memories of
   the hits' facts (one MGET, to prefer current facts);
-* context (5): the user's latest sessions; the profile; the version checks (one MULTI); the records
-  of every hit, turns with their neighbours (one pipeline); the memories of the hits' facts.
+* context (4): the user's latest sessions with the profile (one pipeline); the version checks (one
+  MULTI); the records of every hit, turns with their neighbours (one pipeline); the memories of the
+  hits' facts.
 
 Before these were pipelined: search 7, context 14 (a LINDEX per turn hit and then an LRANGE of its
 window again, the speakers' turns read on every call, one MGET per namespace).
@@ -44,7 +45,7 @@ from tests.helpers import delete_prefix, isolation_settings, user
 from tests.test_recall_evidence import QUESTION, USER, session_turns
 
 SEARCH_ROUND_TRIPS = 3
-CONTEXT_ROUND_TRIPS = 5
+CONTEXT_ROUND_TRIPS = 4
 
 
 class RoundTrips:
@@ -114,7 +115,7 @@ def test_a_search_makes_three_redis_round_trips(
 
 
 @pytest.mark.parametrize("query", [QUESTION, "kitchen cabinets and the contractor"])
-def test_a_context_makes_five_redis_round_trips(
+def test_a_context_makes_four_redis_round_trips(
     app: tuple[TestClient, RoundTrips], query: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, trips = app

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from agtos.memory.recall import Found, people, profile_items, recall
+from agtos.memory.recall import Found, people_and_profile, profile_items, recall
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode
 from agtos.storage.redis_conn import StorageUnavailable
@@ -100,8 +100,8 @@ def build_context(
         ]
     available = True
     try:
-        who = people(rt, user_id)  # read once for both
-        items += profile_items(rt, user_id, query, who=who)
+        who, profile = people_and_profile(rt, user_id)  # one round trip, for both
+        items += profile_items(rt, user_id, query, who=who, profile=profile)
         items += evidence_items(rt, user_id, query, budget_tokens, limit, who)
     except StorageUnavailable:
         available = False

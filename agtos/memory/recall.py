@@ -18,9 +18,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from agtos.memory.working import WorkingMemory
 from agtos.providers.llm import LLMError
-from agtos.schemas import Conclusion, Episode, Memory, StoredTurn
+from agtos.schemas import Conclusion, Episode, Memory, StoredTurn, UserProfile
 from agtos.storage.redis_conn import members
 from agtos.storage.semantic_store import SearchResult
 from agtos.storage.turns import TurnMatch, parse_turn_doc_id, turn_doc_id
@@ -281,6 +283,20 @@ def people(rt: Services, user_id: str, latest: list[str] | None = None) -> Found
     return Found(speakers=set(known[0]), aliases=dict(known[1]))
 
 
+def people_and_profile(rt: Services, user_id: str) -> tuple[Found, UserProfile]:
+    """:func:`people` and the user's profile, their reads in one round trip (a context needs both)."""
+    timeline = rt.keys.user(user_id).episode_timeline()
+
+    def op(r: redis.Redis) -> list[Any]:
+        pipe = r.pipeline(transaction=False)
+        pipe.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)
+        pipe.get(rt.profiles.key(user_id))
+        return pipe.execute()
+
+    latest, raw = rt.connector.run(op)
+    return people(rt, user_id, members(latest)), rt.profiles.parse(user_id, raw)
+
+
 def addressed_names(turns: list[StoredTurn]) -> dict[str, str]:
     """Names the speakers of two-person sessions call each other by ("Hey Kate!" said by Elise to
     Emi: ``{"Kate": "Emi"}``), at least :data:`ADDRESSED_MIN` times, other than their own names;
@@ -416,12 +432,17 @@ def search_memories(rt: Services, user_id: str, query: str, limit: int = 10, mod
 
 
 def profile_items(
-    rt: Services, user_id: str, query: str, most: int | None = PROFILE_LINES, who: Found | None = None
+    rt: Services,
+    user_id: str,
+    query: str,
+    most: int | None = PROFILE_LINES,
+    who: Found | None = None,
+    profile: UserProfile | None = None,
 ) -> list[ContextItem]:
     """The profile's lines that share a content word with ``query`` other than the name of a person
     who speaks (at most ``most``, those sharing most words first); ``most=None``: every line, the
-    relevant ones at 0.9, others 0.5. ``who``: :func:`people` already read for this request."""
-    profile = rt.profiles.get(user_id)
+    relevant ones at 0.9, others 0.5. ``who``, ``profile``: already read for this request."""
+    profile = rt.profiles.get(user_id) if profile is None else profile
     query_terms = set(content_words(without_speakers(query, (who or people(rt, user_id)).names)))
     lines = [f"User's name is {profile.name}"] if profile.name else []
     if profile.communication_style:

@@ -14,7 +14,15 @@ class ProfileStore:
         self.keys = keys
 
     def get(self, user_id: str) -> UserProfile:
-        raw = self.connector.run(lambda r: r.get(self.keys.user(user_id).profile()))
+        return self.parse(user_id, self.connector.run(lambda r: r.get(self.key(user_id))))
+
+    def key(self, user_id: str) -> str:
+        """The profile's key (a caller reading it with other keys of the user in one round trip)."""
+        return self.keys.user(user_id).profile()
+
+    @staticmethod
+    def parse(user_id: str, raw: bytes | str | None) -> UserProfile:
+        """The profile stored as ``raw`` (None: none stored yet)."""
         return UserProfile.model_validate_json(raw) if raw else UserProfile(user_id=user_id, updated_at=0)
 
     def merge(self, user_id: str, update: ProfileUpdate) -> UserProfile:
