@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import redis
@@ -370,7 +370,7 @@ class SemanticStore:
             for hit in page:
                 if hit.id in read:
                     payload, turns = read[hit.id]
-                    live.append(replace(hit, payload=payload, window=turns))
+                    live.append(SearchResult(hit.id, hit.score, hit.match_type, hit.similarity, payload, turns))
                 else:
                     gone.append(hit.id)
             start += len(page)
