@@ -4,6 +4,7 @@ the vector of their text."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -83,3 +84,34 @@ def test_a_conclusion_stored_without_its_vector_gets_it_on_the_next_run(
     client.post("/api/memory/dream", headers=user("dora"))
     assert seen == [conclusion.text]
     assert conclusion.id in stored_vectors(coordinator, "dora")
+
+
+def test_an_episodes_explicit_statements_are_read_once(monkeypatch: Any) -> None:
+    """The Dreamer reads the turns of the user's last 50 episodes at every session end: an
+    episode's statements are computed once, again only when a field they are read from changes."""
+    import agtos.tasks.explicit as explicit
+    from agtos.schemas import StoredTurn
+
+    calls: list[str] = []
+    real = explicit.statements_of
+
+    def counted(sentence: str, who: str) -> list[tuple[str, str, float]]:
+        calls.append(sentence)
+        return real(sentence, who)
+
+    monkeypatch.setattr(explicit, "statements_of", counted)
+    monkeypatch.setattr(explicit, "_CACHE", OrderedDict(), raising=False)  # empty: no earlier test's
+
+    def turns(allergy: str) -> list[StoredTurn]:
+        said = [("user", f"I'm allergic to {allergy}."), ("assistant", "Noted."), ("user", "I live in Porto.")]
+        return [
+            StoredTurn(user_id="u", episode_id="ep-1", position=i, role=r, content=c, timestamp=1_000 + i)
+            for i, (r, c) in enumerate(said)
+        ]
+
+    first = explicit.turn_statements(turns("peanuts"))
+    assert [s.text for s in first] == ["User is allergic to peanuts", "User lives in Porto"]
+    assert len(calls) == 2  # the user's two sentences
+    assert explicit.turn_statements(turns("peanuts")) == first and len(calls) == 2  # before: 4
+    changed = explicit.turn_statements(turns("shellfish"))
+    assert [s.text for s in changed] == ["User is allergic to shellfish", "User lives in Porto"] and len(calls) == 4

@@ -8,7 +8,11 @@ a sentence either matches a pattern or says nothing here (reactions, questions a
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -225,7 +229,34 @@ def statements_of(sentence: str, who: str) -> list[tuple[str, str, float]]:
 
 
 def turn_statements(turns: list[StoredTurn]) -> list[Statement]:
-    """Every weighty statement the people of one episode made (the user, or each named speaker)."""
+    """Every weighty statement the people of one episode made (the user, or each named speaker).
+
+    Remembered per process for the last ``STATEMENTS_CACHED`` turn lists (keyed by a digest of every
+    field read): the Dreamer reads the turns of a user's last 50 episodes at each session end, and
+    an episode's turns do not change."""
+    key = hashlib.blake2b(
+        json.dumps([[t.episode_id, t.position, t.role, t.name, t.timestamp, t.content] for t in turns]).encode(),
+        digest_size=16,
+    ).digest()
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return list(hit)
+    found = _turn_statements(turns)
+    with _CACHE_LOCK:
+        _CACHE[key] = tuple(found)
+        if len(_CACHE) > STATEMENTS_CACHED:
+            _CACHE.popitem(last=False)
+    return found
+
+
+STATEMENTS_CACHED = 4096
+_CACHE: OrderedDict[bytes, tuple[Statement, ...]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def _turn_statements(turns: list[StoredTurn]) -> list[Statement]:
     ordered = sorted(turns, key=lambda t: t.position)
     said = utterances([Turn(role=t.role, content=t.content, timestamp=t.timestamp, name=t.name) for t in ordered])
     out: list[Statement] = []
