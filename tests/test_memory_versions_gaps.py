@@ -1,11 +1,12 @@
 """Mutation gaps of issue 20 (docs/testing.md): behaviours of the turn store and of the memory versions
 that no test pinned, each found by a surviving mutant. Real Redis; expected values are literals from the
 README and the docstrings (doc ids ``<episode>.t<position>[.c<window>]``, the turn index's RRF weights
-1 and 0.5 with k = 60, one MULTI/EXEC per episode's turn list)."""
+1 and 0.5 with k = 60, one MULTI/EXEC per episode's turn list, session journals on a Redis Cluster)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,9 +17,11 @@ from agtos.schemas import Role, Turn
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.session_journal import IndexedSession, SessionJournal
 from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
+from tests.redis_process import RedisClusterProcesses
 
 
 def said(i: int, content: str | None = None) -> Turn:
@@ -96,3 +99,28 @@ def test_the_turn_index_fuses_bm25_at_half_the_vector_weight(coordinator: Memory
     assert hit.id == "ep-1.t0" and hit.match_type == "hybrid"
     assert hit.score == pytest.approx(1 / 61 + 0.5 / 61)
     assert turns_store.max_fused_score == pytest.approx(1.5 / 61)
+
+
+def test_session_journals_work_on_a_redis_cluster(tmp_path: Path) -> None:
+    """README (scale-out): on a Redis Cluster a user's journal keys share one hash slot and the global
+    index of live journals has a slot of its own, so the journal's scripts must not name it (CROSSSLOT):
+    turns are appended, listed as live, read back and cleared, and the index follows, for users whose
+    keys sit on different masters."""
+    cluster = RedisClusterProcesses(tmp_path / "cluster").start()
+    connector = RedisConnector(cluster.url, None, 5.0)
+    try:
+        journal = SessionJournal(connector, GlobalKeys("agtos-j"), 3_600)
+        users = [f"user{i}" for i in range(6)]
+        for user in users:
+            assert journal.append(user, "s1", [said(0), said(1)]).length == 2
+        assert sum(1 for n in cluster.key_counts() if n) >= 2  # the users' journals sit on several masters
+        assert sorted((e.user_id, e.session_id) for e in journal.idle(0)) == [(u, "s1") for u in users]
+        assert [t.content for t in journal.turns("user3", "s1")] == [said(0).content, said(1).content]
+        assert journal.clear("user3", "s1") == 0
+        assert journal.turns("user3", "s1") == []
+        left = journal.idle(0)
+        assert sorted(e.user_id for e in left) == [u for u in users if u != "user3"]
+        assert all(isinstance(e, IndexedSession) for e in left)
+    finally:
+        connector.close()
+        cluster.stop()
