@@ -107,7 +107,7 @@ def test_session_journals_work_on_a_redis_cluster(tmp_path: Path) -> None:
     turns are appended, listed as live, read back and cleared, and the index follows, for users whose
     keys sit on different masters."""
     cluster = RedisClusterProcesses(tmp_path / "cluster").start()
-    connector = RedisConnector(cluster.url, None, 5.0)
+    connector = RedisConnector(cluster.url, tmp_path / "data", 5.0)
     try:
         journal = SessionJournal(connector, GlobalKeys("agtos-j"), 3_600)
         users = [f"user{i}" for i in range(6)]
