@@ -5,6 +5,7 @@ README and the docstrings (doc ids ``<episode>.t<position>[.c<window>]``, the tu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,26 +102,58 @@ def test_the_turn_index_fuses_bm25_at_half_the_vector_weight(coordinator: Memory
     assert turns_store.max_fused_score == pytest.approx(1.5 / 61)
 
 
-def test_session_journals_work_on_a_redis_cluster(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    nodes = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
+    yield nodes
+    nodes.stop()
+
+
+@pytest.fixture
+def cluster_connector(cluster: RedisClusterProcesses, tmp_path: Path) -> Iterator[RedisConnector]:
+    connector = RedisConnector(cluster.url, tmp_path / "data", 5.0)
+    yield connector
+    connector.close()
+
+
+def test_session_journals_work_on_a_redis_cluster(
+    cluster: RedisClusterProcesses, cluster_connector: RedisConnector
+) -> None:
     """README (scale-out): on a Redis Cluster a user's journal keys share one hash slot and the global
     index of live journals has a slot of its own, so the journal's scripts must not name it (CROSSSLOT):
     turns are appended, listed as live, read back and cleared, and the index follows, for users whose
     keys sit on different masters."""
-    cluster = RedisClusterProcesses(tmp_path / "cluster").start()
-    connector = RedisConnector(cluster.url, tmp_path / "data", 5.0)
-    try:
-        journal = SessionJournal(connector, GlobalKeys("agtos-j"), 3_600)
-        users = [f"user{i}" for i in range(6)]
-        for user in users:
-            assert journal.append(user, "s1", [said(0), said(1)]).length == 2
-        assert sum(1 for n in cluster.key_counts() if n) >= 2  # the users' journals sit on several masters
-        assert sorted((e.user_id, e.session_id) for e in journal.idle(0)) == [(u, "s1") for u in users]
-        assert [t.content for t in journal.turns("user3", "s1")] == [said(0).content, said(1).content]
-        assert journal.clear("user3", "s1") == 0
-        assert journal.turns("user3", "s1") == []
-        left = journal.idle(0)
-        assert sorted(e.user_id for e in left) == [u for u in users if u != "user3"]
-        assert all(isinstance(e, IndexedSession) for e in left)
-    finally:
-        connector.close()
-        cluster.stop()
+    journal = SessionJournal(cluster_connector, GlobalKeys("agtos-j"), 3_600)
+    users = [f"user{i}" for i in range(6)]
+    for user in users:
+        assert journal.append(user, "s1", [said(0), said(1)]).length == 2
+    assert sum(1 for n in cluster.key_counts() if n) >= 2  # the users' journals sit on several masters
+    assert sorted((e.user_id, e.session_id) for e in journal.idle(0)) == [(u, "s1") for u in users]
+    assert [t.content for t in journal.turns("user3", "s1")] == [said(0).content, said(1).content]
+    assert journal.clear("user3", "s1") == 0
+    assert journal.turns("user3", "s1") == []
+    left = journal.idle(0)
+    assert sorted(e.user_id for e in left) == [u for u in users if u != "user3"]
+    assert all(isinstance(e, IndexedSession) for e in left)
+
+
+def test_turn_hits_are_read_on_a_redis_cluster(cluster_connector: RedisConnector) -> None:
+    """On a Redis Cluster the turn store reads each hit's turn with its own command (no script over keys
+    of several slots): a keyword search finds the turn and carries the stored turn, with or without its
+    neighbours."""
+    keys = GlobalKeys("agtos-t")
+    store = TurnStore(
+        cluster_connector,
+        keys,
+        VectorIndex(cluster_connector, keys, "turn", 384),
+        BM25Index(cluster_connector, keys, "turn"),
+        2_592_000,
+    )
+    said_ = [said(0, "hello there"), said(1, "we adopted a grey cat"), said(2, "lovely")]
+    turns = stored_turns("alice", "ep-1", "s-1", said_)
+    store.save(turns, turn_units(turns), None)
+    (hit,) = store.search("alice", "grey cat", None, "bm25", 1)
+    assert hit.id == "ep-1.t1" and hit.payload is not None
+    assert json.loads(hit.payload)["content"] == "we adopted a grey cat"
+    (match,) = store.lookup("alice", [hit], neighbours=1)
+    assert [t.position for t in match.window] == [0, 1, 2]
