@@ -903,7 +903,8 @@ def render(res: SizeResult, command: str, env: dict[str, str]) -> str:
         "Each stage is the exclusive time of the library's own methods, run one after another on the "
         "calling thread (`embed_one`; `sync_with_reads`, the one Redis version check of every mirror the search "
         "reads and any re-read of changes; the rest of `VectorIndex.search`, graph search + re-scoring; the "
-        "rest of `BM25Index.search`, scoring on the in-process mirror; `SemanticStore._live`; "
+        "rest of `BM25Index.search`, scoring on the in-process mirror; `live_many`, every hit's records in one "
+        "round trip; "
         "`SemanticMemory.records`), *other* is the remainder, and the stages + other = the total. "
         "The timed pass's total is shown beside it.",
         "",
