@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 
 from agtos.schemas import StoredTurn
 from agtos.tasks.bm25 import query_terms
@@ -51,12 +53,19 @@ CONTAINED = 0.9  # a fact whose content words a chosen line holds (this share of
 TURN_TOKENS = 200  # a long matched turn is cut to this many tokens around what matched
 NEIGHBOUR_TOKENS = 60  # a neighbour turn is cut to its first tokens
 UNDATED = ("profile", "working")
+DAY_MS = 86_400_000
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
 
 
 def day_heading(day: str) -> str:
     """The line that dates the turn lines said that day, written once: ``8 May 2023:``."""
     return f"{day}:"
+
+
+@lru_cache(maxsize=4096)
+def _day(number: int) -> str:
+    """Day ``number`` since the epoch as written (UTC); a context writes the same few days on many lines."""
+    return format_day(turn_datetime(number * DAY_MS).date())
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class ContextItem:
     @property
     def day(self) -> str:
         """The day it was said or held, as written: ``8 May 2023`` (UTC)."""
-        return format_day(turn_datetime(self.timestamp).date())
+        return _day(self.timestamp // DAY_MS)
 
     @property
     def bullet(self) -> str:
@@ -94,6 +103,11 @@ class ContextItem:
 def clip(text: str, max_tokens: int, around: int = 0) -> str:
     """``text`` cut to ``max_tokens`` tokens (``…`` marks a cut), the window holding character
     ``around`` (the start by default)."""
+    if not around:  # the first tokens: read from a prefix of the text, not the whole of it
+        if count_tokens(text) <= max_tokens:
+            return text
+        head = _leading_offsets(text, max_tokens)
+        return text[head[0][0] : head[max_tokens - 1][1]] + "…"
     offsets = load_tokenizer().encode(text, add_special_tokens=False).offsets
     if len(offsets) <= max_tokens:
         return text
@@ -104,13 +118,27 @@ def clip(text: str, max_tokens: int, around: int = 0) -> str:
     return ("…" if first else "") + body + ("…" if last < len(offsets) - 1 else "")
 
 
-def focus(text: str, terms: set[str], max_tokens: int, around: int = 0) -> str:
+def _leading_offsets(text: str, count: int) -> list[tuple[int, int]]:
+    """The character offsets of the first ``count`` tokens of ``text`` (all, when it has fewer):
+    those of a prefix ending at a space, which no token spans (the tokenizer splits words at
+    whitespace, each word on its own), so its tokens begin the text's."""
+    tokenizer = load_tokenizer()
+    size = 5 * count  # characters: most English tokens are longer
+    while (cut := text.find(" ", size)) > 0:
+        offsets = tokenizer.encode(text[:cut], add_special_tokens=False).offsets
+        if len(offsets) >= count:
+            return offsets[:count]
+        size = 2 * cut
+    return tokenizer.encode(text, add_special_tokens=False).offsets[:count]
+
+
+def focus(text: str, terms: AbstractSet[str], max_tokens: int, around: int = 0) -> str:
     """A long ``text`` cut to ``max_tokens`` tokens by keeping its sentences that share most
     query ``terms`` (in their order, ``…`` between), else the window around character ``around``."""
     if count_tokens(text) <= max_tokens:
         return text
     spans = [(m.start(), m.end()) for m in _SENTENCE.finditer(text)]
-    shared = [len(terms & set(query_terms(text[a:b]))) for a, b in spans]
+    shared = [len(terms & _term_set(text[a:b])) for a, b in spans]
     if not terms or not any(shared):
         return clip(text, max_tokens, around)
     picked: list[int] = []
@@ -150,7 +178,7 @@ def turn_items(
     """The matched turn ``hit`` as a context line, and its neighbours in ``window`` as lines of
     lower weight, each dated and attributed; long turns keep the sentences that share words with
     ``query`` (the hit, when none does: its matched window ``chunk``)."""
-    terms = set(query_terms(query))
+    terms = _term_set(query)
     out = []
     for turn in window:
         matched = turn.position == hit.position
@@ -176,6 +204,20 @@ def turn_items(
     return out
 
 
+TERMS_MEMO_CHARS = 1_000  # texts up to this long have their terms memoised (4096 of them: 4 MB at most)
+
+
+@lru_cache(maxsize=4096)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(query_terms(text))
+
+
+def _term_set(text: str) -> frozenset[str]:
+    """A query's (or a sentence's) terms as a set: a context asks for the query's once per matched
+    turn, and for a long turn's sentences once per window that holds the turn."""
+    return _terms(text) if len(text) <= TERMS_MEMO_CHARS else frozenset(query_terms(text))
+
+
 def prioritise(items: Sequence[ContextItem]) -> list[ContextItem]:
     """Items by ``TIER_WEIGHTS[tier] / (PRIORITY_K + rank in the tier by relevance)``, best first
     (neighbour lines rank among themselves, by their matched turn's relevance)."""
@@ -189,16 +231,22 @@ def prioritise(items: Sequence[ContextItem]) -> list[ContextItem]:
     return [item for _, item in sorted(scored, key=lambda pair: -pair[0])]
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else 0.0
-
-
-def _said(terms: set[str], norm: str, kept: list[tuple[set[str], str]], threshold: float) -> bool:
-    """Whether a text (its content words, normalised form) repeats or is contained in a kept one."""
-    for k_terms, k_norm in kept:
-        if norm == k_norm or _jaccard(terms, k_terms) >= threshold:
-            return True
-        if terms and len(terms & k_terms) >= CONTAINED * len(terms) and len(k_terms) > len(terms):
+def _said(terms: set[str], norm: str, kept: list[tuple[set[str], int]], kept_norms: set[str], threshold: float) -> bool:
+    """Whether a text (its content words, normalised form) repeats or is contained in a kept one
+    (``kept``: each kept line's content words and their number): the same words (``norm``), a
+    Jaccard similarity ``|a & b| / |a | b|`` of at least ``threshold`` (``|a | b|`` worked out as
+    ``|a| + |b| - |a & b|``: one set operation per kept line), or most of its words in a longer one."""
+    if norm in kept_norms:
+        return True
+    n = len(terms)
+    if not n:  # no words: neither similar nor contained
+        return False
+    least = CONTAINED * n
+    for k_terms, k in kept:
+        if not k:
+            continue
+        shared = len(terms & k_terms)
+        if shared / (n + k - shared) >= threshold or (shared >= least and k > n):
             return True
     return False
 
@@ -226,24 +274,31 @@ def fit_budget(items: list[ContextItem], budget_tokens: int) -> tuple[list[Conte
     turns: set[str] = set()
     days: set[str] = set()  # the days whose heading is written
     said_lines: set[str] = set()
-    kept: list[tuple[set[str], str]] = []
+    kept: list[tuple[set[str], int]] = []  # each chosen line's content words, and how many
+    kept_norms: set[str] = set()  # and its normalised form
     for item in items:
         opening = (0 if chosen else header) + (0 if item.tier in titled else count_tokens(_title(item.tier)))
-        terms, norm = set(content_words(item.text)), normalise(item.text)
+        norm = normalise(item.text)
+        terms: set[str] | None = None  # a turn line's words are read only once it is chosen
         if item.tier == "turn":
-            said = f"{item.day} {norm}"
+            day = item.day
+            said = f"{day} {norm}"
             if item.id in turns or said in said_lines:  # taken, or the same words the same day by the same person
                 continue
-            opening += 0 if item.day in days else count_tokens(day_heading(item.day))
-        elif _said(terms, norm, kept, NEAR_DUPLICATE_JACCARD):
-            continue
+            opening += 0 if day in days else count_tokens(day_heading(day))
+        else:
+            terms = set(content_words(item.text))
+            if _said(terms, norm, kept, kept_norms, NEAR_DUPLICATE_JACCARD):
+                continue
         if not budget.take(opening + count_tokens(item.bullet)):
             continue
-        if item.tier == "turn":
+        if terms is None:  # a turn line
             turns.add(item.id)
             said_lines.add(said)
-            days.add(item.day)
-        kept.append((terms, norm))
+            days.add(day)
+            terms = set(content_words(item.text))
+        kept.append((terms, len(terms)))
+        kept_norms.add(norm)
         chosen.append(item)
         titled.add(item.tier)
     return chosen, budget.used
