@@ -5,6 +5,11 @@ baseline: the same code at another git revision, run in the same process, whose 
 byte-identical.
 
     .venv/bin/python -m benchmarks.context_cpu --baseline HEAD --contexts 200
+
+``--key-prefix P``: the whole ``build_context`` (recall included) instead, for every question of the
+conversations that ``benchmarks.eval.api_eval --key-prefix P`` replayed and kept, at budgets 800,
+1000 and 2000, the baseline's functions swapped into ``agtos.memory.context_builder``; every
+response (text, tokens, items) must be the same.
 """
 
 from __future__ import annotations
@@ -115,16 +120,68 @@ def run(module: ModuleType, case: dict[str, Any], budget: int = 800) -> str:
     return f"{used}\n{text}"
 
 
+def _swap(builder: ModuleType, module: ModuleType) -> None:
+    """``module``'s assembly functions (and item class) as those ``context_builder`` calls."""
+    for name in ("assemble", "turn_items", "ContextItem"):
+        setattr(builder, name, getattr(module, name))
+
+
+def stored(baseline: ModuleType, current: ModuleType, key_prefix: str, dataset: Path, rounds: int) -> str:
+    """Full contexts over a replayed dataset kept under ``key_prefix``: responses differing, CPU per context."""
+    from benchmarks.eval.harness import DEFAULT_REDIS_URL, agtos_user_id, make_settings  # isort: skip
+
+    import agtos.memory.context_builder as builder
+    from agtos.memory.coordinator import MemoryCoordinator
+    from benchmarks.eval.dataset import load_dataset
+
+    data = load_dataset(dataset)
+    users = {h.haystack_id: agtos_user_id(h.haystack_id) for h in data.haystacks}
+    coordinator = MemoryCoordinator(
+        make_settings(DEFAULT_REDIS_URL, f"{key_prefix}-{dataset.stem}", Path(tempfile.mkdtemp()))
+    )
+    kept = [q for q in data.questions if coordinator.build_context(users[q.haystack_id], q.question)["items"]]
+
+    def context(module: ModuleType, question: Any, budget: int) -> str:
+        _swap(builder, module)
+        body = coordinator.build_context(users[question.haystack_id], question.question[:1_000], budget_tokens=budget)
+        return json.dumps(body, sort_keys=True)
+
+    try:
+        pairs = [(q, b) for q in kept for b in (800, 1_000, 2_000)]
+        differ = sum(context(baseline, q, b) != context(current, q, b) for q, b in pairs)
+        best = {"baseline": float("inf"), "current": float("inf")}
+        for _ in range(rounds):
+            for name, module in (("baseline", baseline), ("current", current)):
+                start = time.process_time()
+                for q in kept:
+                    context(module, q, 800)
+                best[name] = min(best[name], (time.process_time() - start) / len(kept) * 1000)
+    finally:
+        _swap(builder, current)
+        coordinator.close()
+    return (
+        f"{len(pairs)} stored contexts ({len(kept)} questions with evidence x 3 budgets), responses differing: "
+        f"{differ}; build_context CPU per context (budget 800, best of {rounds}): baseline {best['baseline']:.2f} ms, "
+        f"current {best['current']:.2f} ms, ratio {best['current'] / best['baseline']:.2f}; "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--baseline", default="HEAD", help="git revision of agtos/tasks/context.py to compare with")
     parser.add_argument("--contexts", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds; the best CPU time of each is kept")
     parser.add_argument("--profile", action="store_true", help="cProfile the current code instead")
+    parser.add_argument("--key-prefix", help="full contexts over what api_eval --key-prefix kept (see above)")
+    parser.add_argument("--dataset", type=Path, default=Path(__file__).parent / "eval" / "convset.json")
     args = parser.parse_args()
     import agtos.tasks.context as current
 
     baseline = _module_at(args.baseline)
+    if args.key_prefix:
+        print(stored(baseline, current, args.key_prefix, args.dataset, args.rounds))
+        return
     cases = _cases(DATASET, args.contexts)
     for module in (baseline, current):  # warm the memos (tokens, dates) both share, then compare
         for case in cases:
