@@ -92,6 +92,9 @@ def test_a_fact_said_already_is_left_out() -> None:
         item("semantic", "OK.", id="ok-2"),
     ]
     assert texts(fit_budget(short, 1_000)[0]) == ["I like green tea.", "OK.", "Yes."]
+    # a kept line without content words does not end the comparison with the lines kept after it
+    after_ok = [item("semantic", "OK."), item("semantic", nine), facts[1]]
+    assert texts(fit_budget(after_ok, 1_000)[0]) == ["OK.", nine]
 
 
 def test_a_turn_is_taken_once_by_id_and_once_by_its_words() -> None:
