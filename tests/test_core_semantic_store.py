@@ -334,13 +334,6 @@ def test_a_plan_made_before_this_process_moved_its_mirror_is_made_again(
     assert [d for d, _ in shard.search(np.asarray(QUERY), 5)] == ["d0", "d1", "d2", "d3"]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
-    nodes = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
-    yield nodes
-    nodes.stop()
-
-
 def test_upsert_many_works_on_a_redis_cluster(cluster: RedisClusterProcesses, tmp_path: Path) -> None:
     """The records (one user's slot) and the global users set (another slot) are never one transaction."""
     conn = RedisConnector(cluster.url, tmp_path)

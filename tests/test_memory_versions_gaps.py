@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import redis
 
-from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Role, Turn
 from agtos.storage.bm25_index import BM25Index
@@ -27,17 +26,6 @@ from tests.redis_process import RedisClusterProcesses
 
 def said(i: int, content: str | None = None) -> Turn:
     return Turn(role=Role.user, content=content or f"we talked about topic number {i}", timestamp=1_000 + i)
-
-
-@pytest.fixture
-def turn_store(settings: Settings, key_prefix: str) -> Iterator[TurnStore]:
-    """A turn store with no embedder: keyword search only (vectors None)."""
-    connector = RedisConnector(settings.redis_url, settings.data_dir)
-    keys = GlobalKeys(key_prefix)
-    yield TurnStore(
-        connector, keys, VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn"), 2_592_000
-    )
-    connector.close()
 
 
 def test_an_episodes_turn_list_is_replaced_in_one_transaction(
@@ -100,13 +88,6 @@ def test_the_turn_index_fuses_bm25_at_half_the_vector_weight(coordinator: Memory
     assert hit.id == "ep-1.t0" and hit.match_type == "hybrid"
     assert hit.score == pytest.approx(1 / 61 + 0.5 / 61)
     assert turns_store.max_fused_score == pytest.approx(1.5 / 61)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
-    nodes = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
-    yield nodes
-    nodes.stop()
 
 
 @pytest.fixture

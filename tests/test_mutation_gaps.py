@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,11 @@ from agtos.config import (
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.working import WorkingMemory, _bounded
 from agtos.schemas import Role, Turn
-from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic_store import SearchResult
 from agtos.storage.turns import TurnStore
-from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.summarize import ExtractiveSummariser
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
 
@@ -137,17 +134,6 @@ def test_the_turn_store_refuses_record_writes(coordinator: MemoryCoordinator, me
     with pytest.raises(TypeError) as refused:
         getattr(coordinator.semantic.turns, method)("alice", "t1", "text", None, "{}")
     assert str(refused.value) == "turns are stored per episode: use TurnStore.save"
-
-
-@pytest.fixture
-def turn_store(settings: Settings, key_prefix: str) -> Iterator[TurnStore]:
-    """A turn store with no embedder: vectors are given by the test, or None (keyword search only)."""
-    connector = RedisConnector(settings.redis_url, settings.data_dir)
-    keys = GlobalKeys(key_prefix)
-    yield TurnStore(
-        connector, keys, VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn"), 2_592_000
-    )
-    connector.close()
 
 
 def test_deleting_an_episode_indexed_for_keywords_only_leaves_no_index_entry(

@@ -41,7 +41,7 @@ from agtos.storage.semantic_store import LiveRead, SearchResult, live_many
 from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
-from tests.helpers import delete_prefix, isolation_settings, user
+from tests.helpers import delete_prefix, end_session, isolation_settings, user
 from tests.test_recall_evidence import QUESTION, USER, session_turns
 
 SEARCH_ROUND_TRIPS = 3
@@ -84,11 +84,7 @@ def app(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
         with TestClient(create_app(coordinator=coordinator)) as client:
             for n in (1, 2, 5, 8, 13):
                 sid = f"week-{n:02d}"
-                posted = client.post(
-                    f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
-                )
-                assert posted.status_code == 200, posted.text
-                ended = client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()
+                ended = end_session(client, USER, sid, session_turns(n))
                 assert ended["saved"], ended
             yield client, RoundTrips(coordinator.connector.client)
     finally:

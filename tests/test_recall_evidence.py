@@ -26,7 +26,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.tasks.dates import named_days
 from agtos.tasks.tokens import count_tokens
-from tests.helpers import delete_prefix, gina_jon_turns, isolation_settings, user
+from tests.helpers import delete_prefix, end_session, gina_jon_turns, isolation_settings, user
 
 USER = "gina-and-jon"
 START = datetime(2023, 3, 6, 19, 0, tzinfo=UTC)  # a Monday; session n is n weeks later
@@ -101,11 +101,7 @@ def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
             episodes = {}
             for n in range(1, len(TOPICS) + 1):
                 sid = f"week-{n:02d}"
-                posted = client.post(
-                    f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
-                )
-                assert posted.status_code == 200, posted.text
-                ended = client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()
+                ended = end_session(client, USER, sid, session_turns(n))
                 assert ended["saved"], ended
                 episodes[sid] = ended["episode"]["id"]
             yield client, episodes

@@ -16,13 +16,6 @@ from tests.redis_process import RedisClusterProcesses
 USERS = [f"user{i}" for i in range(6)]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
-    nodes = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
-    yield nodes
-    nodes.stop()
-
-
 @pytest.fixture
 def client(cluster: RedisClusterProcesses, tmp_path: Path) -> Iterator[TestClient]:
     settings = Settings(
