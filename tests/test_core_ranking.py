@@ -63,8 +63,10 @@ def test_fuse_evidence_ranks_owners_by_their_best_evidence_or_their_first_depth_
     assert [o for o, _ in fuse_evidence(owners, weights, depth=2)] == ["e1", "e2", "e3"]
     assert max_evidence_score(weights) == pytest.approx(1.5 / 61)
     assert max_evidence_score(weights, depth=2) == pytest.approx(1.5 / 61 + 1.5 / 62)
-    with pytest.raises(ValueError):
-        fuse_evidence(owners, weights, depth=0)
+    for bad in ({"depth": 0}, {"k": -1}):  # the message tells the caller what is allowed
+        with pytest.raises(ValueError, match=r"^need k >= 0 and depth >= 1$"):
+            fuse_evidence(owners, weights, **bad)
+    assert fuse_evidence({"turns": ["e1"]}, {"turns": 2.0}, k=0) == [("e1", 2.0)]  # k = 0 is allowed: 2 / (0 + 1)
 
 
 def test_light_stem_folds_plurals_only() -> None:
