@@ -140,11 +140,13 @@ class BM25Mirror:
             if postings is None:
                 continue
             rows = np.frombuffer(postings.rows, dtype=np.int32)
-            keep = self.alive[rows]
-            rows = rows[keep]
+            tfs = np.frombuffer(postings.tfs, dtype=np.float32)
+            if self.dead:  # else every posting's row is alive: no mask, no copies
+                keep = self.alive[rows]
+                rows, tfs = rows[keep], tfs[keep]
             if not len(rows):
                 continue
-            tf = np.frombuffer(postings.tfs, dtype=np.float32)[keep].astype(np.float64)
+            tf = tfs.astype(np.float64)
             norm = 1.0 - bm25.B + bm25.B * (self.lengths[rows] / avg_len if avg_len > 0 else 1.0)
             term_idf = bm25.idf(n_docs, len(rows))
             all_rows.append(rows)
@@ -156,5 +158,7 @@ class BM25Mirror:
         if len(candidates) > limit:
             kth = np.partition(scores[candidates], len(candidates) - limit)[len(candidates) - limit]
             candidates = candidates[scores[candidates] >= kth]
-        hits = ((doc_id, float(scores[r])) for r in candidates if (doc_id := self.ids[r]) is not None)
+        ids = self.ids  # Python ints and floats in bulk (tolist), not a numpy scalar per candidate
+        found = zip(candidates.tolist(), scores[candidates].tolist(), strict=True)
+        hits = [(doc_id, score) for r, score in found if (doc_id := ids[r]) is not None]
         return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:limit]

@@ -123,13 +123,14 @@ class LocalShard:
     def approximate(self, unit: np.ndarray, limit: int) -> list[tuple[str, float]]:
         """HNSW candidates, re-scored exactly on the float32 matrix."""
         assert self.hnsw is not None
-        matches = self.hnsw.search(unit, limit + 10)
-        rows = [int(r) for r in matches.keys if self.alive[int(r)]]
-        if not rows:
+        keys = np.asarray(self.hnsw.search(unit, limit + 10).keys, dtype=np.int64)
+        rows = keys[self.alive[keys]]  # one mask for all candidates, not a numpy scalar each
+        if not len(rows):
             return []
         sims = self.matrix[rows] @ unit
         order = np.argsort(-sims, kind="stable")[:limit]
-        return [(self.ids[rows[i]], float(sims[i])) for i in order]
+        ids = self.ids
+        return [(ids[row], sim) for row, sim in zip(rows[order].tolist(), sims[order].tolist(), strict=True)]
 
     def maybe_build(self, params: HnswParams) -> None:
         """(Re)build the graph when the shard is big enough or half its nodes are tombstones."""
