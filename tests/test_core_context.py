@@ -7,6 +7,7 @@ from __future__ import annotations
 from agtos.schemas.records import StoredTurn
 from agtos.tasks.context import (
     ContextItem,
+    _said,
     chunk_offset,
     clip,
     fit_budget,
@@ -167,3 +168,66 @@ def test_a_matched_turn_gets_200_tokens_and_a_neighbour_60_focused_on_the_query(
     assert "Entry 1 records parcel 7 at the depot." in plain
     cut = turn_items([neighbour, hit], hit, 0.5)[0].text  # a neighbour without a query: its first 60 tokens
     assert 55 <= count_tokens(cut.split(": ", 1)[1]) <= 61
+
+
+def test_clip_reads_the_first_tokens_from_a_prefix_long_enough_or_from_the_whole_text() -> None:
+    # ten one-token words of 9-10 characters: the first prefix read (to the space after character 5 x 8)
+    # holds 5 tokens, too few for 8, so a prefix twice as long is read
+    words = "wonderful yesterday something important different community education following tremendous beautiful"
+    assert clip(f"{words} {words}", 8) == (
+        "wonderful yesterday something important different community education following…"
+    )
+    # no space to cut at: the whole text's tokens (abc, ##de, ##f, ...), without [CLS]
+    assert clip("abcdefghijklmnopqrstuvwxyz", 3) == "abcdef…"
+    # the start by default, also when the first token is one character long
+    assert clip("a b c d e", 2) == "a b…"
+    assert focus("a b c d e", set(), 2) == "a b…"  # no query terms: the start
+    # a window asked for around a character of a text of exactly max_tokens tokens: the text as it is
+    assert clip("one two three\n", 3, 5) == "one two three\n"
+
+
+def test_focus_reads_the_terms_of_a_sentence_longer_than_the_memo_limit() -> None:
+    long_sentence = "word " * 250  # 1,250 characters: its terms are not memoised
+    assert focus(long_sentence + ". Zebra piano river.", {"zebra"}, 10) == "… Zebra piano river."
+
+
+def test_window_offsets_of_a_turn_that_starts_with_a_space_or_repeats_itself() -> None:
+    assert chunk_offset(long_turn(" " + LONG), 0) == 0  # window 0 is the start, whatever its first token
+    assert chunk_offset(long_turn("zebra " * 600), 1) == 0  # window 1's words are found first at the start
+
+
+def test_a_turn_without_a_query_starts_at_its_start() -> None:
+    turn = long_turn(LONG + " Then XXXX was written on the parcel.")
+    (line,) = turn_items([turn], turn, 0.5)
+    assert line.text.startswith("Gina: Entry 1 records parcel 7 at the depot.") and "XXXX" not in line.text
+
+
+def test_a_turn_taken_is_not_taken_again_in_other_words() -> None:
+    turns = [
+        item("turn", "Gina: I love jazz and blues", id="ep-1.t0", episode_id="ep-1", position=0),
+        item("turn", "Gina: I love jazz…", id="ep-1.t0", episode_id="ep-1", position=0, neighbour=True),
+    ]
+    assert texts(fit_budget(turns, 1_000)[0]) == ["Gina: I love jazz and blues"]
+
+
+def test_a_line_is_contained_only_in_a_longer_one() -> None:
+    ten = {f"w{n}" for n in range(10)}
+    other = ten - {"w9"} | {"x"}  # 9 of 10 shared: Jaccard 9 / 11, below 0.95
+    assert not _said(ten, "ten", [(other, 10)], set(), 0.95)  # as long: not contained
+    assert _said(ten, "ten", [(other | {"y"}, 11)], set(), 0.95)  # longer: contained
+
+
+def test_a_tier_without_a_title_is_titled_by_its_name() -> None:
+    def used(tier: str) -> int:
+        return fit_budget([item(tier, "hello")], 1_000)[1]
+
+    # "### extra long tier name here" is 4 tokens more than "### notes" (one word for five)
+    assert used("extra long tier name here") - used("notes") == 4
+
+
+def test_turn_lines_said_at_the_same_time_without_an_episode_come_first() -> None:
+    lines = [
+        item("turn", "Gina: e0", id="EP1.t0", episode_id="EP1", position=0),
+        item("turn", "Gina: x0", id="x0", position=0),
+    ]
+    assert format_section(lines).splitlines()[-2:] == ["- Gina: x0", "- Gina: e0"]
