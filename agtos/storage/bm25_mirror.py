@@ -153,12 +153,20 @@ class BM25Mirror:
             all_scores.append(term_idf * tf * (bm25.K1 + 1.0) / (tf + bm25.K1 * norm))
         if not all_rows:
             return []
-        scores = np.bincount(np.concatenate(all_rows), weights=np.concatenate(all_scores))
-        candidates = np.flatnonzero(scores)
+        if len(all_rows) == 1:  # one term: its rows are distinct, its scores the sums
+            candidates, found_scores = all_rows[0], all_scores[0]
+        else:
+            rows = np.concatenate(all_rows)
+            scores = np.bincount(rows, weights=np.concatenate(all_scores))
+            matched = np.zeros(len(scores), bool)  # the rows of some posting (every score > 0):
+            matched[rows] = True  # a nonzero scan of booleans is cheaper than one of the float scores
+            candidates = np.flatnonzero(matched)
+            found_scores = scores[candidates]
         if len(candidates) > limit:
-            kth = np.partition(scores[candidates], len(candidates) - limit)[len(candidates) - limit]
-            candidates = candidates[scores[candidates] >= kth]
+            kth = np.partition(found_scores, len(candidates) - limit)[len(candidates) - limit]
+            best = found_scores >= kth
+            candidates, found_scores = candidates[best], found_scores[best]
         ids = self.ids  # Python ints and floats in bulk (tolist), not a numpy scalar per candidate
-        found = zip(candidates.tolist(), scores[candidates].tolist(), strict=True)
+        found = zip(candidates.tolist(), found_scores.tolist(), strict=True)
         hits = [(doc_id, score) for r, score in found if (doc_id := ids[r]) is not None]
         return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:limit]
