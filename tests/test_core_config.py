@@ -299,3 +299,23 @@ def test_bad_numbers_name_the_variable(
     monkeypatch.setenv(name, raw)
     with pytest.raises(ValueError, match=message):
         Settings.from_env()
+
+
+def test_env_fields_declared_at_run_time_read_their_variable(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``env()`` is how every setting is declared: a field read from its variable, with its default
+    (or default factory) and its bounds. Declared here, while the test runs, so a slip in ``env`` shows
+    even though the real sections were built at import (mutmut's forkserver imports before a mutant)."""
+    from agtos.config import SettingsError, _Section, env
+
+    class Probe(_Section):
+        count: int = env("AGTOS_PROBE_COUNT", 5, ge=1)
+        home: Path = env("AGTOS_PROBE_HOME", default_factory=lambda: Path("/srv/probe"))
+
+    assert (Probe.from_env().count, Probe.from_env().home) == (5, Path("/srv/probe"))
+    monkeypatch.setenv("AGTOS_PROBE_COUNT", "7")
+    monkeypatch.setenv("AGTOS_PROBE_HOME", "/var/probe")
+    assert (Probe.from_env().count, Probe.from_env().home) == (7, Path("/var/probe"))
+    assert Probe(count=9).count == 9  # by field name too
+    monkeypatch.setenv("AGTOS_PROBE_COUNT", "0")
+    with pytest.raises(SettingsError, match="AGTOS_PROBE_COUNT"):
+        Probe.from_env()

@@ -251,3 +251,36 @@ def test_idle_reads_1000_index_members_by_default(
         IndexedSession("u0", "s", 1_000.0),
         IndexedSession("u999", "s", 1_999.0),
     )
+
+
+def test_unindex_drops_a_member_only_if_no_append_renewed_it(
+    connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """The idle sweep's removal: a member read by ``idle`` goes unless its score (last append in ms)
+    moved past the one read; a member another user or session holds is left, and so is one already gone."""
+    index = f"{key_prefix}:meta:journals:live"
+    raw_redis.zadd(index, {"alice:s1": 5_000, "alice:s2": 5_000, "bob:s1": 5_000, "alice:s3": 9_000})
+    store = journal(connector, key_prefix)
+    assert store.unindex(IndexedSession("alice", "s1", 5_000.0)) is True  # unchanged since read
+    assert store.unindex(IndexedSession("alice", "s2", 6_000.0)) is True  # read later than its score
+    assert store.unindex(IndexedSession("alice", "s3", 8_999.0)) is False  # renewed by an append since
+    assert store.unindex(IndexedSession("alice", "s1", 5_000.0)) is False  # already gone
+    assert store.unindex(IndexedSession("carol", "s1", 5_000.0)) is False  # never indexed
+    assert raw_redis.zrange(index, 0, -1, withscores=True) == [(b"bob:s1", 5_000.0), (b"alice:s3", 9_000.0)]
+
+
+def test_a_real_append_renews_the_index_so_unindex_keeps_it(
+    connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """Through the store: the append indexes the session with its time; an entry read before a later
+    append does not remove it."""
+    store = journal(connector, key_prefix)
+    store.append("alice", "s1", turn("first"))
+    (read,) = store.idle(0.0)
+    time.sleep(0.01)
+    store.append("alice", "s1", turn("second"))
+    assert store.unindex(read) is False
+    assert raw_redis.zscore(f"{key_prefix}:meta:journals:live", "alice:s1") is not None
+    (again,) = store.idle(0.0)
+    assert store.unindex(again) is True
+    assert raw_redis.zscore(f"{key_prefix}:meta:journals:live", "alice:s1") is None
