@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
 
 from agtos import __version__
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.auth import WRITE_METHODS, Authenticator, RequestGuardMiddleware
+from agtos.serving.auth import BEARER, WRITE_METHODS, Authenticator, RequestGuardMiddleware
 from agtos.serving.deps import USER_HEADER, get_principal
 from agtos.serving.errors import ERROR_DESCRIPTIONS, install_error_handlers
 from agtos.serving.knowledge import mount_knowledge
@@ -90,22 +91,34 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     guarded = (memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations, memories)
     for module in guarded:
         app.include_router(module.router, dependencies=[Depends(get_principal)])
-    document_guards(app)
+    document_guards(app, [module.router for module in guarded])
     mount_knowledge(app)
     return app
 
 
-def document_guards(app: FastAPI) -> None:
-    """Add the guards' statuses to every operation of the served OpenAPI document: 400 (Host), 401/429
-    (keys, where the bearer scheme applies), 403 (a user key naming another user, a cross-site write)
-    and 415 (a non-JSON write)."""
+def document_guards(app: FastAPI, keyed: Iterable[APIRouter]) -> None:
+    """Add the guards to every operation of the served OpenAPI document: the bearer scheme on the
+    operations of the ``keyed`` routers (``get_principal`` reads it without a FastAPI security
+    dependency), and the statuses 400 (Host), 401/429 (keys, where the bearer scheme applies), 403
+    (a user key naming another user, a cross-site write) and 415 (a non-JSON write)."""
     build = app.openapi
+    operations = {
+        (route.path, method.lower())
+        for router in keyed
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods or ()
+    }
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = build()
-            for item in schema.get("paths", {}).values():
+            scheme = BEARER.model.model_dump(mode="json", by_alias=True, exclude_none=True)
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})[BEARER.scheme_name] = scheme
+            for path, item in schema.get("paths", {}).items():
                 for method, op in item.items():
+                    if (path, method) in operations:
+                        op["security"] = [{BEARER.scheme_name: []}]
                     _add_guard_statuses(method.upper() in WRITE_METHODS, op)
             app.openapi_schema = schema
         return app.openapi_schema

@@ -10,32 +10,43 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.security import HTTPAuthorizationCredentials
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.auth import BEARER, Authenticator, Principal
 from agtos.storage.keys import check_user_id
 
 USER_HEADER = "X-User-Id"
+PRINCIPAL_KEY = "agtos.principal"  # request scope: what get_principal found
 
 
 async def get_coordinator(request: Request) -> MemoryCoordinator:
     return request.app.state.coordinator
 
 
-async def get_principal(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
-) -> Principal | None:
-    """The API key this request proves (401 without a valid one, 429 past its rate); None while auth is off."""
+async def get_principal(request: Request) -> Principal | None:
+    """The API key this request proves (401 without a valid one, 429 past its rate); None while auth is off.
+
+    Found once per request: the guarded routers' own dependency, which FastAPI solves before a
+    route's parameters, keeps it in the request scope for ``get_user_id`` and ``require_service``
+    (no second key check or rate-limit token, no dependency sub-tree solved again). The bearer
+    scheme is read here, not as a sub-dependency (one fewer dependency per request); the OpenAPI
+    document declares it on the guarded operations (``app.document_guards``)."""
+    if PRINCIPAL_KEY in request.scope:
+        cached: Principal | None = request.scope[PRINCIPAL_KEY]
+        return cached
     authenticator: Authenticator = request.app.state.authenticator
+    credentials = await BEARER(request)
     if credentials is None and authenticator.known_off():
-        return None  # the hot path of an open (loopback) install: no thread hop, no Redis call
-    return await run_in_threadpool(authenticator.authenticate, credentials.credentials if credentials else None)
+        principal = None  # the hot path of an open (loopback) install: no thread hop, no Redis call
+    else:
+        token = credentials.credentials if credentials else None
+        principal = await run_in_threadpool(authenticator.authenticate, token)
+    request.scope[PRINCIPAL_KEY] = principal
+    return principal
 
 
 async def get_user_id(
     request: Request,
-    principal: Annotated[Principal | None, Depends(get_principal)],
     x_user_id: Annotated[
         str | None,
         Header(
@@ -48,6 +59,7 @@ async def get_user_id(
     """The caller's user id from ``X-User-Id`` (validated, sent at most once), the user key's user, or the default."""
     if len(request.headers.getlist(USER_HEADER)) > 1:
         raise HTTPException(status_code=400, detail=f"send {USER_HEADER} once")
+    principal = await get_principal(request)
     if principal is None:
         coordinator: MemoryCoordinator = request.app.state.coordinator
         return check_user_id(x_user_id if x_user_id is not None else coordinator.settings.default_user)
@@ -61,8 +73,9 @@ async def get_user_id(
     return own
 
 
-async def require_service(principal: Annotated[Principal | None, Depends(get_principal)]) -> Principal:
+async def require_service(request: Request) -> Principal:
     """A service key (403 for a user key or while auth is off)."""
+    principal = await get_principal(request)
     if principal is None or not principal.is_service:
         raise HTTPException(status_code=403, detail="this operation needs a service key (agtos keys create --service)")
     return principal
