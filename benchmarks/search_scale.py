@@ -29,22 +29,30 @@ import benchmarks.recall  # noqa: F401
 
 import argparse
 import cProfile
+import importlib
+import importlib.util
+import inspect
 import io
 import json
+import os
 import pstats
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import redis
 
 from agtos.config import Settings
+from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.episodic import build_episode
 from agtos.memory.ingestion_pipeline import index_batch
@@ -245,6 +253,138 @@ def profile(coord: MemoryCoordinator, queries: list[str]) -> str:
     return out.getvalue()
 
 
+SWAPPED = ("agtos.memory.recall", "agtos.memory.semantic", "agtos.storage.semantic_store", "agtos.storage.turns")
+
+
+def module_at(rev: str, name: str) -> ModuleType:
+    """Module ``name`` as it was at git revision ``rev``, under another name (it imports the rest of
+    agtos as it is now)."""
+    path = name.replace(".", "/") + ".py"
+    source = subprocess.run(["git", "show", f"{rev}:{path}"], check=True, capture_output=True, text=True, cwd=REPO)
+    file = Path(tempfile.mkdtemp()) / f"{name.rsplit('.', 1)[-1]}_baseline.py"
+    file.write_text(source.stdout)
+    spec = importlib.util.spec_from_file_location(f"{name}_baseline", file)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+Swap = tuple[Any, str, Any]  # (module or class, attribute, value)
+
+
+def baseline_swaps(rev: str, names: tuple[str, ...] = SWAPPED) -> tuple[list[Swap], list[Swap]]:
+    """What to set for the code of ``names`` at ``rev`` (functions and methods whose source differs,
+    wherever agtos modules bound them), and what sets it back."""
+    old_of: dict[int, Any] = {}
+    methods: list[Swap] = []
+    for name in names:
+        current, old = importlib.import_module(name), module_at(rev, name)
+        for attr, value in vars(old).items():
+            here = getattr(current, attr, None)
+            if inspect.isfunction(value) and inspect.isfunction(here) and value.__module__ == old.__name__:
+                if inspect.getsource(value) != inspect.getsource(here):
+                    old_of[id(here)] = value
+            elif inspect.isclass(value) and inspect.isclass(here) and value.__module__ == old.__name__:
+                for method, fn in vars(value).items():
+                    now = vars(here).get(method)
+                    if not inspect.isfunction(fn) or (
+                        now is not None and inspect.getsource(fn) == inspect.getsource(now)
+                    ):
+                        continue
+                    if "__class__" in fn.__code__.co_freevars:  # super(): bound to the baseline's class
+                        raise RuntimeError(f"{name}.{attr}.{method} changed and calls super(): not swappable")
+                    methods.append((here, method, fn))
+    swaps = list(methods)
+    for module in [m for n, m in list(sys.modules.items()) if n.startswith("agtos.")]:
+        swaps += [(module, a, old_of[id(v)]) for a, v in list(vars(module).items()) if id(v) in old_of]
+    undo = [(owner, attr, vars(owner).get(attr)) for owner, attr, _ in swaps]
+    return swaps, undo
+
+
+def apply(swaps: list[Swap]) -> None:
+    for owner, attr, value in swaps:
+        if value is None:
+            delattr(owner, attr)
+        else:
+            setattr(owner, attr, value)
+
+
+def _shown(hits: list[Any]) -> list[tuple[Any, ...]]:
+    """What a search answers: episode, score, match type, highlights (turn, score, text)."""
+    return [
+        (
+            h.episode.id,
+            h.score,
+            h.match_type,
+            tuple((x.turn.episode_id, x.position, x.score, x.speaker, x.timestamp, x.text) for x in h.highlights),
+        )
+        for h in hits
+    ]
+
+
+def compare(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int) -> dict[str, Any]:
+    """``recall`` at ``rev`` (baseline) and now (new), alternated in this process, query cache off:
+    per round, CPU (process_time) and wall of the direct search (embedding included), then HTTP
+    p50/p99; the answers of both must be identical on every query."""
+    to_baseline, to_new = baseline_swaps(rev)
+    log(f"  baseline {rev}: {len(to_baseline)} functions swapped: " + ", ".join(sorted({a for _, a, _ in to_baseline})))
+    cache = getattr(coord.semantic.embedder, "cache", None)
+    if cache is not None:
+        cache.size = 0
+    variants: dict[str, list[Swap]] = {"baseline": to_baseline, "new": to_new}
+    rt = coord.services
+    out: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    answers: dict[str, list[Any]] = {}
+    headers = {"X-User-Id": USER_ID}
+    try:
+        with AsgiClient(create_app(coordinator=coord)) as client:
+            for r in range(rounds):
+                for name in variants if r % 2 == 0 else reversed(list(variants)):
+                    apply(variants[name])
+                    search = recall.search_episodes
+                    for q in queries[:10]:  # warm-up
+                        search(rt, USER_ID, q, 10)
+                    cpu: list[float] = []
+                    wall: list[float] = []
+                    got = []
+                    for q in queries:
+                        c, t = time.process_time(), time.perf_counter()
+                        hits = search(rt, USER_ID, q, 10)
+                        wall.append(time.perf_counter() - t)
+                        cpu.append(time.process_time() - c)
+                        got.append(_shown(hits))
+                    answers.setdefault(name, got)
+                    if got != answers[name]:
+                        raise RuntimeError(f"{name}: answers changed between rounds")
+                    http: list[float] = []
+                    for q in queries:
+                        t = time.perf_counter()
+                        response = client.get("/api/memory/search", params={"q": q, "limit": 10}, headers=headers)
+                        http.append(time.perf_counter() - t)
+                        if response.status_code != 200:
+                            raise RuntimeError(f"search answered {response.status_code}")
+                    row = {
+                        "cpu_mean": statistics.fmean(cpu) * 1e3,
+                        "cpu_p50": pct(cpu, 50),
+                        "wall_p50": pct(wall, 50),
+                        "wall_mean": statistics.fmean(wall) * 1e3,
+                        "http_p50": pct(http, 50),
+                        "http_p99": pct(http, 99),
+                        "load": os.getloadavg()[0],
+                    }
+                    out[name].append(row)
+                    log(f"  round {r} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()))
+    finally:
+        apply(to_new)
+    differ = sum(a != b for a, b in zip(answers["baseline"], answers["new"], strict=True))
+    best = {name: {k: min(row[k] for row in rows) for k in rows[0]} for name, rows in out.items()}
+    ratio = {k: best["new"][k] / best["baseline"][k] for k in best["new"] if k != "load"}
+    log(f"  answers differing: {differ} of {len(queries)}; best-of-{rounds} ratios new/baseline: {ratio}")
+    return {"baseline": rev, "rounds": out, "best": best, "ratio": ratio, "differ": differ}
+
+
 def render(r: dict[str, Any]) -> str:
     st, lat, idx = r["stamp"], r["latency"], r["index"]
     docs = {ns: v["docs"] for ns, v in idx.items()}
@@ -284,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR))
     parser.add_argument("--profile", action="store_true", help="print where a direct search spends its time")
+    parser.add_argument("--compare", metavar="REV", help="also time recall.py at git revision REV against now")
+    parser.add_argument("--rounds", type=int, default=4, help="--compare: rounds, the two alternated")
     args = parser.parse_args(argv)
     stamp = Stamp()
     prefix = f"agtos-bench-{uuid.uuid4().hex[:10]}"
@@ -306,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         rss = rss_mib()
         if args.profile:
             print(profile(coord, questions(args.dataset, args.queries)))
+        compared = (
+            compare(coord, questions(args.dataset, args.queries), args.compare, args.rounds) if args.compare else None
+        )
     finally:
         coord.close()
         log(f"deleted {delete_prefix(raw, prefix)} keys")
@@ -317,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss_mib": rss,
         "redis_bytes": redis_bytes,
         "stamp": stamp.done(),
+        "compare": compared,
     }
     results["markdown"] = render(results)
     out = Path(args.results_dir)
