@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import random
 import re
@@ -38,7 +39,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import psutil  # type: ignore[import-untyped]
@@ -120,10 +121,126 @@ def turn(rng: random.Random) -> dict[str, str]:
     return {"role": rng.choice(("user", "assistant")), "content": rng.choice(SAYINGS).format(t=rng.choice(TOPICS))}
 
 
+Params = dict[str, str] | None
+
+
+@dataclass
+class Reply:
+    status_code: int
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+class HttpFailed(Exception):
+    """The request got no complete HTTP response (connection refused, reset or closed, a timeout)."""
+
+
+class KeepAlive:
+    """A minimal HTTP/1.1 client on one keep-alive connection, for one user's closed loop.
+
+    The requests httpx sends (same method, target, headers, JSON body; ``Connection: keep-alive``),
+    at a fraction of its CPU: httpx cost the generator ~1.5-2 ms per request on the same 2 cores as
+    the server. Reads a ``Content-Length`` or chunked body; a connection idle for ``idle_s`` (below
+    uvicorn's 5 s keep-alive) or closed by the server is opened again before the next request."""
+
+    def __init__(self, url: str, timeout: float = 30.0, idle_s: float = 2.0) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.head = f"Host: {parts.netloc}\r\nAccept: */*\r\nConnection: keep-alive\r\n"
+        self.timeout, self.idle_s = timeout, idle_s
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.last = 0.0
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        params: dict[str, str] | None = None,
+        json_body: Any = None,
+    ) -> Reply:
+        try:
+            return await asyncio.wait_for(self._exchange(method, path, headers, params, json_body), self.timeout)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError) as exc:
+            await self.close()
+            raise HttpFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _exchange(self, method: str, path: str, headers: dict[str, str], params: Params, json_body: Any) -> Reply:
+        if self.streams is None or time.monotonic() - self.last > self.idle_s:
+            await self.close()
+            self.streams = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self.streams
+        body = b"" if json_body is None else json.dumps(json_body).encode()
+        lines = [f"{method} {path}{'?' + urlencode(params) if params else ''} HTTP/1.1\r\n{self.head}"]
+        lines += [f"{name}: {value}\r\n" for name, value in headers.items()]
+        if json_body is not None:
+            lines.append("Content-Type: application/json\r\n")
+        if body or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body)}\r\n")
+        writer.write("".join(lines).encode("latin-1") + b"\r\n" + body)
+        await writer.drain()
+        status, fields = parse_head(await reader.readuntil(b"\r\n\r\n"))
+        if fields.get("transfer-encoding", "").lower() == "chunked":
+            content = await read_chunked(reader)
+        else:
+            content = await reader.readexactly(int(fields.get("content-length", "0")))
+        if fields.get("connection", "").lower() == "close":
+            await self.close()
+        self.last = time.monotonic()
+        return Reply(status, content)
+
+    async def close(self) -> None:
+        if self.streams is not None:
+            writer, self.streams = self.streams[1], None
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+
+def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    """The status code and the (lower-cased) header fields of a response head."""
+    status_line, *rest = head.decode("latin-1").split("\r\n")
+    fields = {}
+    for line in rest:
+        name, sep, value = line.partition(":")
+        if sep:
+            fields[name.strip().lower()] = value.strip()
+    return int(status_line.split(" ", 2)[1]), fields
+
+
+async def read_chunked(reader: asyncio.StreamReader) -> bytes:
+    chunks = []
+    while size := int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16):
+        chunks.append(await reader.readexactly(size))
+        await reader.readexactly(2)
+    await reader.readuntil(b"\r\n")  # the empty trailer
+    return b"".join(chunks)
+
+
+Http = KeepAlive | httpx.AsyncClient
+Response = Reply | httpx.Response
+
+
+async def send(
+    http: Http,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    params: dict[str, str] | None = None,
+    json_body: Any = None,
+) -> Response:
+    if isinstance(http, KeepAlive):
+        return await http.request(method, path, headers, params, json_body)
+    return await http.request(method, path, headers=headers, params=params, json=json_body)
+
+
 class Client:
     """One user: a live session and a closed request loop."""
 
-    def __init__(self, http: httpx.AsyncClient, index: int, seed: int, headers: dict[str, str]) -> None:
+    def __init__(self, http: Http, index: int, seed: int, headers: dict[str, str]) -> None:
         self.http, self.user = http, f"load-{index}"
         self.rng = random.Random(seed * 1_000 + index)
         self.headers = {"X-User-Id": self.user, **headers}
@@ -133,17 +250,17 @@ class Client:
     def sid(self) -> str:
         return f"s{self.session}"
 
-    async def call(self, op: str) -> httpx.Response:
+    async def call(self, op: str) -> Response:
         h, r = self.headers, self.rng
         if op == "append":
             body_turns = {"turns": [turn(r)]}
-            return await self.http.post(f"/api/memory/sessions/{self.sid}/turns", json=body_turns, headers=h)
+            return await send(self.http, "POST", f"/api/memory/sessions/{self.sid}/turns", h, json_body=body_turns)
         if op == "search":
-            return await self.http.get("/api/memory/search", params={"q": r.choice(QUERIES)}, headers=h)
+            return await send(self.http, "GET", "/api/memory/search", h, params={"q": r.choice(QUERIES)})
         if op == "context":
             body: dict[str, Any] = {"query": r.choice(QUERIES), "session_id": self.sid}
-            return await self.http.post("/api/memory/context", json=body, headers=h)
-        response = await self.http.post(f"/api/memory/sessions/{self.sid}/end", headers=h)
+            return await send(self.http, "POST", "/api/memory/context", h, json_body=body)
+        response = await send(self.http, "POST", f"/api/memory/sessions/{self.sid}/end", h)
         self.session += 1
         return response
 
@@ -152,7 +269,8 @@ class Client:
         its models and index mirrors before the timed load, whichever process a request reaches)."""
         for _ in range(sessions):
             turns = [turn(self.rng) for _ in range(6)]
-            await self.http.post(f"/api/memory/sessions/{self.sid}/turns", json={"turns": turns}, headers=self.headers)
+            path = f"/api/memory/sessions/{self.sid}/turns"
+            await send(self.http, "POST", path, self.headers, json_body={"turns": turns})
             await self.call("end")
         for op in ("search", "context", "search", "context"):
             await self.call(op)
@@ -165,8 +283,8 @@ class Client:
             try:
                 response = await self.call(op)
                 failed = response.status_code >= 400
-                detail = f"{op} {response.status_code} {response.text[:120]}"
-            except httpx.HTTPError as exc:
+                detail = f"{op} {response.status_code} {response.text[:120]}" if failed else ""
+            except (httpx.HTTPError, HttpFailed) as exc:
                 failed, detail = True, f"{op} {type(exc).__name__}: {exc}"
             level.latencies[op].append(time.monotonic() - started)
             if failed:
@@ -191,10 +309,17 @@ def cpu_seconds(*pids: int) -> float:
 
 
 async def run_level(
-    url: str, clients: int, duration: float, seed: int, warm: int, headers: dict[str, str], pids: list[int]
+    url: str,
+    clients: int,
+    duration: float,
+    seed: int,
+    warm: int,
+    headers: dict[str, str],
+    pids: list[int],
+    client: str = "raw",
 ) -> Level:
     """One timed level; ``pids``: the server's processes, whose CPU per request is reported beside the
-    load generator's own (both share the machine)."""
+    load generator's own (both share the machine). ``client``: ``raw`` (:class:`KeepAlive`) or ``httpx``."""
     level = Level(clients)
     # each user has its own client and connection: one pool shared by every user costs the generator
     # CPU per request that grows with the number of connections (httpcore scans its pool on every
@@ -203,10 +328,16 @@ async def run_level(
     # connection the server is closing fails with ReadError: the client's race, not a server error)
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=2.0)
     async with contextlib.AsyncExitStack() as stack:
-        https = [
-            await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=30))
-            for _ in range(clients)
-        ]
+        https: list[Http] = []
+        for _ in range(clients):
+            if client == "httpx":
+                https.append(
+                    await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=30))
+                )
+            else:
+                raw = KeepAlive(url)
+                stack.push_async_callback(raw.close)
+                https.append(raw)
         users = [Client(http, i, seed, headers) for i, http in enumerate(https)]
         await asyncio.gather(*(u.warm(warm) for u in users))
         wait_drained(url, 300)
@@ -386,6 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, default=2, help="sessions each user ends before the timed load")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="the generator's HTTP client: raw (a minimal keep-alive HTTP/1.1 client, the cheaper) or httpx",
+    )
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.clients.split(",")]
     layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
@@ -400,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def measure(url: str, pids: list[int], layout: str) -> None:
         for n in levels:
-            level = asyncio.run(run_level(url, n, args.duration, args.seed, args.warm, headers, pids))
+            level = asyncio.run(run_level(url, n, args.duration, args.seed, args.warm, headers, pids, args.client))
             level.layout = layout
             level.rss_mib = rss_mib(*pids) if pids else None
             level.drained_s, level.depth_after = wait_drained(url, args.drain_timeout)
