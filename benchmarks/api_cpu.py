@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-# run as a file, the driver's own package is beside it (PYTHONPATH may name another tree's agtos)
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+# run as a file: its own checkout last on the path, so that PYTHONPATH may name another tree's agtos
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.load import MIX, QUERIES, delete_prefix, turn
 
