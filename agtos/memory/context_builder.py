@@ -15,6 +15,7 @@ from agtos.memory.recall import Found, people_and_profile, profile_items, recall
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode
 from agtos.storage.redis_conn import StorageUnavailable
+from agtos.tasks import line_ranker
 from agtos.tasks.context import ContextItem, assemble, turn_items
 
 if TYPE_CHECKING:
@@ -44,6 +45,18 @@ def _chunk(doc_id: str) -> int:
     return int(found[1]) if found else 0
 
 
+def turn_relevance(found: Found, query: str, asked: set[str]) -> list[float]:
+    """The found turns' relevance in the context: the learned :mod:`~agtos.tasks.line_ranker` when it
+    has weights, else the search's score, the turns of people the question does not name / SPEAKER_BONUS."""
+    if line_ranker.enabled():
+        ranks = {h.episode.id: r for r, h in enumerate(found.episodes)}
+        rows = line_ranker.features([m.turn for m in found.turns], [m.score for m in found.turns], query, asked, ranks)
+        return line_ranker.rerank(rows)
+    return [
+        m.score if not asked or (m.turn.name or "").lower() in asked else m.score / SPEAKER_BONUS for m in found.turns
+    ]
+
+
 def evidence_items(
     rt: Services, user_id: str, query: str, budget_tokens: int, limit: int, who: Found | None = None
 ) -> list[ContextItem]:
@@ -60,9 +73,8 @@ def evidence_items(
     found_episodes = {h.episode.id: h.episode for h in found.episodes}
     sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]], found_episodes)
     asked = found.asked(query)
-    for m in found.turns:  # a question about a person: what that person said first
-        said = not asked or (m.turn.name or "").lower() in asked
-        items += turn_items(m.window, m.turn, m.score if said else m.score / SPEAKER_BONUS, query, _chunk(m.doc_ids[0]))
+    for m, relevance in zip(found.turns, turn_relevance(found, query, asked), strict=True):
+        items += turn_items(m.window, m.turn, relevance, query, _chunk(m.doc_ids[0]))
     for record_id, text, when, source_ids, score, tier, until in derived:
         if asked and not found.asked(text) & asked:
             continue  # the question names whom it asks about; this line is about someone else or no one
