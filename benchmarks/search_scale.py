@@ -274,6 +274,14 @@ def module_at(rev: str, name: str) -> ModuleType:
 Swap = tuple[Any, str, Any]  # (module or class, attribute, value)
 
 
+def _source(fn: Any) -> str | None:
+    """A function's source; None for one generated at run time (a dataclass's ``__init__``)."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+
+
 def baseline_swaps(rev: str, names: tuple[str, ...] = SWAPPED) -> tuple[list[Swap], list[Swap]]:
     """What to set for the code of ``names`` at ``rev`` (functions and methods whose source differs,
     wherever agtos modules bound them), and what sets it back."""
@@ -284,13 +292,15 @@ def baseline_swaps(rev: str, names: tuple[str, ...] = SWAPPED) -> tuple[list[Swa
         for attr, value in vars(old).items():
             here = getattr(current, attr, None)
             if inspect.isfunction(value) and inspect.isfunction(here) and value.__module__ == old.__name__:
-                if inspect.getsource(value) != inspect.getsource(here):
+                if _source(value) != _source(here):
                     old_of[id(here)] = value
             elif inspect.isclass(value) and inspect.isclass(here) and value.__module__ == old.__name__:
                 for method, fn in vars(value).items():
                     now = vars(here).get(method)
-                    if not inspect.isfunction(fn) or (
-                        now is not None and inspect.getsource(fn) == inspect.getsource(now)
+                    if (
+                        not inspect.isfunction(fn)
+                        or _source(fn) is None
+                        or (now is not None and _source(fn) == _source(now))
                     ):
                         continue
                     if "__class__" in fn.__code__.co_freevars:  # super(): bound to the baseline's class
