@@ -16,11 +16,13 @@ import pytest
 import redis
 
 from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.semantic import SemanticMemory, SemanticSearch
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.mirror_sync import plan_many
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import SearchResult, SemanticStore, sync_mirrors
+from agtos.storage.semantic_store import Ranked, SearchResult, SemanticStore, sync_mirrors
 from agtos.storage.vector_index import VectorIndex
 from tests.helpers import bm25_oracle, user_key_names
 from tests.redis_process import RedisClusterProcesses, RedisProcess
@@ -240,6 +242,36 @@ def test_bm25_mode_scores_are_okapi_bm25_and_ignore_the_vector(store: SemanticSt
     # a query vector the index cannot use (zero) does not matter to a keyword search
     assert hits(store.search("alice", "zyxtrel", np.zeros(DIM, np.float32), mode="bm25", limit=5)) == expected
     assert hits(store.search("alice", "zyxtrel", None, mode="bm25", limit=1)) == expected[:1]
+
+
+def test_rank_makes_a_search_result_only_for_the_candidates_taken(store: SemanticStore) -> None:
+    """limit 2: pools of 8, d3 also a keyword hit; each candidate taken (by index or slice) is the
+    SearchResult of its RRF score, match type and cosine, in fused order; the search is its first page."""
+    put_ranked(store, 12, keyword_ids=("d3",))
+    ranked = store.rank("alice", "zyxtrel", QUERY, "hybrid", 2)
+    assert len(ranked) == 8
+    assert isinstance(ranked, Ranked) and all(isinstance(row, tuple) for row in ranked.rows)  # none made yet
+    first = ranked[0]
+    assert (first.id, first.score, first.match_type) == ("d3", pytest.approx(1 / 63 + 1 / 61), "hybrid")
+    assert first.similarity == pytest.approx(cosine(3), abs=1e-6) and first.payload is None
+    assert hits(ranked[1:3]) == [("d1", pytest.approx(1 / 61), "semantic"), ("d2", pytest.approx(1 / 62), "semantic")]
+    assert [r.id for r in ranked[-2:]] == ["d7", "d8"] and ranked[-1] == ranked[7] == ranked[7:][0]
+    assert hits(store.search("alice", "zyxtrel", QUERY, limit=2)) == hits(ranked[:2])
+    keyword = store.rank("alice", "zyxtrel", QUERY, "bm25", 2)
+    assert len(keyword) == 1 and (keyword[0].id, keyword[0].match_type, keyword[0].similarity) == (
+        "d3",
+        "keyword",
+        None,
+    )
+    vector = store.rank("alice", "zyxtrel", QUERY, "vector", 1)
+    assert [(r.id, r.match_type) for r in vector[:]] == [
+        ("d1", "semantic"),
+        ("d2", "semantic"),
+        ("d3", "semantic"),
+        ("d4", "semantic"),
+    ]
+    assert vector[0].similarity == vector[0].score == pytest.approx(cosine(1), abs=1e-6)
+    assert len(store.rank("alice", "zyxtrel", QUERY, "hybrid", 0)) == 0
 
 
 def test_search_argument_errors_and_limit_0(store: SemanticStore) -> None:
@@ -462,3 +494,57 @@ def test_sync_mirrors_of_two_namespaces_works_on_a_redis_cluster(
         for store, mirrors in zip(stores, sync_mirrors(user, stores, "hybrid"), strict=True):
             assert [r.id for r in store.search(user, "zyxtrel", QUERY, mirrors=mirrors)] == ["d1"]
     conn.close()
+
+
+# -- the query embedding, beside the other work of a search -------------------------------------------
+
+
+@pytest.fixture
+def counted(coordinator: MemoryCoordinator, monkeypatch: pytest.MonkeyPatch) -> tuple[SemanticMemory, list[str]]:
+    """The coordinator's semantic tier with three memories indexed, and the texts its embedder embeds one by one."""
+    sem = coordinator.semantic
+    texts = {"m1": "Gina adopted a grey cat", "m2": "Jon opened a dance studio", "m3": "Gina lost her job"}
+    store = sem.store("memory")
+    for (doc_id, text), vector in zip(texts.items(), sem.embedder.embed(list(texts.values())), strict=True):
+        store.upsert("alice", doc_id, text, vector, json.dumps({"id": doc_id}))
+    seen: list[str] = []
+    embed_one = sem.embedder.embed_one
+    monkeypatch.setattr(sem.embedder, "embed_one", lambda text: seen.append(text) or embed_one(text))
+    return sem, seen
+
+
+def shown(found: dict[str, SemanticSearch]) -> list[tuple[str, float, str]]:
+    return hits(found["memory"].results)
+
+
+def test_a_search_uses_the_embedding_started_early_for_its_query(counted: tuple[SemanticMemory, list[str]]) -> None:
+    sem, seen = counted
+    plain = shown(sem.search_many("alice", "which cat did she get", {"memory": 3}))
+    early = sem.embed_soon("which cat did she get")
+    assert early is not None and early.queries == ("which cat did she get",)
+    assert shown(sem.search_many("alice", "which cat did she get", {"memory": 3}, embedding=early)) == plain
+    assert seen == ["which cat did she get"] * 2  # the plain search's, then the early one only
+    assert plain[0][0] == "m1" and plain[0][2] == "hybrid"
+
+
+def test_an_early_embedding_of_other_words_is_not_used(counted: tuple[SemanticMemory, list[str]]) -> None:
+    sem, seen = counted
+    stale = sem.embed_soon("what did Gina adopt")
+    assert stale is not None and stale.vectors.result()[0] is not None
+    found = shown(sem.search_many("alice", "what did adopt", {"memory": 3}, embedding=stale))
+    assert seen == ["what did Gina adopt", "what did adopt"]
+    assert found == shown(sem.search_many("alice", "what did adopt", {"memory": 3}))
+
+
+def test_nothing_is_embedded_early_for_a_keyword_search_or_an_expanded_query(
+    counted: tuple[SemanticMemory, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sem, seen = counted
+    assert sem.embed_soon("which pet", "bm25") is None
+    monkeypatch.setattr(sem, "default_mode", "bm25")
+    assert sem.embed_soon("which pet") is None
+    pending = sem.embed_soon("which pet", "hybrid")
+    assert pending is not None and pending.vectors.result()[0] is not None
+    monkeypatch.setattr(sem, "expander", lambda q: [f"{q} animal"])
+    assert sem.embed_soon("which pet", "hybrid") is None
+    assert seen == ["which pet"]

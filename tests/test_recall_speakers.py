@@ -128,3 +128,26 @@ def test_a_question_about_one_speaker_weighs_the_others_turns_less(
     jon = "Jon: Get a snake plant, they're impossible to kill."
     assert relevance["Jon"][gina] == pytest.approx(relevance["Gina"][gina] / 1.5, abs=1e-3)
     assert relevance["Gina"][jon] == pytest.approx(relevance["Jon"][jon] / 1.5, abs=1e-3)
+
+
+def test_the_query_embeds_once_while_the_speakers_are_those_last_read(
+    chat: tuple[TestClient, MemoryCoordinator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The query embeds during the version checks' round trip, without the names read for the user by
+    the last search; names that changed since (here: a stale guess of Gina only) embed it again."""
+    _, coordinator = chat
+    rt = coordinator.services
+    seen: list[str] = []
+    embed_one = rt.semantic.embedder.embed_one
+    monkeypatch.setattr(rt.semantic.embedder, "embed_one", lambda text: seen.append(text) or embed_one(text))
+    monkeypatch.setattr(recall, "_LATEST", {})  # a process that has not searched for this user yet
+    question = "What is the name of Jon's dog?"
+    first = [(h.episode.id, h.score) for h in recall.search_episodes(rt, USER, question, 3)]
+    assert seen == ["What is the name of dog?"]  # no guess: embedded once the names are read
+    assert [(h.episode.id, h.score) for h in recall.search_episodes(rt, USER, question, 3)] == first
+    assert seen == ["What is the name of dog?"] * 2  # early, once
+    monkeypatch.setitem(recall._PEOPLE, ("stale",), (frozenset({"Gina"}), {}))
+    recall._LATEST[USER] = ("stale",)
+    assert [(h.episode.id, h.score) for h in recall.search_episodes(rt, USER, question, 3)] == first
+    assert sorted(seen[2:]) == [question, "What is the name of dog?"]
+    assert recall._LATEST[USER] == (USER, *recall._LATEST[USER][1:]) != ("stale",)

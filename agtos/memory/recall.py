@@ -174,12 +174,16 @@ def recall(
     # the index mirrors' version checks and the user's latest sessions (for people) in one round trip
     timeline = rt.keys.user(user_id).episode_timeline()
     reads = [] if who is not None else [lambda pipe: pipe.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)]
+    # the query embeds (in another thread) while the round trip below runs, without the speakers'
+    # names as last read for this user (they seldom change: if they did, it embeds again)
+    names = who.names if who is not None else _last_names(user_id)
+    early = rt.semantic.embed_soon(without_speakers(query, names), mode) if names is not None else None
     prepared = rt.semantic.prepare(user_id, list(wanted), mode, reads)
     out = replace(who) if who is not None else people(rt, user_id, members(prepared.replies[0]))
     searched = without_speakers(query, out.names)
     # the records of every hit (turns with their neighbours, the turn hits' episodes) in one round trip
     found = rt.semantic.search_many(
-        user_id, searched, wanted, mode, neighbours=neighbours, turn_episodes=True, prepared=prepared
+        user_id, searched, wanted, mode, neighbours=neighbours, turn_episodes=True, prepared=prepared, embedding=early
     )
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
@@ -232,20 +236,32 @@ def recall(
     for episode_id, score in evidence_scores:
         best[episode_id] = max(score, best.get(episode_id, 0.0))
     top = max_evidence_score({k: v for k, v in EVIDENCE_WEIGHTS.items() if evidence.get(k)}, EVIDENCE_DEPTH) or 1.0
+    shown = highlights(out.turns)
     hits = [  # scored by the fusion for the recency re-rank, then shown with their best evidence's score
         SearchHit(
             Episode.model_validate_json(payloads[episode_id]),
             score / top,
             _match_type(types.get(episode_id, {"keyword"})),
-            tuple(Highlight(m.turn, m.score) for m in out.turns if m.turn.episode_id == episode_id)[:HIGHLIGHTS],
+            tuple(shown.get(episode_id, ())),
         )
         for episode_id, score in fused
         if episode_id in payloads  # else expired or forgotten since it was indexed
     ]
     out.episodes = [
-        replace(h, score=round(best.get(h.episode.id, 0.0), 4)) for h in rerank_by_recency(hits, recency_weight(query))
+        SearchHit(h.episode, round(best.get(h.episode.id, 0.0), 4), h.match_type, h.highlights)
+        for h in rerank_by_recency(hits, recency_weight(query))
     ]
     out.episodes = prefer_current_episodes(rt, user_id, query, out.episodes[:limit]) + out.episodes[limit:]
+    return out
+
+
+def highlights(turns: list[TurnMatch]) -> dict[str, list[Highlight]]:
+    """Episode id -> its first :data:`HIGHLIGHTS` matched turns, in the order of ``turns`` (one pass)."""
+    out: dict[str, list[Highlight]] = {}
+    for m in turns:
+        listed = out.setdefault(m.turn.episode_id, [])
+        if len(listed) < HIGHLIGHTS:
+            listed.append(Highlight(m.turn, m.score))
     return out
 
 
@@ -264,6 +280,14 @@ def speaker_names(rt: Services, user_id: str) -> set[str]:
 #: (user, episode ids) -> the speakers' names in those episodes' turns, and their addressed_names
 _PEOPLE: dict[tuple[str, ...], tuple[frozenset[str], dict[str, str]]] = {}
 _PEOPLE_KEPT = 4096
+#: user -> the key of :data:`_PEOPLE` that :func:`people` last read for them
+_LATEST: dict[str, tuple[str, ...]] = {}
+
+
+def _last_names(user_id: str) -> set[str] | None:
+    """The names :func:`people` last found for the user (None: none known in this process)."""
+    known = _PEOPLE.get(_LATEST.get(user_id, ()))
+    return None if known is None else set(known[0]) | set(known[1])
 
 
 def people(rt: Services, user_id: str, latest: list[str] | None = None) -> Found:
@@ -275,6 +299,9 @@ def people(rt: Services, user_id: str, latest: list[str] | None = None) -> Found
         latest = members(rt.connector.run(lambda r: r.zrevrange(timeline, 0, SPEAKER_SESSIONS - 1)))
     key = (user_id, *latest)
     known = _PEOPLE.get(key)
+    if len(_LATEST) >= _PEOPLE_KEPT:
+        _LATEST.clear()
+    _LATEST[user_id] = key
     if known is None:
         if len(_PEOPLE) >= _PEOPLE_KEPT:
             _PEOPLE.clear()

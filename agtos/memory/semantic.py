@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before tryi
 #: (vector, keyword) weights of the turn index's RRF: a short turn that shares one word with the
 #: question ("Send me the name!") ranks high in BM25; the meaning counts more (issue 14, api_eval)
 TURN_RRF_WEIGHTS = (1.0, 0.5)
+#: query embeddings run here beside the keyword searches of the same search (a few at a time)
+_EMBEDDINGS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agtos-query-embed")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,14 @@ class Prepared:
     mode: str
     synced: dict[str, SyncedMirrors]
     replies: list[Any]
+
+
+@dataclass(frozen=True)
+class PendingEmbedding:
+    """The vectors of ``queries``, being computed (:meth:`SemanticMemory.embed_soon`)."""
+
+    queries: tuple[str, ...]
+    vectors: Future[list[np.ndarray | None]]
 
 
 @dataclass(frozen=True)
@@ -254,13 +265,15 @@ class SemanticMemory:
         neighbours: int = 0,
         turn_episodes: bool = False,
         prepared: Prepared | None = None,
+        embedding: PendingEmbedding | None = None,
     ) -> dict[str, SemanticSearch]:
         """:meth:`search` in several namespaces (``limits``: namespace -> results) with one
         embedding of the query (and of its rephrasings), their records read in one round trip:
         turn hits with ``neighbours`` turns either side (``SearchResult.window``, for
         :meth:`TurnStore.lookup`), and with ``turn_episodes`` the episode records of the turn hits'
         episodes that are not episode hits (``related`` of the ``episode`` result). ``prepared``: the
-        mirrors already synced by :meth:`prepare` for these namespaces and mode."""
+        mirrors already synced by :meth:`prepare` for these namespaces and mode; ``embedding``: from
+        :meth:`embed_soon`, used if it embeds these very queries (else they are embedded now)."""
         wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
         queries = [query, *(self.expander(query) if self.expander else [])]
@@ -270,21 +283,33 @@ class SemanticMemory:
         synced = prepared.synced
         vectors: list[np.ndarray | None] = [None] * len(queries)
         degraded = None
-        if wanted != "bm25":
+        # the query is embedded in another thread (onnxruntime releases the GIL) while this one runs
+        # the keyword searches, which do not need its vector
+        pending = None
+        if wanted != "bm25" and embedding is not None and embedding.queries == tuple(queries):
+            pending = embedding.vectors
+        elif wanted != "bm25":
+            pending = _EMBEDDINGS.submit(self._embed_queries, queries)
+        keyword = [
+            None if wanted == "vector" else store.keyword_candidates(user_id, q, limits[ns], synced[ns].bm25)
+            for ns, store in stores.items()
+            for q in queries
+        ]
+        if pending is not None:
             try:
-                vectors = list(self.embedder.embed(queries)) if len(queries) > 1 else [self.embedder.embed_one(query)]
+                vectors = pending.result()
             except EmbeddingError as exc:
                 degraded = f"embedder unavailable, keyword search only: {exc}"
                 wanted = "bm25"
+        pairs = [(ns, store, q, v) for ns, store in stores.items() for q, v in zip(queries, vectors, strict=True)]
         reads = [
             LiveRead(
                 store,
-                store.rank(user_id, q, v, wanted, limits[ns], threshold, mirrors=synced[ns]),
+                store.rank(user_id, q, v, wanted, limits[ns], threshold, hits, synced[ns]),
                 limits[ns],
                 neighbours if ns == TURN_NAMESPACE else 0,
             )
-            for ns, store in stores.items()
-            for q, v in zip(queries, vectors, strict=True)
+            for (ns, store, q, v), hits in zip(pairs, keyword, strict=True)
         ]
         also = None
         if turn_episodes and TURN_NAMESPACE in stores and "episode" in stores:
@@ -305,6 +330,19 @@ class SemanticMemory:
                 related if ns == "episode" else {},
             )
         return out
+
+    def embed_soon(self, query: str, mode: str | None = None) -> PendingEmbedding | None:
+        """Start embedding ``query`` for a :meth:`search_many` in ``mode`` about to run (its other
+        reads go on meanwhile); None when that search embeds nothing or expands the query."""
+        if (mode or self.default_mode) == "bm25" or self.expander is not None:
+            return None
+        return PendingEmbedding((query,), _EMBEDDINGS.submit(self._embed_queries, [query]))
+
+    def _embed_queries(self, queries: list[str]) -> list[np.ndarray | None]:
+        """The vector of each query (one cached single-text call for one query)."""
+        if len(queries) > 1:
+            return list(self.embedder.embed(queries))
+        return [self.embedder.embed_one(queries[0])]
 
     def prepare(
         self,

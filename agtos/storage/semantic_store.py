@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import redis
 from redis.cluster import ClusterPipeline
@@ -43,6 +43,33 @@ class SearchResult:
     #: a turn hit read with its neighbours (:func:`live_many` ``window`` > 0): ``(window, raw turns
     #: of positions position - window .. position + window that exist, in order)``
     window: Window | None = field(default=None, compare=False, repr=False)
+
+
+Row = tuple[str, float, MatchType, float | None]  # a SearchResult's id, score, match type and similarity
+
+
+class Ranked(Sequence[SearchResult]):
+    """:meth:`SemanticStore.rank`'s candidates, best first: a :class:`SearchResult` is made only for
+    the candidates taken (a search reads the first page of a pool of a few hundred)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> SearchResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SearchResult]: ...
+
+    def __getitem__(self, index: int | slice) -> SearchResult | list[SearchResult]:
+        if isinstance(index, slice):
+            return [SearchResult(*row) for row in self.rows[index]]
+        return SearchResult(*self.rows[index])
 
 
 @dataclass(frozen=True)
@@ -93,7 +120,7 @@ class LiveRead:
     (``window`` > 0, turn stores only: each turn hit with that many neighbours either side)."""
 
     store: SemanticStore
-    ranked: list[SearchResult]
+    ranked: Sequence[SearchResult]
     limit: int
     window: int = 0
 
@@ -298,13 +325,13 @@ class SemanticStore:
         min_similarity: float = 0.0,
         keyword_hits: list[tuple[str, float]] | None = None,
         mirrors: SyncedMirrors | None = None,
-    ) -> list[SearchResult]:
+    ) -> Sequence[SearchResult]:
         """:meth:`search`'s candidates, best first, before their records are read (no Redis call
         when ``mirrors`` are synced): :func:`live_many` reads the records of several at once."""
         if mode not in ("hybrid", "vector", "bm25"):
             raise ValueError(f"unknown search mode {mode!r}")
         if limit <= 0:
-            return []
+            return Ranked([])
         if mode == "vector" and query_vector is None:
             raise ValueError("vector search needs a query vector")
         pool = limit * self.candidate_factor
@@ -316,23 +343,20 @@ class SemanticStore:
             keyword_hits = []
         elif keyword_hits is None:
             keyword_hits = self.keyword_candidates(user_id, query_text, limit, synced.bm25)
-        similarity = dict(vector_hits)
         if mode == "vector":
-            ranked = [SearchResult(d, s, "semantic", s) for d, s in vector_hits]
-        elif mode == "bm25":
-            ranked = [SearchResult(d, s, "keyword") for d, s in keyword_hits]
-        else:
-            keyword_ids = {d for d, _ in keyword_hits}
-            fused = reciprocal_rank_fusion(
-                [[d for d, _ in vector_hits], [d for d, _ in keyword_hits]],
-                k=self.rrf_k,
-                weights=list(self.rrf_weights),
-            )
-            ranked = [
-                SearchResult(d, score, _match_type(d in similarity, d in keyword_ids), similarity.get(d))
-                for d, score in fused
-            ]
-        return ranked
+            return Ranked([(d, s, "semantic", s) for d, s in vector_hits])
+        if mode == "bm25":
+            return Ranked([(d, s, "keyword", None) for d, s in keyword_hits])
+        similarity = dict(vector_hits)
+        keyword_ids = {d for d, _ in keyword_hits}
+        fused = reciprocal_rank_fusion(
+            [[d for d, _ in vector_hits], [d for d, _ in keyword_hits]],
+            k=self.rrf_k,
+            weights=list(self.rrf_weights),
+        )
+        return Ranked(
+            [(d, score, _match_type(d in similarity, d in keyword_ids), similarity.get(d)) for d, score in fused]
+        )
 
     def keyword_candidates(
         self, user_id: str, query_text: str, limit: int, synced: BM25Mirror | None = None
@@ -352,7 +376,7 @@ class SemanticStore:
     def _live(
         self,
         user_id: str,
-        ranked: list[SearchResult],
+        ranked: Sequence[SearchResult],
         limit: int,
         first: dict[str, tuple[str, Window | None]] | None = None,
         window: int = 0,
