@@ -13,6 +13,10 @@ score is the answer-present rule of :mod:`benchmarks.eval.answers` on a 1,000-to
 
 ``--fit-all PATH``: also fit on every conversation and write the weights (raw-feature scale) as JSON.
 ``--weights PATH``: no fitting; score the dataset with these weights (a model fitted elsewhere).
+Variants: ``--pool-tokens 12`` (an 80-turn pool for 1,000 tokens), ``--label answer|either``, ``--blend
+0.5`` (RRF with the default order), ``--model trees`` (gradient-boosted trees), ``--raw-scores`` (each
+turn's own cosine and BM25 score as two more features), ``--oracle`` (the pool's evidence turns first:
+the ceiling of any re-ranking). README "Recall on long conversations" has the figures.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import bm25s
 import numpy as np
 
 from agtos.memory import context_builder
@@ -39,7 +44,8 @@ from agtos.memory.recall import Found, recall
 from agtos.tasks import line_ranker
 from agtos.tasks.dates import annotate
 from benchmarks.eval.answers import answer_present, content_tokens, text_tokens
-from benchmarks.eval.api_eval import kind_of
+from benchmarks.eval.api_eval import kind_of, turn_timestamps
+from benchmarks.eval.baselines import RawTurn, RawTurnRetriever
 from benchmarks.eval.dataset import Dataset, Haystack, Question, load_dataset
 
 BUDGETS = (1_000, 2_000)
@@ -160,6 +166,7 @@ class Study:
         turn (``label`` evidence), a turn holding half the answer's words that the question has not
         (answer), or either (either)."""
         user = agtos_user_id(q.haystack_id)
+        self.current = q
         turns = min(200, max(10, 1_000 // self.pool_tokens))
         found = self.cached(self.rt, user, q.question, 10, None, turns, memories=10, conclusions=10, neighbours=1)
         asked = found.asked(q.question)
@@ -177,6 +184,57 @@ class Study:
             for m in found.turns
         ]
         return x, holds if self.label == "answer" else [max(a, b) for a, b in zip(y, holds, strict=True)]
+
+
+class RawScores:
+    """Two more features, from the baselines over the raw log: each candidate's own cosine with the
+    question (the service's embedder) and its BM25 score (``bm25s``) over the best one: would the
+    ranker gain if ``recall`` passed on the separate scores of each turn?"""
+
+    NAMES = ("raw_cosine", "raw_bm25")
+
+    def __init__(self, study: Study, embedder: Any) -> None:
+        self.study, self.embedder = study, embedder
+        self.plain = line_ranker.features
+        self.retrievers: dict[str, tuple[RawTurnRetriever, dict[tuple[str, str], int]]] = {}
+        self.scores: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for hay in study.dataset.haystacks:
+            raw, where = [], {}
+            for sid, turns, stamps in zip(
+                hay.haystack_session_ids, hay.haystack_sessions, turn_timestamps(hay), strict=True
+            ):
+                for n, (t, ts) in enumerate(zip(turns, stamps, strict=True), start=1):
+                    if t.content.strip():
+                        where[(agtos_session_id(sid), t.content[:100_000])] = len(raw)
+                        raw.append(RawTurn(sid, t.dia_id or f"{sid}:{n}", t.name or t.role, ts, t.content))
+            self.retrievers[hay.haystack_id] = (RawTurnRetriever(raw, embedder), where)
+
+    def _scores(self, q: Question) -> tuple[np.ndarray, np.ndarray]:
+        if q.question_id not in self.scores:
+            retriever, _ = self.retrievers[q.haystack_id]
+            assert retriever._vectors is not None
+            cosine = retriever._vectors @ np.asarray(self.embedder.embed_one(q.question), dtype=np.float32)
+            bm25 = np.zeros(len(retriever.lines))
+            tokens = bm25s.tokenize([q.question], stopwords="en", show_progress=False, return_ids=False)
+            if tokens[0]:
+                docs, found = retriever._bm25.retrieve(tokens, k=len(retriever.lines), show_progress=False)
+                bm25[docs[0]] = found[0] / (found[0].max() or 1.0)
+            self.scores[q.question_id] = (cosine, bm25)
+        return self.scores[q.question_id]
+
+    def features(self, turns: Any, scores: Any, query: str, asked: Any, ranks: Any) -> list[list[float]]:
+        rows = self.plain(turns, scores, query, asked, ranks)
+        q = self.study.current
+        cosine, bm25 = self._scores(q)
+        where = self.retrievers[q.haystack_id][1]
+        for row, t in zip(rows, turns, strict=True):
+            i = where.get((t.session_id, t.content))
+            row += [float(cosine[i]), float(bm25[i])] if i is not None else [0.0, 0.0]
+        return rows
+
+    def install(self) -> None:
+        line_ranker.FEATURES = (*line_ranker.FEATURES, *self.NAMES)
+        line_ranker.features = self.features  # type: ignore[assignment]
 
 
 def ranker_cpu(study: Study, questions: list[Question], repeats: int = 3) -> dict[str, float]:
@@ -203,6 +261,8 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, 
     work = Path(tempfile.mkdtemp(prefix="line-ranker-"))
     coordinator = MemoryCoordinator(make_settings(args.redis_url, args.key_prefix, work))
     study = Study(dataset, coordinator.services, args.pool_tokens, args.label)
+    if args.raw_scores:
+        RawScores(study, coordinator.services.semantic.embedder).install()
     if args.blend < 1:
         context_builder.turn_relevance = blended(args.blend)  # type: ignore[assignment]
     started = time.process_time()
@@ -217,6 +277,7 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, 
         "blend": args.blend,
         "model": args.model,
         "oracle": args.oracle,
+        "raw_scores": args.raw_scores,
         "folds": {},
     }
     ranked: dict[str, dict[int, bool]] = {}
@@ -296,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blend", type=float, default=1.0, help="RRF share of the ranker's order (1: it alone)")
     parser.add_argument("--model", choices=("logistic", "trees"), default="logistic")
     parser.add_argument("--oracle", action="store_true", help="the pool's evidence turns first (a ceiling)")
+    parser.add_argument("--raw-scores", action="store_true", help="add each turn's raw cosine and BM25 score")
     parser.add_argument("--fit-all", type=Path, help="write the weights fitted on every conversation here")
     parser.add_argument("--weights", type=Path, help="score with these weights instead of cross-validating")
     parser.add_argument("--out", type=Path, help="write the results JSON here")
