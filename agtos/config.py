@@ -282,6 +282,8 @@ class Settings(_Section):
     # durable queue to a worker (`agtos serve` / `make run` default to queue); see README "Ingestion queue"
     ingest_mode: IngestMode = env("AGTOS_INGEST_MODE", "inline")
     ingest_worker: bool = env("AGTOS_INGEST_WORKER", True, description="queue mode: the API runs a worker thread")
+    # the API's worker thread waits while requests are in flight, at most this long per batch
+    worker_yield_max_s: float = env("AGTOS_WORKER_YIELD_MAX_S", 2.0, ge=0, description="0: never waits")
     ingest_max_attempts: int = env("AGTOS_INGEST_MAX_ATTEMPTS", 5, ge=1)
     ingest_retry_delay_s: float = env("AGTOS_INGEST_RETRY_DELAY_S", 5.0, ge=0)
     ingest_claim_idle_s: float = env("AGTOS_INGEST_CLAIM_IDLE_S", 120.0, gt=0)  # then a dead worker's job moves on

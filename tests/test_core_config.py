@@ -47,6 +47,7 @@ def test_defaults_without_any_variable(clean_env: Path) -> None:
     assert s.background_work_policy == "auto"
     assert (s.query_ingest_threshold, s.query_ingest_max_per_session) == (6, 5)
     assert s.session_idle_minutes == 30.0
+    assert s.worker_yield_max_s == 2.0
     assert (s.dreamer_retries, s.dreamer_retry_delay_s) == (5, 60.0)
     assert s.max_body_bytes == 1_048_576
     m = s.maintenance
@@ -100,6 +101,8 @@ ENV_CASES: list[tuple[str, str, str, Any]] = [
     ("AGTOS_QUERY_INGEST_THRESHOLD", "9", "query_ingest_threshold", 9),
     ("AGTOS_QUERY_INGEST_MAX_PER_SESSION", "2", "query_ingest_max_per_session", 2),
     ("AGTOS_SESSION_IDLE_MINUTES", "0", "session_idle_minutes", 0.0),
+    ("AGTOS_WORKER_YIELD_MAX_S", "0", "worker_yield_max_s", 0.0),
+    ("AGTOS_WORKER_YIELD_MAX_S", "7.5", "worker_yield_max_s", 7.5),
     ("AGTOS_DREAMER_RETRIES", "1", "dreamer_retries", 1),
     ("AGTOS_DREAMER_RETRY_DELAY_S", "0.5", "dreamer_retry_delay_s", 0.5),
     ("AGTOS_MAINTENANCE_ENABLED", "false", "maintenance.enabled", False),
@@ -191,6 +194,7 @@ def test_ttl_floors() -> None:
         ({"similarity_threshold": -0.01}, "AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1"),
         ({"similarity_threshold": 1.01}, "AGTOS_MEMORY_SIMILARITY_THRESHOLD must be between 0 and 1"),
         ({"embedding": {"quantize": "int4"}}, "AGTOS_EMBEDDING_QUANTIZE"),
+        ({"worker_yield_max_s": -0.1}, r"AGTOS_WORKER_YIELD_MAX_S must be >= 0 \(0: never waits\)"),
         # whole messages: the choices listed, no "(None)" hint on a field without a description, and a
         # nested section's field named by its own variable
         (
@@ -213,6 +217,7 @@ def test_boundary_settings_are_accepted() -> None:
         {"similarity_threshold": 0.0},
         {"similarity_threshold": 1.0},
         {"hnsw_build_threads": 0},
+        {"worker_yield_max_s": 0.0},
         {"search_mode": "vector"},
     ):
         assert Settings(**changes)

@@ -7,7 +7,8 @@ memories, one embedding call, the indexes, the entity graph, then the ``sessionE
 (the Dreamer). A job is idempotent: the episode id is derived from the user, the session and
 the turns (``episodic.segment_key``) and every write is an upsert, so a retry after a crash stores
 the episode once. A failed job is handed back and retried after a delay; after
-``max_attempts`` deliveries it goes to the dead-letter stream.
+``max_attempts`` deliveries it goes to the dead-letter stream. The API's worker thread yields to
+the requests in flight (:meth:`IngestWorker.yield_to`, ``AGTOS_WORKER_YIELD_MAX_S``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 2.0
 BLOCK_S = 0.5
 BATCH_JOBS = 8  # queued session ends a worker takes at once: one NER pipe and one embedding call for them
+YIELD_POLL_S = 0.02  # how often a yielding worker looks at the requests in flight
 
 
 class SessionJob(BaseModel):
@@ -133,14 +135,26 @@ class IngestWorker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_beat = 0.0
+        self._busy: Callable[[], bool] | None = None
+        self._yield_max_s = 0.0
+
+    def yield_to(self, busy: Callable[[], bool] | None, max_s: float) -> IngestWorker:
+        """Before each batch, wait while ``busy()`` (the API's requests in flight), at most ``max_s``
+        seconds per batch, so a worker thread in the API process gives its CPU to the requests and
+        still makes progress under sustained load. ``None`` or ``max_s`` 0: never wait (``agtos worker``)."""
+        self._busy, self._yield_max_s = busy, max(0.0, max_s)
+        return self
 
     # -- one pass ----------------------------------------------------------------------
     def run_once(self, block: bool = True) -> int:
-        """Handle stale entries first, else wait briefly for new ones; returns entries handled."""
+        """Handle stale entries first, else wait briefly for new ones; returns entries handled.
+        With :meth:`yield_to`, entries taken wait (bounded) for the requests in flight; new ones
+        queued meanwhile join them, up to the batch."""
         self._beat()
-        entries = self.queue.claim_stale(self.consumer, self.claim_idle_ms, 1)
-        if not entries:
-            entries = self.queue.read(self.consumer, self.batch, self.block_ms if block else 0)
+        stale = self.queue.claim_stale(self.consumer, self.claim_idle_ms, 1)
+        entries = stale or self.queue.read(self.consumer, self.batch, self.block_ms if block else 0)
+        if entries and self._yield() > 0 and not stale and len(entries) < self.batch:
+            entries += self.queue.read(self.consumer, self.batch - len(entries), 0)
         if len(entries) > 1:
             self._process_many(entries)
         elif entries:
@@ -202,6 +216,17 @@ class IngestWorker:
         share = (time.monotonic() - started) / len(jobs)
         for entry, _ in jobs:
             self.queue.ack(entry.id, share)
+
+    def _yield(self) -> float:
+        """Wait while requests are in flight, at most the cap (0: never); returns seconds waited (0: none)."""
+        busy, cap = self._busy, self._yield_max_s
+        if busy is None or cap <= 0 or not busy():
+            return 0.0
+        started = time.monotonic()
+        deadline = started + cap
+        while busy() and time.monotonic() < deadline and not self._stop.wait(YIELD_POLL_S):
+            self._beat()  # a long cap must not make the worker look dead in /health
+        return time.monotonic() - started
 
     def _beat(self) -> None:
         now = time.monotonic()

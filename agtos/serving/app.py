@@ -18,6 +18,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.auth import BEARER, WRITE_METHODS, Authenticator, RequestGuardMiddleware
 from agtos.serving.deps import USER_HEADER, get_principal
 from agtos.serving.errors import ERROR_DESCRIPTIONS, install_error_handlers
+from agtos.serving.inflight import InflightCounter, InflightMiddleware
 from agtos.serving.knowledge import mount_knowledge
 from agtos.serving.limits import BodySizeLimitMiddleware
 from agtos.serving.maintenance_runs import MaintenanceRunner
@@ -59,13 +60,15 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     owned = coordinator is None
     coord = coordinator or MemoryCoordinator(settings or Settings.from_env())
     runner = MaintenanceRunner(coord)
+    inflight = InflightCounter()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
         sweeper = asyncio.create_task(sweep_idle_sessions(coord, stop))
         if coord.settings.ingest_mode == "queue" and coord.settings.ingest_worker:
-            coord.start_ingest_worker()  # session ends queue their ingestion; this thread works it off
+            # session ends queue their ingestion; this thread works it off, yielding to the requests
+            coord.start_ingest_worker().yield_to(inflight.busy, coord.settings.worker_yield_max_s)
         yield
         stop.set()
         await sweeper
@@ -84,9 +87,11 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     app.state.coordinator = coord
     app.state.maintenance_runner = runner
     app.state.authenticator = Authenticator(coord)
+    app.state.inflight = inflight
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=coord.settings.max_body_bytes)
     app.add_middleware(RequestGuardMiddleware, allowed_hosts=coord.settings.allowed_hosts)
+    app.add_middleware(InflightMiddleware, counter=inflight)  # outermost: a request counts from its start
     app.include_router(health.router)  # open: liveness needs no key
     guarded = (memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations, memories)
     for module in guarded:

@@ -1,0 +1,64 @@
+"""The HTTP requests in flight in this API process, for its ingestion worker thread to yield to.
+
+:class:`InflightMiddleware` counts each HTTP request from its start until its response is sent;
+``agtos serve``'s worker thread (queue mode) waits while the count is above zero, at most
+``AGTOS_WORKER_YIELD_MAX_S`` per batch (:meth:`agtos.memory.ingest_worker.IngestWorker.yield_to`).
+"""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import parse_qs
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+class InflightCounter:
+    """A thread-safe count: the event loop changes it, the worker thread reads it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self._n += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._n -= 1
+
+    @property
+    def count(self) -> int:
+        return self._n
+
+    def busy(self) -> bool:
+        """Whether any request is in flight (what the worker asks)."""
+        return self._n > 0
+
+
+def waits_for_worker(query: bytes) -> bool:
+    """A session end with ``?wait=S`` (S > 0) waits for the worker: counting it would delay its own answer."""
+    if b"wait=" not in query:
+        return False
+    values = parse_qs(query.decode("latin-1")).get("wait", [])
+    return any(v.strip() not in ("", "0", "0.0") for v in values)
+
+
+class InflightMiddleware:
+    """Pure ASGI: counts HTTP requests (not lifespan or websocket scopes, nor those that wait for
+    the worker: :func:`waits_for_worker`) in ``counter``."""
+
+    def __init__(self, app: ASGIApp, counter: InflightCounter) -> None:
+        self.app = app
+        self.counter = counter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or waits_for_worker(scope.get("query_string", b"")):
+            await self.app(scope, receive, send)
+            return
+        self.counter.enter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.counter.leave()
