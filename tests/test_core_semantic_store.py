@@ -291,6 +291,9 @@ def test_a_prepared_vector_shard_is_searched_as_prepared(
     """``mirrors`` from ``sync_mirrors``: the version check already done is not redone."""
     put_ranked(store, 2)
     (mirrors,) = sync_mirrors("alice", [store], "vector")
+    assert mirrors.bm25 is None and mirrors.vectors is not None  # a vector search reads no BM25 index
+    (keyword,) = sync_mirrors("alice", [store], "bm25")
+    assert keyword.vectors is None and keyword.bm25 is not None
     other = RedisConnector(settings.redis_url, settings.data_dir)  # another API process writes meanwhile
     put(make_store(other, key_prefix), "d0", "plain", QUERY)
     other.close()

@@ -81,12 +81,10 @@ class SyncedMirrors:
     vectors: LocalShard | None = None
 
 
-def sync_mirrors(
-    user_id: str, stores: Sequence[SemanticStore], mode: SearchMode, reads: Sequence[Callable[[Any], Any]] = ()
-) -> list[SyncedMirrors]:
+def sync_mirrors(user_id: str, stores: Sequence[SemanticStore], mode: SearchMode) -> list[SyncedMirrors]:
     """The BM25 and vector mirrors a ``mode`` search of these stores reads, each brought up to date
     with Redis, their version checks in one round trip for all (not one per index)."""
-    return sync_with_reads(user_id, stores, mode, reads)[0]
+    return sync_with_reads(user_id, stores, mode)[0]
 
 
 def sync_with_reads(
