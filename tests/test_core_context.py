@@ -231,3 +231,27 @@ def test_turn_lines_said_at_the_same_time_without_an_episode_come_first() -> Non
         item("turn", "Gina: x0", id="x0", position=0),
     ]
     assert format_section(lines).splitlines()[-2:] == ["- Gina: x0", "- Gina: e0"]
+
+
+def test_the_tokens_counted_are_those_of_the_section_written() -> None:
+    """``fit_budget``'s count is what the written section costs, line by line: the header, each title
+    once, each day heading once per day (two turns the same day share one), every bullet."""
+    day = 86_400_000
+    turns = [
+        ContextItem("turn", f"t{n}", f"Gina: {text}", 0.9 - n / 10, at, episode_id="e1", position=n)
+        for n, (text, at) in enumerate(
+            [
+                ("I adopted a grey cat called Pixel.", 19_500 * day),
+                ("Pixel sleeps on my keyboard all day.", 19_500 * day + 60_000),
+                ("We moved to Porto last spring.", 19_530 * day),
+            ]
+        )
+    ]
+    fact = ContextItem("semantic", "m1", "Gina works as a nurse.", 0.8, 19_510 * day)
+    chosen, used = fit_budget([*turns, fact], 10_000)
+    assert len(chosen) == 4
+    section = format_section(chosen)
+    assert section.count(":\n") >= 2 and used == sum(count_tokens(line) for line in section.split("\n"))
+    # a budget one token short of that leaves a line out; the exact figure takes all four
+    assert len(fit_budget([*turns, fact], used)[0]) == 4
+    assert len(fit_budget([*turns, fact], used - 1)[0]) == 3

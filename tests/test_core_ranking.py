@@ -312,3 +312,10 @@ def test_assemble_keeps_an_old_relevant_line_and_counts_the_section_it_writes() 
     ]
     assert used == count_tokens(text) <= 60
     assert assemble([], 100) == ([], "", 0)
+
+
+def test_fuse_evidence_counts_at_most_depth_items_per_owner() -> None:
+    """RRF k = 60: with depth 2 an owner scores its first two pieces of evidence in a list, not a third."""
+    fused = dict(fuse_evidence({"turns": ["e1", "e1", "e1", "e2"]}, {"turns": 1.0}, depth=2))
+    assert fused["e1"] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused["e2"] == pytest.approx(1 / 64)

@@ -284,3 +284,18 @@ def test_a_real_append_renews_the_index_so_unindex_keeps_it(
     (again,) = store.idle(0.0)
     assert store.unindex(again) is True
     assert raw_redis.zscore(f"{key_prefix}:meta:journals:live", "alice:s1") is None
+
+
+def test_forget_user_drops_only_that_users_index_members(
+    connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """Forget-all / opt-out: every live-journal index member of the user goes (how many is returned),
+    no other user's, not even one whose id starts with the same letters; nothing to drop returns 0."""
+    index = f"{key_prefix}:meta:journals:live"
+    raw_redis.zadd(index, {"alice:s1": 1_000, "alice:s2": 2_000, "alicex:s1": 3_000, "bob:alice": 4_000})
+    store = journal(connector, key_prefix)
+    assert store.forget_user("alice") == 2
+    assert raw_redis.zrange(index, 0, -1) == [b"alicex:s1", b"bob:alice"]
+    assert store.forget_user("alice") == 0
+    assert store.forget_user("carol") == 0
+    assert raw_redis.zcard(index) == 2
