@@ -83,17 +83,22 @@ def test_forget_all_counts_every_key_and_drops_the_live_session(
     put_episode(coordinator, "bea", "ep-bea", "Bea plays the cello in a string quartet")
     turns = {"turns": [{"role": "user", "content": "Still choosing a bow for the cello."}]}
     assert client.post("/api/memory/sessions/live/turns", json=turns, headers=user("bea")).status_code == 200
+    assert client.post("/api/memory/sessions/live/turns", json=turns, headers=user("be")).status_code == 200
+    assert coordinator.working.active_sessions("bea") == [("bea", "live")]  # held in this process
     # more keys than one UNLINK batch (500): the count must add up over batches
     raw_redis.mset({f"{key_prefix}:u:{{bea}}:scratch:{i}": i for i in range(1_234)})
     raw_redis.set(f"{key_prefix}:u:{{be}}:scratch:0", 0)  # a prefix neighbour, untouched
     expected = len(user_key_names(raw_redis, key_prefix, "bea"))
+    neighbour = user_key_names(raw_redis, key_prefix, "be")
+    assert f"{key_prefix}:u:{{be}}:scratch:0" in neighbour and len(neighbour) > 1  # its live session too
     assert expected > 1_234
     body = client.post("/api/memory/forget", json={"kind": "all"}, headers=user("bea")).json()
     assert body == {"forgotten": "all", "userId": "bea", "keysDeleted": expected}
     assert user_key_names(raw_redis, key_prefix, "bea") == set()
-    assert user_key_names(raw_redis, key_prefix, "be") == {f"{key_prefix}:u:{{be}}:scratch:0"}
+    assert user_key_names(raw_redis, key_prefix, "be") == neighbour
     assert client.get("/api/memory/sessions/live", headers=user("bea")).status_code == 404
     assert "bea" not in coordinator.known_users()
+    assert coordinator.working.active_sessions() == [("be", "live")]  # bea's working memory gone, be's kept
 
 
 def test_forget_one_record_answers_and_refuses_precisely(client: TestClient, coordinator: MemoryCoordinator) -> None:
