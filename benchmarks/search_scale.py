@@ -204,6 +204,16 @@ def questions(path: str, count: int) -> list[str]:
     return list(dict.fromkeys(q.question for q in load_dataset(path).questions))[:count]
 
 
+def timed_search(client: Any, q: str, headers: dict[str, str]) -> tuple[float, Any]:
+    """One ``/api/memory/search`` through HTTP: its wall time and response (a non-200 is an error)."""
+    t = time.perf_counter()
+    response = client.get("/api/memory/search", params={"q": q, "limit": 10}, headers=headers)
+    seconds = time.perf_counter() - t
+    if response.status_code != 200:
+        raise RuntimeError(f"search answered {response.status_code}: {response.text[:200]}")
+    return seconds, response
+
+
 def time_search(coord: MemoryCoordinator, queries: list[str], warmup: int) -> dict[str, float]:
     """HTTP p50/p99 of the default search, then the query embedding alone on the same queries."""
     embedder = coord.semantic.embedder
@@ -217,11 +227,8 @@ def time_search(coord: MemoryCoordinator, queries: list[str], warmup: int) -> di
         for q in [f"warm-up {i}: what did they talk about?" for i in range(warmup)]:
             client.get("/api/memory/search", params={"q": q, "limit": 10}, headers=headers)
         for q in queries:
-            t = time.perf_counter()
-            response = client.get("/api/memory/search", params={"q": q, "limit": 10}, headers=headers)
-            http.append(time.perf_counter() - t)
-            if response.status_code != 200:
-                raise RuntimeError(f"search answered {response.status_code}: {response.text[:200]}")
+            seconds, response = timed_search(client, q, headers)
+            http.append(seconds)
             hits += bool(response.json()["results"])
     embed: list[float] = []
     for q in queries:
@@ -370,11 +377,7 @@ def compare(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int)
                         raise RuntimeError(f"{name}: answers changed between rounds")
                     http: list[float] = []
                     for q in queries:
-                        t = time.perf_counter()
-                        response = client.get("/api/memory/search", params={"q": q, "limit": 10}, headers=headers)
-                        http.append(time.perf_counter() - t)
-                        if response.status_code != 200:
-                            raise RuntimeError(f"search answered {response.status_code}")
+                        http.append(timed_search(client, q, headers)[0])
                     row = {
                         "cpu_mean": statistics.fmean(cpu) * 1e3,
                         "cpu_p50": pct(cpu, 50),
