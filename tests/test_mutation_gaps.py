@@ -5,6 +5,7 @@ Redis, literal expectations."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -26,11 +27,14 @@ from agtos.config import (
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.working import WorkingMemory, _bounded
 from agtos.schemas import Role, Turn
+from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import SearchResult
+from agtos.storage.semantic_store import LiveRead, SearchResult, SemanticStore, live_many
 from agtos.storage.turns import TurnStore
+from agtos.storage.vector_index import VectorIndex
+from agtos.tasks.contradiction import verdicts
 from agtos.tasks.summarize import ExtractiveSummariser
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
 
@@ -421,3 +425,56 @@ def test_the_config_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> 
     )
     assert (done.returncode, done.stdout.strip()) == (0, ascii("modèle-ß")), done.stderr[-2000:]
     assert load_llm_slots(config)["summarize"].model == "modèle-ß"
+
+
+# -- survivors of the third run (docs/testing.md, "Figures of 2026-12-05, third run") ------------
+
+
+def test_a_turn_hit_read_past_a_gone_one_carries_its_neighbours(turn_store: TurnStore) -> None:
+    """``live_many`` with ``window=1``: when a hit of the first page is gone (here a position past the
+    episode's last turn), the next page is read with the same window, so the hit found there carries
+    its turn and one neighbour either side (``SearchResult.window``) like a first-page hit."""
+    turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(5)])
+    turn_store.save(turns, turn_units(turns), None)
+    ranked = [SearchResult("ep-1.t9", 0.9, "keyword"), SearchResult("ep-1.t2", 0.5, "keyword")]
+    (hits,), _ = live_many("alice", [LiveRead(turn_store, ranked, 1, window=1)])
+    assert [h.id for h in hits] == ["ep-1.t2"]
+    assert json.loads(hits[0].payload or "")["content"] == "we talked about topic number 2"
+    assert hits[0].window is not None
+    width, raw = hits[0].window
+    assert width == 1
+    assert [json.loads(t)["content"] for t in raw] == [f"we talked about topic number {i}" for i in (1, 2, 3)]
+
+
+def test_a_search_given_its_keyword_candidates_does_not_search_bm25_again(settings: Settings, key_prefix: str) -> None:
+    """``SemanticStore.search(keyword_hits=...)``: the keyword candidates already found are the
+    keyword list (not recomputed): a bm25 search returns exactly them, a hybrid one given none
+    fuses the vector list alone although the query's word is in a record."""
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    try:
+        keys = GlobalKeys(key_prefix)
+        store = SemanticStore(
+            connector, keys, "memory", VectorIndex(connector, keys, "memory", 4), BM25Index(connector, keys, "memory")
+        )
+        for i in (1, 2, 3):
+            vector = np.array([1.0, i / 10, 0.0, 0.0], np.float32)
+            store.upsert("alice", f"d{i}", f"plain note {i}", vector, json.dumps({"id": f"d{i}"}))
+        query = np.array([1.0, 0.0, 0.0, 0.0], np.float32)
+        found = store.search("alice", "plain", None, mode="bm25", keyword_hits=[("d2", 3.5)])
+        assert [(r.id, r.score, r.match_type) for r in found] == [("d2", 3.5, "keyword")]
+        found = store.search("alice", "plain", query, limit=3, keyword_hits=[])
+        assert [(r.id, r.match_type) for r in found] == [("d1", "semantic"), ("d2", "semantic"), ("d3", "semantic")]
+    finally:
+        connector.close()
+
+
+def test_nli_logits_whose_width_is_not_the_label_count_are_refused() -> None:
+    """One score per label: a row of logits wider or narrower than the labels (a model whose output
+    width changes with its input passes the one-pair probe at load) is refused, not truncated."""
+    labels = ["contradiction", "entailment", "neutral"]
+    for row in ([2.0, 0.0], [2.0, 0.0, 0.0, 1.0]):
+        with pytest.raises(ValueError):
+            verdicts(np.array([row]), labels)
+    (verdict,) = verdicts(np.array([[0.0, 0.0, math.log(2.0)]]), labels)  # softmax: 1/4, 1/4, 1/2
+    assert verdict.label == "neutral"
+    assert verdict.scores == pytest.approx({"contradiction": 0.25, "entailment": 0.25, "neutral": 0.5})
