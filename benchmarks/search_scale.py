@@ -260,7 +260,14 @@ def profile(coord: MemoryCoordinator, queries: list[str]) -> str:
     return out.getvalue()
 
 
-SWAPPED = ("agtos.memory.recall", "agtos.memory.semantic", "agtos.storage.semantic_store", "agtos.storage.turns")
+SWAPPED = (
+    "agtos.memory.recall",
+    "agtos.memory.semantic",
+    "agtos.storage.semantic_store",
+    "agtos.storage.turns",
+    "agtos.storage.bm25_mirror",
+    "agtos.tasks.ranking",
+)
 
 
 def module_at(rev: str, name: str) -> ModuleType:

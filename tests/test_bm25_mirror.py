@@ -106,3 +106,33 @@ def test_loaded_mirrors_are_bounded(settings: Settings, connectors: tuple[RedisC
         assert [d for d, _ in index.search(user, "note", 3)] == ["x"]
     assert index.stats()["loadedUsers"] == 2
     assert [d for d, _ in index.search("u1", f"note {'u1'}", 3)] == ["x"]  # reloaded from Redis
+
+
+def test_top_hits_of_a_corpus_of_many_equal_scores_are_those_of_scoring_every_document(
+    settings: Settings, connectors: tuple[RedisConnector, RedisConnector]
+) -> None:
+    """A search selects among the scores from a floor read off a sample (the rarest terms' rows, or
+    the maxima of runs of one term's rows): the hits must be those of scoring every document, ties
+    at the last hit included (ordered by id), on copies of the same texts as the scale benchmark
+    indexes them (equal scores by the hundred), before and after tombstones."""
+    rng = random.Random(5)
+    base = [random_text(rng) for _ in range(40)] + ["zyxtrel w0 billing", "lisbon pasta w1"]
+    corpus = {f"b{j:02d}-r{k:02d}": text for k in range(30) for j, text in enumerate(base)}
+    index = BM25Index(connectors[0], GlobalKeys(settings.key_prefix), "turn")
+    index.add_many("alice", list(corpus.items()))
+    queries = ["w0", "w1", "w0 w1", "w0 w1 w2 w3", "zyxtrel w0", "lisbon w0 w1", "pasta zyxtrel", "billing"]
+
+    def check() -> None:
+        for query in queries:
+            for limit in (1, 3, 10, 31, 200, 2_000):
+                want = expected(query, corpus, limit)
+                assert want, query
+                assert_same_ranking(index.search("alice", query, limit), want)
+
+    check()
+    for doc_id in rng.sample(sorted(corpus), 150):  # tombstones, fewer than compaction needs
+        del corpus[doc_id]
+        assert index.remove("alice", doc_id) is True
+    mirror = index._mirrors.peek("alice")
+    assert mirror is not None and mirror.dead == 150
+    check()

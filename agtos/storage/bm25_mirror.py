@@ -17,6 +17,9 @@ import numpy as np
 from agtos.tasks import bm25
 
 COMPACT_MIN_DEAD = 1_024
+#: a search's floor (a lower bound of its worst hit's score) is read from about this many candidates
+#: per hit asked for: only the scores from it up are selected among (exact, fewer to sort)
+FLOOR_SAMPLE = 4
 
 
 def encode_terms(tf: dict[str, int]) -> str:
@@ -154,19 +157,59 @@ class BM25Mirror:
         if not all_rows:
             return []
         if len(all_rows) == 1:  # one term: its rows are distinct, its scores the sums
-            candidates, found_scores = all_rows[0], all_scores[0]
+            candidates, found_scores = _best(all_rows[0], all_scores[0], limit, _chunk_floor(all_scores[0], limit))
         else:
             rows = np.concatenate(all_rows)
             scores = np.bincount(rows, weights=np.concatenate(all_scores))
-            matched = np.zeros(len(scores), bool)  # the rows of some posting (every score > 0):
-            matched[rows] = True  # a nonzero scan of booleans is cheaper than one of the float scores
-            candidates = np.flatnonzero(matched)
-            found_scores = scores[candidates]
-        if len(candidates) > limit:
-            kth = np.partition(found_scores, len(candidates) - limit)[len(candidates) - limit]
-            best = found_scores >= kth
-            candidates, found_scores = candidates[best], found_scores[best]
+            candidates, found_scores = _best(None, scores, limit, _sample_floor(all_rows, scores, limit))
         ids = self.ids  # Python ints and floats in bulk (tolist), not a numpy scalar per candidate
-        found = zip(candidates.tolist(), found_scores.tolist(), strict=True)
-        hits = [(doc_id, score) for r, score in found if (doc_id := ids[r]) is not None]
-        return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:limit]
+        found = zip((-found_scores).tolist(), candidates.tolist(), strict=True)
+        # (-score, id) tuples sort in C (no key function per hit); a score negated twice is itself
+        hits = sorted((negated, doc_id) for negated, r in found if (doc_id := ids[r]) is not None)
+        return [(doc_id, -negated) for negated, doc_id in hits[:limit]]
+
+
+def _sample_floor(all_rows: list[np.ndarray], scores: np.ndarray, limit: int) -> float:
+    """A lower bound of the ``limit``-th best of ``scores`` (row -> summed score, 0: no match): the
+    ``limit``-th best of the rows of the rarest terms (those most likely best), about
+    :data:`FLOOR_SAMPLE` × ``limit`` of them; 0 when they hold fewer than ``limit`` distinct rows."""
+    wanted = FLOOR_SAMPLE * limit
+    head: list[np.ndarray] = []
+    for rows in sorted(all_rows, key=len):
+        head.append(rows[: wanted - sum(map(len, head))])
+        if sum(map(len, head)) >= wanted:
+            break
+    picked = scores[np.unique(np.concatenate(head))]
+    if len(picked) < limit:
+        return 0.0
+    return _kth_best(picked, limit)
+
+
+def _chunk_floor(scores: np.ndarray, limit: int) -> float:
+    """A lower bound of the ``limit``-th best of ``scores`` (one term's): the ``limit``-th best of the
+    maxima of :data:`FLOOR_SAMPLE` × ``limit`` runs of it (each maximum a distinct element); 0 when
+    there are not that many."""
+    runs = FLOOR_SAMPLE * limit
+    if len(scores) < 2 * runs:
+        return 0.0
+    maxima = np.maximum.reduceat(scores, np.arange(0, len(scores), len(scores) // runs))
+    return _kth_best(maxima, limit)
+
+
+def _best(rows: np.ndarray | None, scores: np.ndarray, limit: int, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose score is at least the ``limit``-th best (ties included) and their scores;
+    ``rows``: the row of each score (None: the score's index is its row, 0: no match); ``floor``: at
+    most that ``limit``-th best score (only the scores from it up are selected among)."""
+    above = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
+    candidates = above if rows is None else rows[above]
+    found = scores[above]
+    if len(found) > limit:
+        kth = _kth_best(found, limit)
+        best = found >= kth
+        candidates, found = candidates[best], found[best]
+    return candidates, found
+
+
+def _kth_best(values: np.ndarray, k: int) -> float:
+    """The ``k``-th largest of ``values`` (``len(values) >= k``)."""
+    return float(np.partition(values, len(values) - k)[len(values) - k])

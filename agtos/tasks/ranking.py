@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Protocol, TypeVar
 
 from agtos.tasks.text import content_words
@@ -74,8 +75,8 @@ def reciprocal_rank_fusion(
                 continue
             seen.add(doc_id)
             scores[doc_id] = scores.get(doc_id, 0.0) + weight / (k + rank)
-    # sorted() is stable, so equal scores keep first-appearance (insertion) order
-    return sorted(scores.items(), key=lambda item: -item[1])
+    # sorted() is stable, reverse=True too, so equal scores keep first-appearance (insertion) order
+    return sorted(scores.items(), key=itemgetter(1), reverse=True)
 
 
 def fuse_evidence(
@@ -101,7 +102,7 @@ def fuse_evidence(
                 continue
             counted[owner] = counted.get(owner, 0) + 1
             scores[owner] = scores.get(owner, 0.0) + weight / (k + rank)
-    return sorted(scores.items(), key=lambda item: -item[1])
+    return sorted(scores.items(), key=itemgetter(1), reverse=True)
 
 
 def max_evidence_score(weights: Mapping[str, float], depth: int = 1, k: int = DEFAULT_K) -> float:
