@@ -20,6 +20,8 @@ COMPACT_MIN_DEAD = 1_024
 #: a search's floor (a lower bound of its worst hit's score) is read from about this many candidates
 #: per hit asked for: only the scores from it up are selected among (exact, fewer to sort)
 FLOOR_SAMPLE = 4
+#: only the rows of the terms a hit needs are scored when they hold at most 1/SPARSE of the query's postings
+SPARSE = 8
 
 
 def encode_terms(tf: dict[str, int]) -> str:
@@ -41,8 +43,20 @@ def decode_terms(raw: bytes | str | None) -> dict[str, int]:
 
 @dataclass
 class _Postings:
+    """One term's postings, rows ascending (rows are appended in order, compaction keeps it); the
+    largest tf and shortest document length among them ever (tombstones included): with them,
+    :meth:`bound` is at least the term's score in any of its documents."""
+
     rows: array = field(default_factory=lambda: array("i"))
     tfs: array = field(default_factory=lambda: array("f"))
+    max_tf: float = 0.0
+    min_length: float = float("inf")
+
+    def bound(self, term_idf: float, avg_len: float) -> float:
+        """An upper bound of the term's BM25 score in any of its documents (score rises with tf
+        and falls with the length), a hair above it against rounding."""
+        norm = 1.0 - bm25.B + bm25.B * (self.min_length / avg_len if avg_len > 0 else 1.0)
+        return term_idf * self.max_tf * (bm25.K1 + 1.0) / (self.max_tf + bm25.K1 * norm) * (1.0 + 1e-9)
 
 
 @dataclass
@@ -94,6 +108,8 @@ class BM25Mirror:
                 postings = self.postings[term] = _Postings()
             postings.rows.append(row)
             postings.tfs.append(count)
+            postings.max_tf = max(postings.max_tf, count)
+            postings.min_length = min(postings.min_length, length)
 
     def drop(self, doc_id: str) -> None:
         row = self.rows.pop(doc_id, None)
@@ -117,7 +133,7 @@ class BM25Mirror:
             if not keep.any():
                 del self.postings[term]
                 continue
-            fresh = _Postings()
+            fresh = _Postings(max_tf=old.max_tf, min_length=old.min_length)  # still bounds: fewer postings
             fresh.rows.frombytes(new_row[rows[keep]].astype(np.int32).tobytes())
             fresh.tfs.frombytes(np.frombuffer(old.tfs, dtype=np.float32)[keep].tobytes())
             del rows
@@ -136,8 +152,7 @@ class BM25Mirror:
         if not n_docs or limit <= 0:
             return []
         avg_len = self.total_length / n_docs
-        all_rows: list[np.ndarray] = []
-        all_scores: list[np.ndarray] = []
+        matched: list[_Matched] = []
         for term in dict.fromkeys(terms):
             postings = self.postings.get(term)
             if postings is None:
@@ -147,42 +162,88 @@ class BM25Mirror:
             if self.dead:  # else every posting's row is alive: no mask, no copies
                 keep = self.alive[rows]
                 rows, tfs = rows[keep], tfs[keep]
-            if not len(rows):
-                continue
-            tf = tfs.astype(np.float64)
-            norm = 1.0 - bm25.B + bm25.B * (self.lengths[rows] / avg_len if avg_len > 0 else 1.0)
-            term_idf = bm25.idf(n_docs, len(rows))
-            all_rows.append(rows)
-            all_scores.append(term_idf * tf * (bm25.K1 + 1.0) / (tf + bm25.K1 * norm))
-        if not all_rows:
+            if len(rows):
+                term_idf = bm25.idf(n_docs, len(rows))
+                matched.append(_Matched(rows, tfs, term_idf, postings.bound(term_idf, avg_len)))
+        if not matched:
             return []
-        if len(all_rows) == 1:  # one term: its rows are distinct, its scores the sums
-            candidates, found_scores = _best(all_rows[0], all_scores[0], limit, _chunk_floor(all_scores[0], limit))
+        if len(matched) == 1:  # one term: its rows are distinct, its scores the sums
+            only = matched[0]
+            scores = self._scores(only, only.rows, only.tfs, avg_len)
+            candidates, found_scores = _best(only.rows, scores, limit, _chunk_floor(scores, limit))
         else:
-            rows = np.concatenate(all_rows)
-            scores = np.bincount(rows, weights=np.concatenate(all_scores))
-            candidates, found_scores = _best(None, scores, limit, _sample_floor(all_rows, scores, limit))
+            candidates, found_scores = self._best_of_terms(matched, limit, avg_len)
+        return self._ranked(candidates, found_scores, limit)
+
+    def _ranked(self, candidates: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        """The first ``limit`` of these rows by score, then id: those above the lowest score sorted
+        as (-score, id) tuples (in C, no key function), those at it (ties by the hundred in a corpus
+        of repeated texts) by id alone."""
         ids = self.ids  # Python ints and floats in bulk (tolist), not a numpy scalar per candidate
-        found = zip((-found_scores).tolist(), candidates.tolist(), strict=True)
-        # (-score, id) tuples sort in C (no key function per hit); a score negated twice is itself
+        lowest = scores.min()
+        above = scores > lowest
+        found = zip((-scores[above]).tolist(), candidates[above].tolist(), strict=True)
+        # a score negated twice is itself
         hits = sorted((negated, doc_id) for negated, r in found if (doc_id := ids[r]) is not None)
-        return [(doc_id, -negated) for negated, doc_id in hits[:limit]]
+        out = [(doc_id, -negated) for negated, doc_id in hits[:limit]]
+        if len(out) < limit:
+            tied = sorted(doc_id for r in candidates[~above].tolist() if (doc_id := ids[r]) is not None)
+            out += [(doc_id, float(lowest)) for doc_id in tied[: limit - len(out)]]
+        return out
+
+    def _scores(self, term: _Matched, rows: np.ndarray, tfs: np.ndarray, avg_len: float) -> np.ndarray:
+        """The term's BM25 score in each of these rows (``tfs``: its tf there)."""
+        tf = tfs.astype(np.float64)
+        norm = 1.0 - bm25.B + bm25.B * (self.lengths[rows] / avg_len if avg_len > 0 else 1.0)
+        return term.idf * tf * (bm25.K1 + 1.0) / (tf + bm25.K1 * norm)
+
+    def _sums(self, matched: list[_Matched], rows: np.ndarray, avg_len: float) -> np.ndarray:
+        """The scores of these distinct rows (ascending), summed in the order of the terms: bit for bit
+        what a sum over every posting gives (a term a row lacks adds nothing)."""
+        sums = np.zeros(len(rows), np.float64)
+        for term in matched:
+            at = np.minimum(np.searchsorted(term.rows, rows), len(term.rows) - 1)
+            has = term.rows[at] == rows
+            sums[has] += self._scores(term, rows[has], term.tfs[at[has]], avg_len)
+        return sums
+
+    def _best_of_terms(self, matched: list[_Matched], limit: int, avg_len: float) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_best` of several terms' summed scores. A floor (at most the ``limit``-th best score)
+        is read from about :data:`FLOOR_SAMPLE` × ``limit`` rows of the rarest terms; a document
+        with only terms whose bounds add up to less than it cannot be a hit (MaxScore), so when the
+        other terms have few postings only their rows are scored, else every posting is."""
+        wanted = FLOOR_SAMPLE * limit
+        head: list[np.ndarray] = []
+        for term in sorted(matched, key=lambda m: len(m.rows)):
+            head.append(term.rows[: wanted - sum(map(len, head))])
+            if sum(map(len, head)) >= wanted:
+                break
+        sample = head[0] if len(head) == 1 else np.unique(np.concatenate(head))  # one term's rows: distinct
+        floor = _kth_best(self._sums(matched, sample, avg_len), limit) if len(sample) >= limit else 0.0
+        optional: set[int] = set()
+        reach = 0.0
+        for i in sorted(range(len(matched)), key=lambda i: matched[i].bound):
+            reach += matched[i].bound
+            if reach >= floor:
+                break
+            optional.add(i)
+        needed = [m.rows for i, m in enumerate(matched) if i not in optional]
+        if optional and SPARSE * sum(map(len, needed)) <= sum(len(m.rows) for m in matched):
+            rows = needed[0] if len(needed) == 1 else np.unique(np.concatenate(needed))
+            return _best(rows, self._sums(matched, rows, avg_len), limit, floor)
+        rows = np.concatenate([m.rows for m in matched])
+        scores = np.bincount(rows, weights=np.concatenate([self._scores(m, m.rows, m.tfs, avg_len) for m in matched]))
+        return _best(None, scores, limit, floor)
 
 
-def _sample_floor(all_rows: list[np.ndarray], scores: np.ndarray, limit: int) -> float:
-    """A lower bound of the ``limit``-th best of ``scores`` (row -> summed score, 0: no match): the
-    ``limit``-th best of the rows of the rarest terms (those most likely best), about
-    :data:`FLOOR_SAMPLE` × ``limit`` of them; 0 when they hold fewer than ``limit`` distinct rows."""
-    wanted = FLOOR_SAMPLE * limit
-    head: list[np.ndarray] = []
-    for rows in sorted(all_rows, key=len):
-        head.append(rows[: wanted - sum(map(len, head))])
-        if sum(map(len, head)) >= wanted:
-            break
-    picked = scores[np.unique(np.concatenate(head))]
-    if len(picked) < limit:
-        return 0.0
-    return _kth_best(picked, limit)
+@dataclass(frozen=True)
+class _Matched:
+    """A query term's live postings in one search: rows ascending, tfs, idf and score bound."""
+
+    rows: np.ndarray
+    tfs: np.ndarray
+    idf: float
+    bound: float
 
 
 def _chunk_floor(scores: np.ndarray, limit: int) -> float:
