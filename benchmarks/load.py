@@ -12,6 +12,10 @@ server for each ``--layouts`` entry, one after the other, on a free loopback por
 - ``process``: ``agtos serve --no-worker`` and one ``agtos worker`` process at ``nice`` +10;
 - ``workersN`` (e.g. ``workers2``): ``agtos serve --workers N --no-worker`` and one niced ``agtos worker``.
 
+A layout may carry environment variables for its processes, ``+NAME=VALUE`` each (e.g.
+``thread+AGTOS_ACCESS_LOG=false``); ``--rounds N`` runs the list of layouts N times in turn, so an
+A/B of two settings is measured alternately under the same load on the box.
+
 Before each level every user gets ``--warm`` ended sessions (so searches have episodes to find);
 after it the benchmark waits for the ingestion queue to drain (``/health``). Prints per-endpoint
 p50/p99 and errors, throughput, the RSS of the server processes (and the worker's), whether the
@@ -101,6 +105,7 @@ class Level:
     drained_s: float | None = None
     depth_after: int | None = None
     cpu_ms: dict[str, float] = field(default_factory=dict)  # CPU ms per request: "server", "generator"
+    load: tuple[float, float] = (0.0, 0.0)  # the box's 1-minute load average as the timed load starts and ends
 
 
 def free_port() -> int:
@@ -344,8 +349,10 @@ async def run_level(
         await asyncio.gather(*(u.call("search") for u in users))  # after the warm-up episodes are indexed
         print(f"# {clients} clients warmed up; timed load for {duration:g} s", file=sys.stderr, flush=True)
         started, cpu_before, own_before = time.monotonic(), cpu_seconds(*pids), time.process_time()
+        load_before = os.getloadavg()[0]
         await asyncio.gather(*(u.loop(started + duration, level) for u in users))
         level.seconds = time.monotonic() - started
+        level.load = (load_before, os.getloadavg()[0])
         requests = max(1, totals(level)[0])
         level.cpu_ms["generator"] = (time.process_time() - own_before) * 1e3 / requests
         if pids:
@@ -387,7 +394,8 @@ def report(level: Level) -> str:
     drained = "no" if level.drained_s is None else f"yes, {level.drained_s:.1f} s after the load stopped"
     lines.append(f"server RSS {rss}; ingestion queue drained: {drained} (depth {level.depth_after})")
     cpu = ", ".join(f"{who} {ms:.1f}" for who, ms in level.cpu_ms.items())
-    lines.append(f"CPU ms per request: {cpu} (on {os.cpu_count()} cores)")
+    load = f"load average {level.load[0]:.1f} -> {level.load[1]:.1f}"
+    lines.append(f"CPU ms per request: {cpu} (on {os.cpu_count()} cores); {load}")
     lines += [f"  error: {s}" for s in level.samples]
     return "\n".join(lines)
 
@@ -440,8 +448,21 @@ class Server:
                 proc.wait(timeout=10)
 
 
+def split_layout(spec: str) -> tuple[str, dict[str, str]]:
+    """``thread+A=1+B=2`` -> (``thread``, {A: 1, B: 2})."""
+    name, *assignments = spec.split("+")
+    env = {}
+    for assignment in assignments:
+        var, sep, value = assignment.partition("=")
+        if not sep or not var:
+            raise ValueError(f"{assignment!r}: expected NAME=VALUE")
+        env[var] = value
+    return name, env
+
+
 def start_server(redis_url: str, prefix: str, tmp: Path, layout: str = "thread") -> Server:
     """Start the processes of ``layout`` (see the module docstring) and wait for ``/health``."""
+    layout, extra_env = split_layout(layout)
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     env = {
@@ -453,6 +474,7 @@ def start_server(redis_url: str, prefix: str, tmp: Path, layout: str = "thread")
     }
     env.pop("AGTOS_INGEST_MODE", None)  # the `agtos serve` default: queue
     env.pop("AGTOS_INGEST_WORKER", None)
+    env.update(extra_env)
     serve = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port)]
     separate = layout != "thread"
     found = WORKERS_LAYOUT.match(layout)
@@ -508,8 +530,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--layouts",
         default="thread",
-        help="comma-separated server layouts, each run in turn: thread, process, workersN (N 1-8)",
+        help="comma-separated server layouts, each run in turn: thread, process, workersN (N 1-8), "
+        "each optionally with +NAME=VALUE environment variables",
     )
+    parser.add_argument("--rounds", type=int, default=1, help="run the list of layouts this many times in turn")
     parser.add_argument("--url", help="an API already running on loopback (default: start one per layout)")
     parser.add_argument("--pid", type=int, help="with --url: the server's pid, for its RSS")
     parser.add_argument("--redis-url", default=os.environ.get("AGTOS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
@@ -525,10 +549,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.clients.split(",")]
-    layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
+    layouts = [name.strip() for name in args.layouts.split(",") if name.strip()] * max(1, args.rounds)
     if not 0 < args.duration <= 300 or not all(0 < c <= 500 for c in levels):
         parser.error("--duration must be in (0, 300] and each client count in (0, 500]")
-    if not layouts or any(name not in LAYOUTS and not WORKERS_LAYOUT.match(name) for name in layouts):
+    try:
+        names = [split_layout(spec)[0] for spec in layouts]
+    except ValueError as exc:
+        parser.error(f"--layouts: {exc}")
+    if not layouts or any(name not in LAYOUTS and not WORKERS_LAYOUT.match(name) for name in names):
         parser.error("--layouts: thread, process or workersN (N 1-8), comma-separated")
     if args.url and urlsplit(args.url).hostname not in LOOPBACK:
         parser.error("--url must be a loopback address (this benchmark never loads a remote server)")
@@ -550,7 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="agtos-load-") as tmp:
         for layout in layouts:
             prefix = f"agtos-load-{uuid.uuid4().hex[:8]}"
-            print(f"# layout {layout}: {layout_help(layout)}", flush=True)
+            name, extra_env = split_layout(layout)
+            settings = "".join(f" {var}={value}" for var, value in extra_env.items())
+            print(f"# layout {layout}: {layout_help(name)}{settings}", flush=True)
             server = start_server(args.redis_url, prefix, Path(tmp) / layout, layout)
             try:
                 measure(server.url, server.pids, layout)

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+from benchmarks.load import split_layout
+
 
 def test_load_benchmark_runs_tiny_without_errors(redis_url: str) -> None:
     done = subprocess.run(
@@ -139,3 +141,16 @@ def test_keep_alive_client_speaks_http_as_h11_reads_it() -> None:
     assert json.loads(seen[0][2]) == {"turns": ["é"]} and int(first[b"content-length"]) == len(seen[0][2])
     assert dict(seen[2][1].headers)[b"content-length"] == b"0" and seen[2][2] == b""
     assert b"content-length" not in dict(seen[1][1].headers)
+
+
+def test_a_layout_carries_environment_variables_for_an_a_b() -> None:
+    assert split_layout("thread") == ("thread", {})
+    assert split_layout("thread+AGTOS_ACCESS_LOG=true+X=a=b") == ("thread", {"AGTOS_ACCESS_LOG": "true", "X": "a=b"})
+    refused = subprocess.run(
+        [sys.executable, "-m", "benchmarks.load", "--layouts", "thread+NOVALUE"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2 and "'NOVALUE': expected NAME=VALUE" in refused.stderr
