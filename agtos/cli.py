@@ -38,6 +38,7 @@ def serve(
     import uvicorn
 
     settings = Settings.from_env()
+    log_requests = access_log_on(access_log)
     if not is_loopback(host) and not auth_is_on(settings):
         if not insecure:
             typer.echo(
@@ -57,7 +58,7 @@ def serve(
             port=port or settings.port,
             workers=workers,
             log_level="info",
-            access_log=access_log_on(access_log),
+            access_log=log_requests,
         )
 
 
@@ -70,7 +71,11 @@ def access_log_on(flag: bool | None) -> bool:
 
     if flag is not None:
         return flag
-    return os.environ.get("AGTOS_ACCESS_LOG", "false").strip().lower() in ("true", "1", "yes", "on")
+    value = os.environ.get("AGTOS_ACCESS_LOG", "false").strip().lower()
+    if value not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+        typer.echo(f"AGTOS_ACCESS_LOG={value!r}: expected true/false, 1/0, yes/no or on/off", err=True)
+        raise typer.Exit(2)
+    return value in ("true", "1", "yes", "on")
 
 
 def warn_insecure(host: str) -> None:

@@ -69,3 +69,11 @@ def test_serve_access_log(tmp_path: Path, redis_url: str, args: list[str], env: 
     output = serve_output(tmp_path, redis_url, args, env)
     assert "Application startup complete" in output  # the server's own log stays
     assert output.count(ACCESS_LINE) == (2 if logged else 0), output
+
+
+def test_an_invalid_access_log_value_stops_serve_at_start(tmp_path: Path) -> None:
+    env = {**os.environ, "AGTOS_ACCESS_LOG": "sometimes", "AGTOS_DATA_DIR": str(tmp_path / "data")}
+    cmd = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(free_port())]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert "AGTOS_ACCESS_LOG='sometimes': expected true/false" in done.stderr
