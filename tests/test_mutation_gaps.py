@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from agtos.config import (
     load_llm_slots,
 )
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.semantic import PendingEmbedding
 from agtos.memory.working import WorkingMemory, _bounded
+from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Role, Turn
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
@@ -478,3 +481,50 @@ def test_nli_logits_whose_width_is_not_the_label_count_are_refused() -> None:
     (verdict,) = verdicts(np.array([[0.0, 0.0, math.log(2.0)]]), labels)  # softmax: 1/4, 1/4, 1/2
     assert verdict.label == "neutral"
     assert verdict.scores == pytest.approx({"contradiction": 0.25, "entailment": 0.25, "neutral": 0.5})
+
+
+def test_search_many_defaults_prepared_mirrors_and_a_keyword_search_without_embedder(
+    coordinator: MemoryCoordinator,
+) -> None:
+    """``SemanticMemory.search_many`` by default reads turn hits without neighbours and no related
+    episode records; mirrors prepared for other namespaces are prepared again; a vector search in a
+    hybrid-default service loads no BM25 mirror; a keyword search does not wait for an embedding
+    (one that failed leaves it undegraded)."""
+    sem = coordinator.semantic
+    turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(3)])
+    sem.turns.save(turns, turn_units(turns), None)
+    sem.store("episode").upsert("alice", "ep-1", "a chat in the kitchen", None, json.dumps({"id": "ep-1"}))
+    found = sem.search_many("alice", "topic", {"episode": 3, "turn": 3}, mode="bm25")
+    assert sorted(h.id for h in found["turn"].results) == ["ep-1.t0", "ep-1.t1", "ep-1.t2"]
+    assert [h.window for h in found["turn"].results] == [None, None, None]
+    assert (found["episode"].results, found["episode"].related) == ([], {})
+    # with turn_episodes: the records of the turn hits' episodes that are not episode hits, on the episode result
+    more = stored_turns("alice", "ep-2", "s-2", [said(7)])
+    sem.turns.save(more, turn_units(more), None)
+    sem.store("episode").upsert("alice", "ep-2", "the topic we chose", None, json.dumps({"id": "ep-2"}))
+    linked = sem.search_many("alice", "topic", {"episode": 3, "turn": 4}, mode="bm25", turn_episodes=True)
+    assert [h.id for h in linked["episode"].results] == ["ep-2"]
+    assert (linked["episode"].related, linked["turn"].related) == ({"ep-1": '{"id": "ep-1"}'}, {})
+    # live_many reads records named by ``also`` alone too
+    assert live_many("alice", [], (sem.store("episode"), ["ep-1", "ep-9"])) == ([], {"ep-1": '{"id": "ep-1"}'})
+    other = sem.prepare("alice", ["turn"], "bm25")
+    again = sem.search_many("alice", "topic", {"episode": 3, "turn": 3}, mode="bm25", prepared=other)
+    assert sorted(h.id for h in again["turn"].results) == ["ep-1.t0", "ep-1.t1", "ep-1.t2"]
+    failed: Future[list[np.ndarray | None]] = Future()
+    failed.set_exception(EmbeddingError("the embedder is down"))
+    keyword = sem.search_many(
+        "alice", "topic", {"turn": 4}, mode="bm25", embedding=PendingEmbedding(("topic",), failed)
+    )
+    assert (keyword["turn"].mode, keyword["turn"].degraded) == ("bm25", None)
+    assert len(keyword["turn"].results) == 4
+    # a vector search whose embedding failed falls back to the keyword search of the same query
+    early = PendingEmbedding(("topic",), failed)
+    fallen = sem.search_many("alice", "topic", {"turn": 4}, mode="vector", embedding=early)["turn"]
+    assert (fallen.mode, fallen.degraded) == ("bm25", "embedder unavailable, keyword search only: the embedder is down")
+    assert sorted(h.id for h in fallen.results) == ["ep-1.t0", "ep-1.t1", "ep-1.t2", "ep-2.t0"]
+    memories = sem.store("memory")
+    memories.upsert("bob", "m1", "Gina adopted a grey cat", sem.embedder.embed_one("Gina adopted a grey cat"), "{}")
+    assert memories.bm25._mirrors.peek("bob") is None
+    vector = sem.search_many("bob", "which cat did Gina adopt", {"memory": 3}, mode="vector")
+    assert [h.id for h in vector["memory"].results] == ["m1"]
+    assert memories.bm25._mirrors.peek("bob") is None  # vector mode: no BM25 mirror loaded
