@@ -467,6 +467,8 @@ def test_a_search_given_its_keyword_candidates_does_not_search_bm25_again(settin
         assert [(r.id, r.score, r.match_type) for r in found] == [("d2", 3.5, "keyword")]
         found = store.search("alice", "plain", query, limit=3, keyword_hits=[])
         assert [(r.id, r.match_type) for r in found] == [("d1", "semantic"), ("d2", "semantic"), ("d3", "semantic")]
+        ranked = store.rank("alice", "plain", query, limit=3)  # the default mode: hybrid, both lists fused
+        assert [(r.id, r.match_type) for r in ranked] == [("d1", "hybrid"), ("d2", "hybrid"), ("d3", "hybrid")]
     finally:
         connector.close()
 
