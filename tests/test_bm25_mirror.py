@@ -136,3 +136,24 @@ def test_top_hits_of_a_corpus_of_many_equal_scores_are_those_of_scoring_every_do
     mirror = index._mirrors.peek("alice")
     assert mirror is not None and mirror.dead == 150
     check()
+    check()
+
+
+def test_a_document_written_after_a_search_that_raises_a_terms_best_score_is_found(
+    settings: Settings, connectors: tuple[RedisConnector, RedisConnector]
+) -> None:
+    """A search scores only the rows of the terms a hit needs when the others' best possible
+    scores (from their largest tf and shortest document) add up below the floor: a document
+    written later with a higher best score for a term must be seen (here it ranks first)."""
+    filler = " ".join(f"f{i}" for i in range(120))
+    corpus = {f"s{i:04d}": f"short{i % 50}" for i in range(2_000)}  # short texts: a low average length
+    corpus |= {f"r{i:03d}": f"rare {filler}" for i in range(50)} | {f"c{i:03d}": f"common {filler}" for i in range(500)}
+    index = BM25Index(connectors[0], GlobalKeys(settings.key_prefix), "turn")
+    index.add_many("alice", list(corpus.items()))
+    assert_same_ranking(index.search("alice", "rare common", 10), expected("rare common", corpus, 10))
+    loud = {f"loud-{i}": "common " * 6 for i in range(3)}
+    corpus |= loud
+    index.add_many("alice", list(loud.items()))
+    found = index.search("alice", "rare common", 10)
+    assert [d for d, _ in found[:3]] == ["loud-0", "loud-1", "loud-2"]
+    assert_same_ranking(found, expected("rare common", corpus, 10))

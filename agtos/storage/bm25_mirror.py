@@ -44,13 +44,24 @@ def decode_terms(raw: bytes | str | None) -> dict[str, int]:
 @dataclass
 class _Postings:
     """One term's postings, rows ascending (rows are appended in order, compaction keeps it); the
-    largest tf and shortest document length among them ever (tombstones included): with them,
-    :meth:`bound` is at least the term's score in any of its documents."""
+    largest tf and shortest document length among the first ``bounded`` of them (tombstones
+    included; :meth:`refresh` takes in the postings added since): with them, :meth:`bound` is at
+    least the term's score in any of its documents."""
 
     rows: array = field(default_factory=lambda: array("i"))
     tfs: array = field(default_factory=lambda: array("f"))
     max_tf: float = 0.0
     min_length: float = float("inf")
+    bounded: int = 0
+
+    def refresh(self, lengths: np.ndarray) -> None:
+        """Take the postings added since the last call into ``max_tf`` and ``min_length`` (at search
+        time, in bulk: not one comparison per posting written)."""
+        if self.bounded < len(self.rows):
+            rows = np.frombuffer(self.rows, dtype=np.int32)[self.bounded :]
+            self.max_tf = max(self.max_tf, float(np.frombuffer(self.tfs, dtype=np.float32)[self.bounded :].max()))
+            self.min_length = min(self.min_length, float(lengths[rows].min()))
+            self.bounded = len(self.rows)
 
     def bound(self, term_idf: float, avg_len: float) -> float:
         """An upper bound of the term's BM25 score in any of its documents (score rises with tf
@@ -108,8 +119,6 @@ class BM25Mirror:
                 postings = self.postings[term] = _Postings()
             postings.rows.append(row)
             postings.tfs.append(count)
-            postings.max_tf = max(postings.max_tf, count)
-            postings.min_length = min(postings.min_length, length)
 
     def drop(self, doc_id: str) -> None:
         row = self.rows.pop(doc_id, None)
@@ -133,9 +142,11 @@ class BM25Mirror:
             if not keep.any():
                 del self.postings[term]
                 continue
+            old.refresh(self.lengths)
             fresh = _Postings(max_tf=old.max_tf, min_length=old.min_length)  # still bounds: fewer postings
             fresh.rows.frombytes(new_row[rows[keep]].astype(np.int32).tobytes())
             fresh.tfs.frombytes(np.frombuffer(old.tfs, dtype=np.float32)[keep].tobytes())
+            fresh.bounded = len(fresh.rows)
             del rows
             self.postings[term] = fresh
         live = np.flatnonzero(alive)
@@ -164,6 +175,7 @@ class BM25Mirror:
                 rows, tfs = rows[keep], tfs[keep]
             if len(rows):
                 term_idf = bm25.idf(n_docs, len(rows))
+                postings.refresh(self.lengths)
                 matched.append(_Matched(rows, tfs, term_idf, postings.bound(term_idf, avg_len)))
         if not matched:
             return []
