@@ -86,44 +86,6 @@ def test_the_job_runs_as_soon_as_the_requests_are_done(queue: IngestQueue) -> No
         worker.stop()
 
 
-def test_busy_until_no_request_for_the_quiet_window() -> None:
-    counter = InflightCounter(quiet_s=0.3)
-    assert not counter.busy()  # no request yet
-    counter.enter()
-    counter.leave()
-    left = time.monotonic()
-    assert counter.busy()  # one just ended
-    while counter.busy() and time.monotonic() - left < 5:
-        time.sleep(0.01)
-    assert 0.3 <= time.monotonic() - left < 5
-
-
-def test_a_steady_stream_of_requests_holds_the_job_until_the_cap(queue: IngestQueue) -> None:
-    """Requests one after another, with the count at zero for a millisecond between two (a closed
-    loop of clients): the worker takes none of those instants as idle and waits for the cap."""
-    counter, stop = InflightCounter(), threading.Event()
-
-    def requests() -> None:
-        while not stop.is_set():
-            counter.enter()
-            time.sleep(0.01)
-            counter.leave()
-            time.sleep(0.001)
-
-    stream = threading.Thread(target=requests)
-    stream.start()
-    worker, seen = run_worker(queue, counter.busy, 1.5)
-    try:
-        queued = time.monotonic()
-        queue.enqueue(job_bytes("streamed"))
-        assert seen.done.wait(10.0)
-        assert seen.times[0] - queued >= 1.5
-    finally:
-        stop.set()
-        stream.join(5)
-        worker.stop()
-
-
 @pytest.mark.parametrize(
     ("busy", "cap"),
     [(None, 30.0), (lambda: False, 30.0), (lambda: True, 0.0)],

@@ -3,30 +3,22 @@
 :class:`InflightMiddleware` counts each HTTP request from its start until its response is sent;
 ``agtos serve``'s worker thread (queue mode) waits while the count is above zero, at most
 ``AGTOS_WORKER_YIELD_MAX_S`` per batch (:meth:`agtos.memory.ingest_worker.IngestWorker.yield_to`).
-The process counts as busy until no request has been in flight for :data:`QUIET_S`: under a steady
-stream of requests the count touches zero for a fraction of a millisecond between two of them, and
-a worker that took each such instant as idle ran its batches in the middle of the load.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-QUIET_S = 0.05  # busy until no request has been in flight for this long
 
 
 class InflightCounter:
     """A thread-safe count: the event loop changes it, the worker thread reads it."""
 
-    def __init__(self, quiet_s: float = QUIET_S) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._n = 0
-        self.quiet_s = quiet_s
-        self._idle_since = float("-inf")  # when the count last fell to zero
 
     def enter(self) -> None:
         with self._lock:
@@ -35,16 +27,14 @@ class InflightCounter:
     def leave(self) -> None:
         with self._lock:
             self._n -= 1
-            if not self._n:
-                self._idle_since = time.monotonic()
 
     @property
     def count(self) -> int:
         return self._n
 
     def busy(self) -> bool:
-        """Whether a request is in flight or one ended less than ``quiet_s`` ago (what the worker asks)."""
-        return self._n > 0 or time.monotonic() - self._idle_since < self.quiet_s
+        """Whether any request is in flight (what the worker asks)."""
+        return self._n > 0
 
 
 def waits_for_worker(query: bytes) -> bool:
