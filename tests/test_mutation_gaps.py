@@ -469,6 +469,9 @@ def test_a_search_given_its_keyword_candidates_does_not_search_bm25_again(settin
         assert [(r.id, r.match_type) for r in found] == [("d1", "semantic"), ("d2", "semantic"), ("d3", "semantic")]
         ranked = store.rank("alice", "plain", query, limit=3)  # the default mode: hybrid, both lists fused
         assert [(r.id, r.match_type) for r in ranked] == [("d1", "hybrid"), ("d2", "hybrid"), ("d3", "hybrid")]
+        # the default limit, 10, ranks pools of 4 x 10 candidates (README: candidate pools of 4 x limit)
+        store.upsert_many("carol", [(f"n{i}", f"plain note {i}", "{}") for i in range(45)], None)
+        assert len(store.rank("carol", "plain", None)) == 40
     finally:
         connector.close()
 
