@@ -447,6 +447,8 @@ def test_a_turn_hit_read_past_a_gone_one_carries_its_neighbours(turn_store: Turn
     width, raw = hits[0].window
     assert width == 1
     assert [json.loads(t)["content"] for t in raw] == [f"we talked about topic number {i}" for i in (1, 2, 3)]
+    # a plain search reads its hits without neighbours
+    assert [h.window for h in turn_store.search("alice", "topic", None, mode="bm25")] == [None] * 5
 
 
 def test_a_search_given_its_keyword_candidates_does_not_search_bm25_again(settings: Settings, key_prefix: str) -> None:
