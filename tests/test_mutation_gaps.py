@@ -40,6 +40,7 @@ from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.contradiction import verdicts
 from agtos.tasks.summarize import ExtractiveSummariser
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
+from tests.redis_process import RedisClusterProcesses
 
 
 def test_a_working_memory_reset_forgets_messages_tokens_folds_and_journal_position() -> None:
@@ -535,3 +536,41 @@ def test_search_many_defaults_prepared_mirrors_and_a_keyword_search_without_embe
     vector = sem.search_many("bob", "which cat did Gina adopt", {"memory": 3}, mode="vector")
     assert [h.id for h in vector["memory"].results] == ["m1"]
     assert memories.bm25._mirrors.peek("bob") is None  # vector mode: no BM25 mirror loaded
+
+
+# -- survivors of the fourth run (turns.py, contradiction.py; docs/testing.md) -------------------------------
+
+
+def test_turn_reads_on_a_redis_cluster_carry_their_clipped_neighbours(
+    cluster: RedisClusterProcesses, tmp_path: Path
+) -> None:
+    """On a Redis Cluster the turn reads are one LRANGE (``window`` > 0) or LINDEX each, not the script:
+    each hit carries its turn and ``window`` neighbours either side, clipped at the episode's ends."""
+    connector = RedisConnector(cluster.url, tmp_path)
+    keys = GlobalKeys("m4c")
+    vectors, words = VectorIndex(connector, keys, "turn", 384), BM25Index(connector, keys, "turn")
+    store = TurnStore(connector, keys, vectors, words, 60)
+    turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(5)])
+    store.save(turns, turn_units(turns), None)
+    ranked = [SearchResult(f"ep-1.t{p}", 0.9 - p / 10, "keyword") for p in (0, 2, 4)]
+    (hits, plain), _ = live_many("alice", [LiveRead(store, ranked, 3, window=1), LiveRead(store, ranked, 3)])
+    topic = "we talked about topic number {}".format
+    assert [json.loads(h.payload or "")["content"] for h in hits] == [topic(0), topic(2), topic(4)]
+    windows = [(h.window[0], [json.loads(t)["content"] for t in h.window[1]]) for h in hits if h.window]
+    assert windows == [(1, [topic(0), topic(1)]), (1, [topic(1), topic(2), topic(3)]), (1, [topic(3), topic(4)])]
+    assert [(json.loads(h.payload or "")["content"], h.window) for h in plain] == [
+        (topic(0), None),
+        (topic(2), None),
+        (topic(4), None),
+    ]
+    connector.close()
+
+
+def test_a_turn_hit_one_past_the_last_turn_is_gone_not_an_error(turn_store: TurnStore) -> None:
+    """A hit at the position just past an episode's last turn (a shorter re-save) reads a window of
+    neighbours without its turn: the hit is gone and the next page is read, as for any gone hit."""
+    turns = stored_turns("alice", "ep-1", "s-1", [said(i) for i in range(5)])
+    turn_store.save(turns, turn_units(turns), None)
+    ranked = [SearchResult("ep-1.t5", 0.9, "keyword"), SearchResult("ep-1.t2", 0.5, "keyword")]
+    (hits,), _ = live_many("alice", [LiveRead(turn_store, ranked, 1, window=1)])
+    assert [h.id for h in hits] == ["ep-1.t2"]
