@@ -73,6 +73,7 @@ from benchmarks.recall import (
     pct,
     rss_mib,
 )
+from benchmarks.round_trips import RoundTrips
 from benchmarks.stamp import Stamp
 
 DEFAULT_DATASET = REPO / "benchmarks" / "eval" / "convset.json"
@@ -350,8 +351,8 @@ def _shown(hits: list[Any]) -> list[tuple[Any, ...]]:
 
 def compare(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int) -> dict[str, Any]:
     """``recall`` at ``rev`` (baseline) and now (new), alternated in this process, query cache off:
-    per round, CPU (process_time) and wall of the direct search (embedding included), then HTTP
-    p50/p99; the answers of both must be identical on every query."""
+    per round, CPU (process_time), wall and Redis round trips (mean) of the direct search (embedding
+    included), then HTTP p50/p99; the answers of both must be identical on every query."""
     to_baseline, to_new = baseline_swaps(rev)
     log(f"  baseline {rev}: {len(to_baseline)} functions swapped: " + ", ".join(sorted({a for _, a, _ in to_baseline})))
     cache = getattr(coord.semantic.embedder, "cache", None)
@@ -359,6 +360,7 @@ def compare(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int)
         cache.size = 0
     variants: dict[str, list[Swap]] = {"baseline": to_baseline, "new": to_new}
     rt = coord.services
+    trips = RoundTrips(coord.connector.client)
     out: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     answers: dict[str, list[Any]] = {}
     headers = {"X-User-Id": USER_ID}
@@ -372,12 +374,15 @@ def compare(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int)
                         search(rt, USER_ID, q, 10)
                     cpu: list[float] = []
                     wall: list[float] = []
+                    sent: list[int] = []
                     got = []
                     for q in queries:
+                        before = len(trips.sent)
                         c, t = time.process_time(), time.perf_counter()
                         hits = search(rt, USER_ID, q, 10)
                         wall.append(time.perf_counter() - t)
                         cpu.append(time.process_time() - c)
+                        sent.append(len(trips.sent) - before)
                         got.append(_shown(hits))
                     answers.setdefault(name, got)
                     if got != answers[name]:
@@ -392,6 +397,7 @@ def compare(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int)
                         "wall_mean": statistics.fmean(wall) * 1e3,
                         "http_p50": pct(http, 50),
                         "http_p99": pct(http, 99),
+                        "round_trips": statistics.fmean(sent),
                         "load": os.getloadavg()[0],
                     }
                     out[name].append(row)

@@ -7,13 +7,15 @@ once the index mirrors are loaded:
 
 * search (3): the mirrors' version checks with the user's latest sessions (one MULTI); the records
   of every hit: episodes, turns, and the episodes of the turn hits (one pipeline); the memories of
-  the hits' facts (one MGET, to prefer current facts);
+  the hits' facts with the memories that superseded them (one Lua script, to prefer current facts:
+  until 2026-12-05 a second MGET, in 195 of 205 searches of ``benchmarks/search_scale.py``);
 * context (4): the user's latest sessions with the profile (one pipeline); the version checks (one
   MULTI); the records of every hit, turns with their neighbours (one pipeline); the memories of the
   hits' facts.
 
-Before these were pipelined: search 7, context 14 (a LINDEX per turn hit and then an LRANGE of its
-window again, the speakers' turns read on every call, one MGET per namespace).
+Before these were pipelined: search 7 (8 with a superseded fact), context 14 (a LINDEX per turn
+hit and then an LRANGE of its window again, the speakers' turns read on every call, one MGET per
+namespace).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from typing import Any
 
 import fastapi.routing
 import pytest
-import redis
 from fastapi.testclient import TestClient
 
 import agtos.serving.auth as auth
@@ -37,42 +38,20 @@ from agtos.serving.app import create_app
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import LiveRead, SearchResult, live_many
+from agtos.storage.semantic_store import LiveRead, SearchResult, SemanticStore, live_many
 from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
+from benchmarks.round_trips import RoundTrips
 from tests.helpers import delete_prefix, end_session, isolation_settings, user
+from tests.redis_process import RedisClusterProcesses
+from tests.test_bitemporal import JAN_8_2024, MAR_15_2024, session
 from tests.test_recall_evidence import QUESTION, USER, session_turns
 
 SEARCH_ROUND_TRIPS = 3
 CONTEXT_ROUND_TRIPS = 4
-
-
-class RoundTrips:
-    """Wraps a redis-py client: records each command sent alone and each pipeline executed."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.sent: list[str] = []
-        execute_command, pipeline = client.execute_command, client.pipeline
-
-        def counted_command(*args: Any, **options: Any) -> Any:
-            self.sent.append(str(args[0]))
-            return execute_command(*args, **options)
-
-        def counted_pipeline(*args: Any, **options: Any) -> Any:
-            pipe = pipeline(*args, **options)
-            execute = pipe.execute
-
-            def counted_execute(*a: Any, **kw: Any) -> Any:
-                names = sorted({str(c[0][0]) for c in pipe.command_stack})
-                self.sent.append(f"pipeline[{','.join(names)}]x{len(pipe.command_stack)}")
-                return execute(*a, **kw)
-
-            pipe.execute = counted_execute  # type: ignore[method-assign]
-            return pipe
-
-        client.execute_command = counted_command  # type: ignore[method-assign]
-        client.pipeline = counted_pipeline  # type: ignore[method-assign]
+LEO = "leo"  # a blog on WordPress (January), moved to Ghost (March: the fact superseded), a newsletter (May)
+MAY_14_2024 = 1_715_673_600_000  # 2024-05-14 08:00 UTC
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +65,13 @@ def app(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
                 sid = f"week-{n:02d}"
                 ended = end_session(client, USER, sid, session_turns(n))
                 assert ended["saved"], ended
+            session(client, LEO, "s-wp", JAN_8_2024, "My food blog runs on WordPress and traffic is flat.")
+            session(client, LEO, "s-ghost", MAR_15_2024, "I finally migrated the blog from WordPress to Ghost.")
+            said = (
+                "Traffic to my food blog doubled after the newsletter.",
+                "I send the newsletter every Friday morning.",
+            )
+            session(client, LEO, "s-news", MAY_14_2024, *said)
             yield client, RoundTrips(coordinator.connector.client)
     finally:
         coordinator.close()
@@ -107,6 +93,27 @@ def test_a_search_makes_three_redis_round_trips(
     client, trips = app
     monkeypatch.setattr(auth, "OFF_CACHE_S", 3600.0)  # "auth is off" is not asked again during the count
     sent = counted(trips, lambda: client.get("/api/memory/search", params={"q": query}, headers=user(USER)))
+    assert len(sent) == SEARCH_ROUND_TRIPS, sent
+
+
+def test_a_hit_whose_fact_a_session_not_listed_superseded_costs_no_extra_round_trip(
+    app: tuple[TestClient, RoundTrips], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The WordPress session's fact was superseded by the Ghost session's, which is not among the two
+    hits: the superseding memory is read with the hits' facts' memories, not in a round trip after."""
+    client, trips = app
+    monkeypatch.setattr(auth, "OFF_CACHE_S", 3600.0)
+    memories = client.get("/api/memory/memories", params={"limit": 100}, headers=user(LEO)).json()["memories"]
+    (wordpress,) = [m for m in memories if "WordPress and traffic" in m["text"]]
+    (ghost,) = [m for m in memories if "to Ghost" in m["text"]]
+    assert wordpress["supersededBy"] == ghost["id"]
+
+    def search() -> Any:
+        params = {"q": "Is the traffic of my food blog flat?", "limit": 2}
+        return client.get("/api/memory/search", params=params, headers=user(LEO))
+
+    assert [h["sessionId"] for h in search().json()["results"]] == ["s-news", "s-wp"]
+    sent = counted(trips, search)
     assert len(sent) == SEARCH_ROUND_TRIPS, sent
 
 
@@ -193,3 +200,66 @@ def test_search_context_and_append_hand_off_to_a_worker_thread_once(
         response = call()
         assert response.status_code == 200 and response.headers["content-type"] == "application/json"
         assert len(hops) == 1, (name, hops)
+
+
+# -- records read with the records they link to (get_linked): one round trip -------------------------
+
+#: memory id -> its ``superseded_by`` as stored (None: current)
+LINKS = {
+    "m-a": "m-b",  # linked to a record asked for and found: not read again
+    "m-b": None,
+    "m-c": "m-d",  # linked to a record not asked for: read
+    "m-d": None,
+    "m-e": "m-gone",  # linked to a record that is not there
+    "m-f": "m-d",  # linked to one already linked: listed once
+    "m-g": "m-x",  # linked to a record asked for but not found: read (still not there)
+    "m-h": "bad:id",  # not a record id: not read (a key of that name exists)
+    "m-i": "",
+}
+ASKED = ["m-x", "m-c", "m-a", "m-b", "m-e", "m-f", "m-g", "m-h", "m-i", "m-hash", "m-c"]
+
+
+def linked_store(connector: RedisConnector, prefix: str) -> SemanticStore:
+    """A memory store holding :data:`LINKS`, a record named ``bad:id`` and a hash at ``m-hash``'s key."""
+    keys = GlobalKeys(prefix)
+    store = SemanticStore(
+        connector, keys, "memory", VectorIndex(connector, keys, "memory", 4), BM25Index(connector, keys, "memory")
+    )
+    store.put_records("alice", {i: json.dumps({"id": i, "superseded_by": s}) for i, s in LINKS.items()})
+    base = keys.user("alice").base
+    connector.run(lambda r: r.set(f"{base}:memory:bad:id", '{"id": "bad:id"}'))
+    connector.run(lambda r: r.hset(f"{base}:memory:m-hash", "id", "m-hash"))
+    return store
+
+
+def check_linked(store: SemanticStore) -> None:
+    got = store.get_linked("alice", ASKED, "superseded_by")
+    assert list(got) == ["m-c", "m-a", "m-b", "m-e", "m-f", "m-g", "m-h", "m-i", "m-d"]  # asked, then linked
+    assert {i: json.loads(raw) for i, raw in got.items()} == {i: {"id": i, "superseded_by": LINKS[i]} for i in got}
+    assert list(store.get_linked("alice", ["m-c", "m-a"], "id")) == ["m-c", "m-a"]  # the field asked for
+    assert list(store.get_linked("bob", ["m-c"], "superseded_by")) == []  # another user's keys
+
+
+def test_records_are_read_with_the_records_they_link_to_in_one_round_trip(redis_url: str, key_prefix: str) -> None:
+    connector = RedisConnector(redis_url, None, 5.0)
+    try:
+        store = linked_store(connector, key_prefix)
+        check_linked(store)
+        trips = RoundTrips(connector.client)
+        assert store.get_linked("alice", [], "superseded_by") == {} and trips.sent == []
+        store.get_linked("alice", ASKED, "superseded_by")
+        assert trips.sent == ["EVALSHA"]
+    finally:
+        connector.close()
+
+
+def test_records_are_read_with_the_records_they_link_to_on_a_redis_cluster(
+    cluster: RedisClusterProcesses, key_prefix: str
+) -> None:
+    """The script reads keys it is not given (the linked records): every key of one user is in one
+    slot (hash tag), which a cluster needs."""
+    connector = RedisConnector(cluster.url, None, 5.0)
+    try:
+        check_linked(linked_store(connector, key_prefix))
+    finally:
+        connector.close()

@@ -355,11 +355,9 @@ def prefer_current_episodes(rt: Services, user_id: str, query: str, hits: list[S
     if len(hits) < 2 or asks_about_the_past(query):
         return hits
     source = {memory_id(user_id, fact): h.episode.id for h in hits for fact in h.episode.facts}
-    found = {
-        i: Memory.model_validate_json(raw) for i, raw in rt.semantic.records("memory", user_id, list(source)).items()
-    }
-    newer = [m.superseded_by for m in found.values() if m.superseded_by and m.superseded_by not in found]
-    found |= {i: Memory.model_validate_json(raw) for i, raw in rt.semantic.records("memory", user_id, newer).items()}
+    # the facts' memories and those that superseded them, in one round trip
+    raws = rt.semantic.store("memory").get_linked(user_id, source, "superseded_by")
+    found = {i: Memory.model_validate_json(raw) for i, raw in raws.items()}
     listed = {h.episode.id for h in hits}
     replaced: dict[str, str] = {}
     for mid, memory in found.items():

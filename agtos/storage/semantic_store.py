@@ -14,6 +14,7 @@ from typing import Any, Literal, overload
 
 import redis
 from redis.cluster import ClusterPipeline
+from redis.commands.core import Script
 
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.bm25_mirror import BM25Mirror
@@ -25,6 +26,33 @@ from agtos.storage.vector_shard import LocalShard
 from agtos.tasks.ranking import DEFAULT_K, max_fused_score, reciprocal_rank_fusion
 
 log = logging.getLogger(__name__)
+
+#: ``SemanticStore.get_linked``: id, JSON, id, JSON... of the records KEYS[i] (ids ARGV[2 + i]) found, then
+#: of the records the string field ARGV[2] of those names (record ids only, each once, not those found:
+#: key ARGV[1] .. id); MGET of one key, not GET: nil for a key of another type, as ``get_many``'s MGET
+_LINKED_LUA = """
+local out, seen = {}, {}
+for i, key in ipairs(KEYS) do
+  local raw = redis.call('MGET', key)[1]
+  if raw then
+    out[#out + 1] = ARGV[i + 2]
+    out[#out + 1] = raw
+    seen[ARGV[i + 2]] = true
+  end
+end
+for i = 2, #out, 2 do
+  local link = cjson.decode(out[i])[ARGV[2]]
+  if type(link) == 'string' and #link <= 128 and link:find('^[%w_.%-]+$') and not seen[link] then
+    seen[link] = true
+    local raw = redis.call('MGET', ARGV[1] .. link)[1]
+    if raw then
+      out[#out + 1] = link
+      out[#out + 1] = raw
+    end
+  end
+end
+return out
+"""
 
 SearchMode = Literal["hybrid", "vector", "bm25"]
 Window = tuple[int, tuple[bytes, ...]]  # how many neighbours either side were read, and the raw turns read
@@ -179,6 +207,7 @@ class SemanticStore:
         self.candidate_factor = max(1, candidate_factor)
         self.rrf_k = rrf_k
         self.rrf_weights = rrf_weights  # (vector, keyword); lower keyword weights bury exact-token hits
+        self._linked: Script | None = None  # get_linked's script, registered on first use
 
     def _record_key(self, user_id: str, doc_id: str) -> str:
         return self.keys.user(user_id).record(self.namespace, doc_id)
@@ -267,6 +296,25 @@ class SemanticStore:
         keys = [self._record_key(user_id, doc_id) for doc_id in ids]
         raws = self.connector.run(lambda r: r.mget(keys))
         return {doc_id: as_text(raw) for doc_id, raw in zip(ids, raws, strict=True) if raw is not None}
+
+    def get_linked(self, user_id: str, ids: Iterable[str], link: str) -> dict[str, str]:
+        """:meth:`get_many` of ``ids``, then of the ids their string field ``link`` names (one
+        level; not those among the ids found), in one round trip (a Lua script: the second reads
+        need the first's replies). Raw JSON by id: the ids found in order, then the linked ones
+        found in the order first named."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        keys = [self._record_key(user_id, doc_id) for doc_id in ids]
+        prefix = f"{self.keys.user(user_id).base}:{self.namespace}:"
+
+        def op(r: redis.Redis) -> list[Any]:
+            if self._linked is None:
+                self._linked = r.register_script(_LINKED_LUA)
+            return self._linked(keys=keys, args=[prefix, link, *ids], client=r)
+
+        reply = self.connector.run(op)
+        return {as_text(reply[k]): as_text(reply[k + 1]) for k in range(0, len(reply), 2)}
 
     def queue_reads(self, pipe: Any, user_id: str, ids: Sequence[str], window: int = 0) -> None:
         """Queue the reads of these records on ``pipe`` (one MGET, or a GET each in a Redis Cluster
