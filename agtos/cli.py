@@ -8,6 +8,7 @@ from agtos.cli_keys import auth_is_on, is_loopback, keys_app
 from agtos.cli_memory import register as register_memory_commands
 from agtos.cli_worker import IngestModeOption, serve_ingest_env, shared_embedded_redis
 from agtos.cli_worker import register as register_worker_command
+from agtos.cli_worker_process import WorkerLayout, cleanup_on_sigterm, worker_child, worker_layout
 from agtos.config import Settings
 
 app = typer.Typer(help="agtos: memory for AI agents.", no_args_is_help=True)
@@ -24,9 +25,14 @@ def serve(
     ingest_mode: IngestModeOption = typer.Option(
         None, help="session-end ingestion: queue (default; a worker ingests) or inline (AGTOS_INGEST_MODE)"
     ),
-    worker: bool = typer.Option(
-        None, "--worker/--no-worker", help="queue mode: run a worker thread in each API process (default yes)"
+    worker: WorkerLayout = typer.Option(
+        None,
+        "--worker",
+        help="queue mode, where the ingestion worker runs: process (default: one `agtos worker` child at the "
+        "lowest CPU priority, restarted if it dies), thread (one in each API process) or none "
+        "(AGTOS_SERVE_WORKER)",
     ),
+    no_worker: bool = typer.Option(False, "--no-worker", help="same as --worker none"),
     insecure: bool = typer.Option(False, "--insecure", help="serve a non-loopback host without API keys"),
     access_log: bool = typer.Option(
         None,
@@ -39,6 +45,7 @@ def serve(
 
     settings = Settings.from_env()
     log_requests = access_log_on(access_log)
+    layout = worker_layout(worker, no_worker)
     if not is_loopback(host) and not auth_is_on(settings):
         if not insecure:
             typer.echo(
@@ -51,7 +58,12 @@ def serve(
     if not is_loopback(host) and "*" not in settings.allowed_hosts:
         served = ", ".join(sorted(settings.allowed_hosts))
         typer.echo(f"only these Host names are served: {served} (set AGTOS_ALLOWED_HOSTS)", err=True)
-    with serve_ingest_env(ingest_mode, worker), shared_embedded_redis(settings, workers):
+    with (
+        cleanup_on_sigterm(),
+        serve_ingest_env(ingest_mode, layout) as child,
+        shared_embedded_redis(settings, workers, child),
+        worker_child(child),
+    ):
         uvicorn.run(
             "agtos.serving.main:app",
             host=host,

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 import typer
 
+from agtos.cli_worker_process import WorkerLayout, exit_with_parent, lowest_cpu_priority
 from agtos.config import Settings
 
 
@@ -34,11 +35,12 @@ def running_embedded_redis(settings: Settings) -> str | None:
 
 
 @contextmanager
-def shared_embedded_redis(settings: Settings, workers: int) -> Iterator[None]:
-    """``agtos serve --workers N`` (N > 1) without REDIS_URL: the serving process itself starts the
-    embedded Redis and hands its socket to the workers as REDIS_URL, so they share one server and
-    none of them shuts it down when it exits (each would otherwise own, and stop, the same one)."""
-    if settings.redis_url or workers <= 1:
+def shared_embedded_redis(settings: Settings, workers: int, worker_child: bool = False) -> Iterator[None]:
+    """``agtos serve --workers N`` (N > 1), or with its worker child, without REDIS_URL: the serving
+    process itself starts the embedded Redis and hands its socket to the workers (and the child) as
+    REDIS_URL, so they share one server and none of them shuts it down when it exits (each would
+    otherwise own, and stop, the same one)."""
+    if settings.redis_url or (workers <= 1 and not worker_child):
         yield
         return
     from agtos.storage.redis_conn import EmbeddedRedis
@@ -53,17 +55,20 @@ def shared_embedded_redis(settings: Settings, workers: int) -> Iterator[None]:
 
 
 @contextmanager
-def serve_ingest_env(mode: IngestModeOption | None, worker: bool | None) -> Iterator[None]:
+def serve_ingest_env(mode: IngestModeOption | None, layout: WorkerLayout) -> Iterator[bool]:
     """The server's ingestion set-up for the duration of ``uvicorn.run`` (its worker processes inherit
-    it): queue mode unless AGTOS_INGEST_MODE or ``--ingest-mode`` says otherwise; ``--no-worker``
-    leaves the queue to separate ``agtos worker`` processes."""
-    changes = {"AGTOS_INGEST_MODE": mode.value if mode else os.environ.get("AGTOS_INGEST_MODE") or "queue"}
-    if worker is not None:
-        changes["AGTOS_INGEST_WORKER"] = "true" if worker else "false"
+    it): queue mode unless AGTOS_INGEST_MODE or ``--ingest-mode`` says otherwise; in queue mode the
+    API processes run a worker thread only in the ``thread`` layout. Yields whether ``agtos serve``
+    runs its worker child (queue mode, ``process`` layout)."""
+    chosen = mode.value if mode else os.environ.get("AGTOS_INGEST_MODE") or "queue"
+    queue = chosen.strip().lower() == "queue"
+    changes = {"AGTOS_INGEST_MODE": chosen}
+    if queue:
+        changes["AGTOS_INGEST_WORKER"] = "true" if layout is WorkerLayout.thread else "false"
     saved = {name: os.environ.get(name) for name in changes}
     os.environ.update(changes)
     try:
-        yield
+        yield queue and layout is WorkerLayout.process
     finally:
         for name, value in saved.items():
             if value is None:
@@ -76,6 +81,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def worker(
         once: bool = typer.Option(False, "--once", help="handle the jobs queued now, then exit"),
+        idle_priority: bool = typer.Option(
+            False, "--idle-priority", help="take CPU only when nothing else wants it (SCHED_IDLE, else nice 19)"
+        ),
+        parent: int = typer.Option(None, "--parent", help="stop when process PARENT exits (agtos serve's child)"),
     ) -> None:
         """Run the ingestion worker: ended sessions from the durable queue become searchable episodes.
 
@@ -86,6 +95,11 @@ def register(app: typer.Typer) -> None:
         from agtos.memory.coordinator import MemoryCoordinator
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if idle_priority:  # first: every thread started later (the models' included) inherits it
+            logging.getLogger("agtos.worker").info("CPU priority: %s", lowest_cpu_priority())
+        stop = threading.Event()
+        if parent is not None:
+            exit_with_parent(parent, stop)
         settings = Settings.from_env()
         if not settings.redis_url:
             url = running_embedded_redis(settings)
@@ -103,7 +117,6 @@ def register(app: typer.Typer) -> None:
             if once:
                 typer.echo(f"handled {ingest.drain()} job(s)")
                 return
-            stop = threading.Event()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: stop.set())
             ingest.run_forever(stop)

@@ -1,6 +1,6 @@
 """Mixed load on the HTTP API: do reads stay fast while session ends are ingested?
 
-    nice -n 10 python -m benchmarks.load [--clients 20,100] [--duration 20] [--layouts thread,process,workers2]
+    nice -n 10 python -m benchmarks.load [--clients 20,100] [--duration 20] [--layouts child,thread,process]
     nice -n 10 python -m benchmarks.load --url http://127.0.0.1:PORT [--pid PID]
 
 Each client is one user in a closed loop (no think time): 50 % turn appends, 30 % searches,
@@ -8,7 +8,9 @@ Each client is one user in a closed loop (no think time): 50 % turn appends, 30 
 server for each ``--layouts`` entry, one after the other, on a free loopback port against
 ``--redis-url`` under a fresh key prefix per layout (deleted at the end):
 
-- ``thread``: ``agtos serve`` as ``make run`` starts it: queue mode, a worker thread in the API process;
+- ``child``: ``agtos serve`` as ``make run`` starts it: queue mode, its one ``agtos worker`` child
+  process at the lowest CPU priority (``SCHED_IDLE``), no worker thread in the API process;
+- ``thread``: ``agtos serve --worker thread``: a worker thread in the API process, yielding to requests;
 - ``process``: ``agtos serve --no-worker`` and one ``agtos worker`` process at ``nice`` +10;
 - ``workersN`` (e.g. ``workers2``): ``agtos serve --workers N --no-worker`` and one niced ``agtos worker``.
 
@@ -80,7 +82,8 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 LAYOUTS = {
-    "thread": "agtos serve (queue mode, worker thread in the API process)",
+    "child": "agtos serve (queue mode, its worker child process at SCHED_IDLE)",
+    "thread": "agtos serve --worker thread (queue mode, worker thread in the API process)",
     "process": "agtos serve --no-worker + agtos worker (nice +10)",
 }
 WORKERS_LAYOUT = re.compile(r"^workers([1-8])$")
@@ -476,7 +479,9 @@ def start_server(redis_url: str, prefix: str, tmp: Path, layout: str = "thread")
     env.pop("AGTOS_INGEST_WORKER", None)
     env.update(extra_env)
     serve = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port)]
-    separate = layout != "thread"
+    separate = layout not in ("thread", "child")
+    if layout == "thread":
+        serve += ["--worker", "thread"]
     found = WORKERS_LAYOUT.match(layout)
     if found:
         serve += ["--workers", found.group(1)]
@@ -510,8 +515,8 @@ def start_server(redis_url: str, prefix: str, tmp: Path, layout: str = "thread")
 
 
 def workers_ready(server: Server) -> bool:
-    """A separate worker counts once its heartbeat shows in ``/health`` (it has loaded and started)."""
-    return server.worker is None or bool(queue_state(server.url).get("workersAlive"))
+    """A worker (thread, child or separate process) counts once its heartbeat shows in ``/health``."""
+    return bool(queue_state(server.url).get("workersAlive"))
 
 
 def rss_mib(*pids: int) -> float:
@@ -529,8 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per level (max 300)")
     parser.add_argument(
         "--layouts",
-        default="thread",
-        help="comma-separated server layouts, each run in turn: thread, process, workersN (N 1-8), "
+        default="child",
+        help="comma-separated server layouts, each run in turn: child, thread, process, workersN (N 1-8), "
         "each optionally with +NAME=VALUE environment variables",
     )
     parser.add_argument("--rounds", type=int, default=1, help="run the list of layouts this many times in turn")
@@ -557,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"--layouts: {exc}")
     if not layouts or any(name not in LAYOUTS and not WORKERS_LAYOUT.match(name) for name in names):
-        parser.error("--layouts: thread, process or workersN (N 1-8), comma-separated")
+        parser.error("--layouts: child, thread, process or workersN (N 1-8), comma-separated")
     if args.url and urlsplit(args.url).hostname not in LOOPBACK:
         parser.error("--url must be a loopback address (this benchmark never loads a remote server)")
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}

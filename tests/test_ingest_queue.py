@@ -231,21 +231,33 @@ def test_maintain_answers_202_within_a_second_during_an_active_session(coordinat
 
 
 def test_serve_defaults_to_the_queue_with_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``agtos serve`` (``make run``) hands uvicorn queue mode; ``--ingest-mode inline`` and
-    ``--no-worker`` change it; the process environment is restored afterwards."""
+    """``agtos serve`` (``make run``) hands uvicorn queue mode with no worker thread in the API and runs
+    its worker child process; ``--worker thread`` puts a thread in the API instead; ``--ingest-mode
+    inline`` and ``--no-worker`` run neither; the process environment is restored afterwards
+    (tests/test_serve_worker_process.py runs the real child)."""
+    from contextlib import nullcontext
+
     import uvicorn
 
+    import agtos.cli
+
     seen: list[tuple[str | None, str | None]] = []
+    children: list[bool] = []
     monkeypatch.delenv("AGTOS_INGEST_MODE", raising=False)
     monkeypatch.delenv("AGTOS_INGEST_WORKER", raising=False)
+    monkeypatch.delenv("AGTOS_SERVE_WORKER", raising=False)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # never reached: uvicorn is not run
+    monkeypatch.setattr(agtos.cli, "worker_child", lambda run: children.append(run) or nullcontext())
     monkeypatch.setattr(
         uvicorn,
         "run",
         lambda *a, **k: seen.append((os.environ.get("AGTOS_INGEST_MODE"), os.environ.get("AGTOS_INGEST_WORKER"))),
     )
-    for args in (["serve"], ["serve", "--ingest-mode", "inline"], ["serve", "--no-worker"]):
+    inline, thread = ["serve", "--ingest-mode", "inline"], ["serve", "--worker", "thread"]
+    for args in (["serve"], inline, ["serve", "--no-worker"], thread):
         assert CliRunner().invoke(cli_app, args).exit_code == 0
-    assert seen == [("queue", None), ("inline", None), ("queue", "false")]
+    assert seen == [("queue", "false"), ("inline", None), ("queue", "false"), ("queue", "true")]
+    assert children == [True, False, False, False]
     assert "AGTOS_INGEST_MODE" not in os.environ
 
 
@@ -300,8 +312,10 @@ def test_serve_with_several_workers_shares_one_embedded_redis(monkeypatch: pytes
             assert _socket_answers(url.removeprefix("unix://"))
 
     monkeypatch.setattr(uvicorn, "run", fake_run)
-    assert CliRunner().invoke(cli_app, ["serve", "--workers", "2"]).exit_code == 0
-    assert CliRunner().invoke(cli_app, ["serve"]).exit_code == 0  # one process owns its own, as before
+    assert CliRunner().invoke(cli_app, ["serve", "--workers", "2", "--no-worker"]).exit_code == 0
+    # one process with its worker thread owns its own, as before (the worker child shares it:
+    # tests/test_serve_worker_process.py)
+    assert CliRunner().invoke(cli_app, ["serve", "--worker", "thread"]).exit_code == 0
     assert seen[0] is not None and seen[0].startswith("unix://") and seen[1] is None
     assert "REDIS_URL" not in os.environ
     assert not _socket_answers(seen[0].removeprefix("unix://"))  # stopped when serve returned

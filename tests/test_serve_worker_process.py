@@ -1,0 +1,173 @@
+"""``agtos serve`` (queue mode) runs the ingestion worker as ONE child process at the lowest CPU
+priority (``SCHED_IDLE``), not as a thread of the API process; a child that dies is started again;
+SIGTERM to ``agtos serve`` leaves no child behind.
+
+Real ``agtos serve`` processes on free loopback ports (REDIS_URL, and once the embedded Redis in a
+temporary data directory); session ends through HTTP; the worker's identity read from the queue's
+heartbeat hash in Redis (a consumer is named ``host-pid-suffix``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil  # type: ignore[import-untyped]
+import pytest
+import redis
+
+from agtos.cli_worker_process import WorkerChild
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
+
+SCHED_IDLE = 5  # <linux/sched.h>
+ALICE = {"X-User-Id": "alice"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(tmp: Path, env: dict[str, str], *args: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``agtos serve`` on a free port, up once ``/health`` shows a live worker; killed if still running after."""
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AGTOS_", "REDIS_URL"))}
+    full = base | {"AGTOS_DATA_DIR": str(tmp / "data"), "AGTOS_CONFIG_DIR": str(tmp / "config"), **env}
+    log = (tmp / f"serve-{port}.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port), *args],
+        env=full,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: proc.poll() is not None or queue(url).get("workersAlive", 0) >= 1, 120, "a live worker")
+        assert proc.poll() is None, (tmp / f"serve-{port}.log").read_text()
+        yield proc, url
+    finally:
+        for child in psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []:
+            child.kill()
+        proc.kill()
+        proc.wait(30)
+        log.close()
+
+
+def wait_for(ready: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"no {what} within {timeout_s} s")
+
+
+def queue(url: str) -> dict[str, Any]:
+    return dict(httpx.get(f"{url}/health", timeout=10).json()["checks"]["ingest-queue"])
+
+
+def worker_children(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The live ``agtos worker`` children (not one killed and not yet reaped)."""
+    found = []
+    for child in psutil.Process(proc.pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "worker" in child.cmdline():
+                found.append(child)
+        except psutil.Error:
+            pass
+    return found
+
+
+def end_and_find(url: str, session: str, pet: str) -> None:
+    """A session ended through HTTP is ingested by the worker (``?wait``) and then searchable."""
+    turns = [{"role": "user", "content": f"I adopted a corgi named {pet} last spring."}]
+    assert httpx.post(f"{url}/api/memory/sessions/{session}/turns", json={"turns": turns}, headers=ALICE).is_success
+    ended = httpx.post(f"{url}/api/memory/sessions/{session}/end", params={"wait": 30}, headers=ALICE, timeout=40)
+    assert ended.json()["status"] == "done", ended.text
+    found = httpx.get(f"{url}/api/memory/search", params={"q": pet}, headers=ALICE, timeout=10).json()
+    assert any(pet in hit["summary"] for hit in found["results"]), found
+
+
+def consumer_pids(redis_url: str, prefix: str) -> set[int]:
+    """The pids in the live workers' consumer names (``host-pid-suffix``)."""
+    beats = redis.Redis.from_url(redis_url).hgetall(f"{prefix}:meta:ingest-workers")
+    return {int(name.decode().rsplit("-", 2)[1]) for name in beats}
+
+
+def stop_and_check_no_orphan(proc: subprocess.Popen[bytes], children: list[int], redis_pid: int = 0) -> None:
+    """SIGTERM to ``agtos serve``: it stops and reaps its worker child before it exits (not left to
+    the child's own watch on its parent), and shuts its embedded Redis down."""
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(40) == -signal.SIGTERM  # it still dies of the signal, after its cleanup
+    assert not [pid for pid in children if psutil.pid_exists(pid)], "worker child left behind"
+    deadline = time.monotonic() + 5
+    while redis_pid and psutil.pid_exists(redis_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (redis_pid and psutil.pid_exists(redis_pid)), "embedded Redis left running"
+
+
+def test_serve_ingests_in_one_idle_child_restarts_it_and_leaves_none(
+    tmp_path: Path, redis_url: str, key_prefix: str
+) -> None:
+    env = {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix}
+    with serve(tmp_path, env) as (proc, url):
+        [child] = worker_children(proc)
+        assert os.sched_getscheduler(child.pid) == SCHED_IDLE
+        assert queue(url)["workerInProcess"] is False
+        end_and_find(url, "s1", "Biscuit")
+        assert consumer_pids(redis_url, key_prefix) == {child.pid}  # not the API's pid: no thread there
+
+        child.kill()
+        wait_for(lambda: [c.pid for c in worker_children(proc)] not in ([], [child.pid]), 15, "restarted child")
+        [again] = worker_children(proc)
+        # the child switches itself first thing, after the interpreter's start-up
+        wait_for(lambda: os.sched_getscheduler(again.pid) == SCHED_IDLE, 15, "SCHED_IDLE")
+        end_and_find(url, "s2", "Waffles")
+        assert again.pid in consumer_pids(redis_url, key_prefix)
+        stop_and_check_no_orphan(proc, [child.pid, again.pid])
+
+
+def test_serve_with_the_embedded_redis_shares_it_with_the_child(tmp_path: Path) -> None:
+    with serve(tmp_path, {}, "--worker", "process") as (proc, url):
+        [child] = worker_children(proc)
+        shared = child.environ()["REDIS_URL"]  # handed down by the serving process, which runs it
+        assert shared.startswith("unix://")
+        end_and_find(url, "s1", "Pretzel")
+        server_pid = int(redis.Redis.from_url(shared).info("server")["process_id"])
+        stop_and_check_no_orphan(proc, [child.pid], server_pid)
+
+
+def test_thread_layout_runs_no_child(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
+    env = {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix, "AGTOS_SERVE_WORKER": "thread"}
+    with serve(tmp_path, env) as (proc, url):
+        assert worker_children(proc) == []
+        assert queue(url)["workerInProcess"] is True
+        assert consumer_pids(redis_url, key_prefix) == {proc.pid}
+
+
+def test_a_child_that_keeps_dying_is_restarted_with_growing_waits() -> None:
+    """Exits at once: restarted after 1 s, then 2 s (backoff doubling from 1 s); ``stop`` ends it."""
+    child = WorkerChild([sys.executable, "-c", "pass"]).start()
+    time.sleep(4.2)  # starts at ~0, ~1 (+1 s), ~3 (+2 s); the next would be at ~7
+    child.stop()
+    assert child.restarts == 2
+    sleeper = WorkerChild([sys.executable, "-c", "import time; time.sleep(60)"]).start()
+    wait_for(lambda: sleeper.proc is not None, 10, "child")
+    started = time.monotonic()
+    sleeper.stop()
+    assert sleeper.proc is not None and sleeper.proc.returncode == -signal.SIGTERM
+    assert time.monotonic() - started < 5 and sleeper.restarts == 0
