@@ -5,17 +5,19 @@ round trips a read makes is what its latency grows with. Counted on the app's ow
 command sent alone and each pipeline (MULTI/EXEC or not) is one round trip. Expected, per request,
 once the index mirrors are loaded:
 
-* search (3): the mirrors' version checks with the user's latest sessions (one MULTI); the records
-  of every hit: episodes, turns, and the episodes of the turn hits (one pipeline); the memories of
-  the hits' facts with the memories that superseded them (one Lua script, to prefer current facts:
-  until 2026-12-05 a second MGET, in 195 of 205 searches of ``benchmarks/search_scale.py``);
-* context (4): the user's latest sessions with the profile (one pipeline); the version checks (one
-  MULTI); the records of every hit, turns with their neighbours (one pipeline); the memories of the
-  hits' facts.
+* search (2): the mirrors' version checks with the user's latest sessions (one MULTI); the records
+  of every hit: episodes, turns, the episodes of the turn hits, and the memories of the facts of
+  those episodes whose facts this process has seen, with the memories that superseded them (one
+  pipeline; the memories to prefer current facts). The hits' facts not seen yet are read after (a
+  third round trip: a Lua script reads their memories and the memories that superseded them);
+* context (3): the user's latest sessions with the profile (one pipeline); the version checks (one
+  MULTI); the records of every hit, turns with their neighbours, and the memories as above (one
+  pipeline).
 
 Before these were pipelined: search 7 (8 with a superseded fact), context 14 (a LINDEX per turn
 hit and then an LRANGE of its window again, the speakers' turns read on every call, one MGET per
-namespace).
+namespace); until 2026-12-05 the memories of the hits' facts were read after the hits (search 3,
+context 4), and those that superseded them after that (search 4).
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ from fastapi.testclient import TestClient
 
 import agtos.serving.auth as auth
 import agtos.serving.deps as deps
+from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Turn
 from agtos.serving.app import create_app
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.storage.semantic_store import LiveRead, SearchResult, SemanticStore, live_many
+from agtos.storage.semantic_store import LiveRead, SearchResult, SemanticStore, live_and_linked, live_many
 from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
@@ -48,8 +51,8 @@ from tests.redis_process import RedisClusterProcesses
 from tests.test_bitemporal import JAN_8_2024, MAR_15_2024, session
 from tests.test_recall_evidence import QUESTION, USER, session_turns
 
-SEARCH_ROUND_TRIPS = 3
-CONTEXT_ROUND_TRIPS = 4
+SEARCH_ROUND_TRIPS = 2
+CONTEXT_ROUND_TRIPS = 3
 LEO = "leo"  # a blog on WordPress (January), moved to Ghost (March: the fact superseded), a newsletter (May)
 MAY_14_2024 = 1_715_673_600_000  # 2024-05-14 08:00 UTC
 
@@ -86,21 +89,47 @@ def counted(trips: RoundTrips, call: Any) -> list[str]:
     return list(trips.sent)
 
 
+def shown(response: Any) -> list[tuple[Any, ...]]:
+    """What a search answered: session, score, match type and highlights of each hit."""
+    assert response.status_code == 200, response.text
+    hits = response.json()["results"]
+    return [(h["sessionId"], h["score"], h["matchType"], json.dumps(h["highlights"])) for h in hits]
+
+
 @pytest.mark.parametrize("query", [QUESTION, "kitchen cabinets and the contractor"])
-def test_a_search_makes_three_redis_round_trips(
+def test_a_search_makes_two_redis_round_trips_once_its_hits_facts_are_known(
     app: tuple[TestClient, RoundTrips], query: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Three in a process that has not seen the hits' facts (or saw other facts for those
+    episodes): their memories are read after the hits; the answer is the same."""
     client, trips = app
     monkeypatch.setattr(auth, "OFF_CACHE_S", 3600.0)  # "auth is off" is not asked again during the count
-    sent = counted(trips, lambda: client.get("/api/memory/search", params={"q": query}, headers=user(USER)))
+
+    def search() -> Any:
+        return client.get("/api/memory/search", params={"q": query}, headers=user(USER))
+
+    sent = counted(trips, search)
     assert len(sent) == SEARCH_ROUND_TRIPS, sent
+    warm = shown(search())
+    recall._FACT_MEMORIES.clear()  # a fresh process
+    trips.sent.clear()
+    assert shown(search()) == warm and len(trips.sent) == SEARCH_ROUND_TRIPS + 1, trips.sent
+    assert trips.sent[-1] == "EVALSHA"
+    for key in list(recall._FACT_MEMORIES):  # facts seen for these episodes that they no longer hold
+        recall._FACT_MEMORIES[key] = ("mem-0000000000000000",)
+    trips.sent.clear()
+    assert shown(search()) == warm and len(trips.sent) == SEARCH_ROUND_TRIPS + 1, trips.sent
+    trips.sent.clear()
+    assert shown(search()) == warm and len(trips.sent) == SEARCH_ROUND_TRIPS, trips.sent
 
 
 def test_a_hit_whose_fact_a_session_not_listed_superseded_costs_no_extra_round_trip(
     app: tuple[TestClient, RoundTrips], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The WordPress session's fact was superseded by the Ghost session's, which is not among the two
-    hits: the superseding memory is read with the hits' facts' memories, not in a round trip after."""
+    hits: the superseding memory is read with the hits' facts' memories, not in a round trip after.
+    With all three sessions listed, the WordPress one goes below the Ghost one, as without the reads
+    made early (``tests/test_bitemporal.py``)."""
     client, trips = app
     monkeypatch.setattr(auth, "OFF_CACHE_S", 3600.0)
     memories = client.get("/api/memory/memories", params={"limit": 100}, headers=user(LEO)).json()["memories"]
@@ -108,17 +137,61 @@ def test_a_hit_whose_fact_a_session_not_listed_superseded_costs_no_extra_round_t
     (ghost,) = [m for m in memories if "to Ghost" in m["text"]]
     assert wordpress["supersededBy"] == ghost["id"]
 
-    def search() -> Any:
-        params = {"q": "Is the traffic of my food blog flat?", "limit": 2}
-        return client.get("/api/memory/search", params=params, headers=user(LEO))
+    def search(q: str, limit: int) -> Any:
+        return client.get("/api/memory/search", params={"q": q, "limit": limit}, headers=user(LEO))
 
-    assert [h["sessionId"] for h in search().json()["results"]] == ["s-news", "s-wp"]
-    sent = counted(trips, search)
+    recall._FACT_MEMORIES.clear()
+    traffic = "Is the traffic of my food blog flat?"
+    assert [h[0] for h in shown(search(traffic, 2))] == ["s-news", "s-wp"]
+    sent = counted(trips, lambda: search(traffic, 2))
     assert len(sent) == SEARCH_ROUND_TRIPS, sent
+    platform = "Which blogging platform is my site on?"
+    for _ in range(2):  # the facts' memories read after the hits, then with them
+        trips.sent.clear()
+        assert [h[0] for h in shown(search(platform, 10))] == ["s-ghost", "s-wp", "s-news"]
+    assert len(trips.sent) == SEARCH_ROUND_TRIPS, trips.sent
+
+
+def test_a_search_reads_the_memories_prefetch_names_with_its_hits(app: tuple[TestClient, RoundTrips]) -> None:
+    """``search_many(prefetch=...)`` gives ``prefetch`` the ids of the episodes whose records it reads
+    (the episode hits' page and the turn hits' episodes) and reads the memories it names, with the
+    memories that superseded them, in the hits' round trip."""
+    client, trips = app
+    semantic = client.app.state.coordinator.semantic  # type: ignore[attr-defined]
+    memories = client.get("/api/memory/memories", params={"limit": 100}, headers=user(LEO)).json()["memories"]
+    by_text = {m["text"]: m["id"] for m in memories}
+    wordpress, ghost = (
+        by_text["The user's food blog runs on WordPress and traffic is flat"],
+        by_text["User finally migrated the blog from WordPress to Ghost"],
+    )
+    given: list[list[str]] = []
+
+    def prefetch(episode_ids: list[str]) -> list[str]:
+        given.append(episode_ids)
+        return [wordpress, "mem-0000000000000000", wordpress]
+
+    limits = {"episode": 1, "turn": 10}
+    semantic.search_many(LEO, "food blog traffic", limits, "bm25", turn_episodes=True)  # mirrors loaded
+    trips.sent.clear()
+    found = semantic.search_many(LEO, "food blog traffic", limits, "bm25", turn_episodes=True, prefetch=prefetch)
+    assert len(trips.sent) == 2, trips.sent  # the version checks, the records
+    episodes = found["episode"]
+    (hit,) = episodes.results
+    assert episodes.related and given == [[hit.id, *episodes.related]]
+    assert {i: json.loads(raw)["text"] for i, raw in episodes.memories.items()} == {
+        wordpress: "The user's food blog runs on WordPress and traffic is flat",
+        ghost: "User finally migrated the blog from WordPress to Ghost",
+    }
+    assert found["turn"].memories == {}
+    with_prefetch = trips.sent[-1]
+    trips.sent.clear()
+    plain = semantic.search_many(LEO, "food blog traffic", limits, "bm25", turn_episodes=True)
+    assert plain["episode"].memories == {} and plain["episode"].results == episodes.results
+    assert with_prefetch == trips.sent[-1].replace("x3", "x4"), (with_prefetch, trips.sent)  # one command more
 
 
 @pytest.mark.parametrize("query", [QUESTION, "kitchen cabinets and the contractor"])
-def test_a_context_makes_four_redis_round_trips(
+def test_a_context_makes_three_redis_round_trips(
     app: tuple[TestClient, RoundTrips], query: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, trips = app
@@ -233,9 +306,13 @@ def linked_store(connector: RedisConnector, prefix: str) -> SemanticStore:
 
 
 def check_linked(store: SemanticStore) -> None:
+    """Read alone (``get_linked``: EVALSHA) and in a pipeline with other reads (``live_and_linked``: EVAL)."""
     got = store.get_linked("alice", ASKED, "superseded_by")
     assert list(got) == ["m-c", "m-a", "m-b", "m-e", "m-f", "m-g", "m-h", "m-i", "m-d"]  # asked, then linked
     assert {i: json.loads(raw) for i, raw in got.items()} == {i: {"id": i, "superseded_by": LINKS[i]} for i in got}
+    linked = (store, list(dict.fromkeys(ASKED)), "superseded_by")
+    assert live_and_linked("alice", [], None, linked) == ([], {}, got)
+    assert live_and_linked("alice", [], (store, ["m-b", "m-zz"]), linked)[1:] == ({"m-b": got["m-b"]}, got)
     assert list(store.get_linked("alice", ["m-c", "m-a"], "id")) == ["m-c", "m-a"]  # the field asked for
     assert list(store.get_linked("bob", ["m-c"], "superseded_by")) == []  # another user's keys
 
@@ -247,6 +324,7 @@ def test_records_are_read_with_the_records_they_link_to_in_one_round_trip(redis_
         check_linked(store)
         trips = RoundTrips(connector.client)
         assert store.get_linked("alice", [], "superseded_by") == {} and trips.sent == []
+        assert live_and_linked("alice", [], None, (store, [], "superseded_by")) == ([], {}, {}) and trips.sent == []
         store.get_linked("alice", ASKED, "superseded_by")
         assert trips.sent == ["EVALSHA"]
     finally:

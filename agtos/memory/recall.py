@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -181,9 +183,20 @@ def recall(
     prepared = rt.semantic.prepare(user_id, list(wanted), mode, reads)
     out = replace(who) if who is not None else people(rt, user_id, members(prepared.replies[0]))
     searched = without_speakers(query, out.names)
-    # the records of every hit (turns with their neighbours, the turn hits' episodes) in one round trip
+    # the records of every hit (turns with their neighbours, the turn hits' episodes) in one round trip, with
+    # the memories of the facts of those episodes whose facts this process knows (prefer_current_episodes)
+    asked: list[str] = []
+    prefetch = None if asks_about_the_past(query) else partial(_known_fact_memories, user_id, asked)
     found = rt.semantic.search_many(
-        user_id, searched, wanted, mode, neighbours=neighbours, turn_episodes=True, prepared=prepared, embedding=early
+        user_id,
+        searched,
+        wanted,
+        mode,
+        neighbours=neighbours,
+        turn_episodes=True,
+        prepared=prepared,
+        embedding=early,
+        prefetch=prefetch,
     )
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
@@ -251,7 +264,8 @@ def recall(
         SearchHit(h.episode, round(best.get(h.episode.id, 0.0), 4), h.match_type, h.highlights)
         for h in rerank_by_recency(hits, recency_weight(query))
     ]
-    out.episodes = prefer_current_episodes(rt, user_id, query, out.episodes[:limit]) + out.episodes[limit:]
+    current = prefer_current_episodes(rt, user_id, query, out.episodes[:limit], episode_found.memories, set(asked))
+    out.episodes = current + out.episodes[limit:]
     return out
 
 
@@ -349,15 +363,47 @@ def addressed_names(turns: list[StoredTurn]) -> dict[str, str]:
     return out
 
 
-def prefer_current_episodes(rt: Services, user_id: str, query: str, hits: list[SearchHit]) -> list[SearchHit]:
+#: (user, episode id) -> the ids of the memories of the episode's facts, as last read in this process
+_FACT_MEMORIES: dict[tuple[str, str], tuple[str, ...]] = {}
+_FACT_MEMORIES_KEPT = 20_000
+
+
+def _known_fact_memories(user_id: str, asked: list[str], episode_ids: list[str]) -> list[str]:
+    """The ids of the memories of the facts of those of ``episode_ids`` whose facts :data:`_FACT_MEMORIES`
+    knows (a search's ``prefetch``; also left in ``asked``)."""
+    asked[:] = [m for e in episode_ids for m in _FACT_MEMORIES.get((user_id, e), ())]
+    return asked
+
+
+def _fact_memories(user_id: str, episode: Episode) -> tuple[str, ...]:
+    """The ids of the memories of the episode's facts (kept in :data:`_FACT_MEMORIES`)."""
+    ids = tuple(memory_id(user_id, fact) for fact in episode.facts)
+    if len(_FACT_MEMORIES) >= _FACT_MEMORIES_KEPT:
+        _FACT_MEMORIES.clear()
+    _FACT_MEMORIES[(user_id, episode.id)] = ids
+    return ids
+
+
+def prefer_current_episodes(
+    rt: Services,
+    user_id: str,
+    query: str,
+    hits: list[SearchHit],
+    read: Mapping[str, str] | None = None,
+    asked: Collection[str] = (),
+) -> list[SearchHit]:
     """An episode holding a fact the question is about, which a later episode among the hits
-    superseded, goes just below that episode (unless the question asks how things were)."""
+    superseded, goes just below that episode (unless the question asks how things were).
+    ``read``: memory records already read for the ids ``asked``, with the memories that superseded
+    them (a search's ``prefetch``); the others are read here (one round trip)."""
     if len(hits) < 2 or asks_about_the_past(query):
         return hits
-    source = {memory_id(user_id, fact): h.episode.id for h in hits for fact in h.episode.facts}
-    # the facts' memories and those that superseded them, in one round trip
-    raws = rt.semantic.store("memory").get_linked(user_id, source, "superseded_by")
-    found = {i: Memory.model_validate_json(raw) for i, raw in raws.items()}
+    source = {i: h.episode.id for h in hits for i in _fact_memories(user_id, h.episode)}
+    missing = [i for i in source if i not in asked]
+    raws = dict(read or {}) | rt.semantic.store("memory").get_linked(user_id, missing, "superseded_by")
+    found = {i: Memory.model_validate_json(raws[i]) for i in source if i in raws}
+    newer = [m.superseded_by for m in found.values() if m.superseded_by and m.superseded_by not in found]
+    found |= {i: Memory.model_validate_json(raws[i]) for i in dict.fromkeys(newer) if i in raws}
     listed = {h.episode.id for h in hits}
     replaced: dict[str, str] = {}
     for mid, memory in found.items():

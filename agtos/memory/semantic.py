@@ -31,7 +31,7 @@ from agtos.storage.semantic_store import (
     SearchResult,
     SemanticStore,
     SyncedMirrors,
-    live_many,
+    live_and_linked,
     sync_with_reads,
 )
 from agtos.storage.turns import TURN_NAMESPACE, TurnStore, parse_turn_doc_id
@@ -79,6 +79,8 @@ class SemanticSearch:
     #: records read along with the hits that are not hits themselves (``search_many(turn_episodes=True)``:
     #: the episode records of the turn hits' episodes, id -> JSON)
     related: dict[str, str] = field(default_factory=dict)
+    #: ``search_many(prefetch=...)``: the memory records asked for and those that superseded them (id -> JSON)
+    memories: dict[str, str] = field(default_factory=dict)
 
 
 class SemanticMemory:
@@ -266,6 +268,7 @@ class SemanticMemory:
         turn_episodes: bool = False,
         prepared: Prepared | None = None,
         embedding: PendingEmbedding | None = None,
+        prefetch: Callable[[list[str]], list[str]] | None = None,
     ) -> dict[str, SemanticSearch]:
         """:meth:`search` in several namespaces (``limits``: namespace -> results) with one
         embedding of the query (and of its rephrasings), their records read in one round trip:
@@ -273,7 +276,10 @@ class SemanticMemory:
         :meth:`TurnStore.lookup`), and with ``turn_episodes`` the episode records of the turn hits'
         episodes that are not episode hits (``related`` of the ``episode`` result). ``prepared``: the
         mirrors already synced by :meth:`prepare` for these namespaces and mode; ``embedding``: from
-        :meth:`embed_soon`, used if it embeds these very queries (else they are embedded now)."""
+        :meth:`embed_soon`, used if it embeds these very queries (else they are embedded now);
+        ``prefetch`` (with ``turn_episodes``): given the ids of the episodes whose records are read,
+        the ids of memories to read in the same round trip with the memories that superseded them
+        (``memories`` of the ``episode`` result)."""
         wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
         threshold = self.similarity_threshold if min_similarity is None else min_similarity
         queries = [query, *(self.expander(query) if self.expander else [])]
@@ -311,13 +317,16 @@ class SemanticMemory:
             )
             for (ns, store, q, v), hits in zip(pairs, keyword, strict=True)
         ]
-        also = None
+        also = linked = None
         if turn_episodes and TURN_NAMESPACE in stores and "episode" in stores:
             pages = {r.store.namespace: [h.id for h in r.ranked[: r.limit]] for r in reads}
             listed = set(pages["episode"])
             places = (parse_turn_doc_id(d) for d in pages[TURN_NAMESPACE])
             also = (stores["episode"], list(dict.fromkeys(p[0] for p in places if p and p[0] not in listed)))
-        lives, related = live_many(user_id, reads, also)
+            if prefetch is not None:
+                wanted_memories = list(dict.fromkeys(prefetch([*pages["episode"], *also[1]])))
+                linked = (self.store("memory"), wanted_memories, "superseded_by")
+        lives, related, memories = live_and_linked(user_id, reads, also, linked)
         found = iter(lives)
         out: dict[str, SemanticSearch] = {}
         for ns, store in stores.items():
@@ -328,6 +337,7 @@ class SemanticMemory:
                 degraded,
                 store.max_fused_score,
                 related if ns == "episode" else {},
+                memories if ns == "episode" else {},
             )
         return out
 

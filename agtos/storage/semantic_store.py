@@ -151,36 +151,55 @@ class LiveRead:
     window: int = 0
 
 
+Linked = tuple["SemanticStore", list[str], str]  # a store, record ids, the field naming a linked record
+
+
 def live_many(
     user_id: str, reads: Sequence[LiveRead], also: tuple[SemanticStore, list[str]] | None = None
 ) -> tuple[list[list[SearchResult]], dict[str, str]]:
+    """:func:`live_and_linked` without linked records."""
+    lives, extra, _ = live_and_linked(user_id, reads, also)
+    return lives, extra
+
+
+def live_and_linked(
+    user_id: str,
+    reads: Sequence[LiveRead],
+    also: tuple[SemanticStore, list[str]] | None = None,
+    linked: Linked | None = None,
+) -> tuple[list[list[SearchResult]], dict[str, str], dict[str, str]]:
     """:meth:`SemanticStore.search`'s record reads for several ranked lists (of several stores) in one
     round trip: each list's first ``limit`` records (a list with hits found gone reads its next page
-    on its own), and the records ``also`` names (a store and ids: read as they are, not checked
-    against an index). Returns each list's live hits and the ``also`` records found (id -> JSON)."""
-    if not reads and not also:
-        return [], {}
+    on its own), the records ``also`` names (a store and ids: read as they are, not checked against
+    an index) and ``linked``'s (:meth:`SemanticStore.get_linked` of a store, ids and field). Returns
+    each list's live hits, the ``also`` records found and the ``linked`` ones (id -> JSON)."""
+    if not reads and not also and not linked:
+        return [], {}, {}
     pages = [[hit.id for hit in read.ranked[: read.limit]] for read in reads]
     extra_store, extra_ids = also or (None, [])
-    connector = reads[0].store.connector if reads else extra_store.connector  # type: ignore[union-attr]
+    linked_store, linked_ids, link = linked or (None, [], "")
+    connector = (reads[0].store if reads else extra_store or linked_store).connector  # type: ignore[union-attr]
 
-    def op(r: redis.Redis) -> tuple[list[dict[str, tuple[str, Window | None]]], dict[str, str]]:
+    def op(r: redis.Redis) -> tuple[list[dict[str, tuple[str, Window | None]]], dict[str, str], dict[str, str]]:
         pipe = r.pipeline(transaction=False)
         for read, ids in zip(reads, pages, strict=True):
             read.store.queue_reads(pipe, user_id, ids, read.window)
         if extra_store is not None:
             extra_store.queue_reads(pipe, user_id, extra_ids)
+        if linked_store is not None:
+            linked_store.queue_linked(pipe, user_id, linked_ids, link)
         replies = iter(pipe.execute() if len(pipe) else [])
         firsts = [read.store.take_reads(ids, replies, read.window) for read, ids in zip(reads, pages, strict=True)]
         extra = {} if extra_store is None else extra_store.take_reads(extra_ids, replies)
-        return firsts, {doc_id: payload for doc_id, (payload, _) in extra.items()}
+        found = {} if linked_store is None else linked_store.take_linked(linked_ids, replies)
+        return firsts, {doc_id: payload for doc_id, (payload, _) in extra.items()}, found
 
-    firsts, extra = connector.run(op)
+    firsts, extra, found = connector.run(op)
     lives = [
         read.store._live(user_id, read.ranked, read.limit, first, read.window)
         for read, first in zip(reads, firsts, strict=True)
     ]
-    return lives, extra
+    return lives, extra, found
 
 
 class SemanticStore:
@@ -305,16 +324,31 @@ class SemanticStore:
         ids = list(dict.fromkeys(ids))
         if not ids:
             return {}
-        keys = [self._record_key(user_id, doc_id) for doc_id in ids]
-        prefix = f"{self.keys.user(user_id).base}:{self.namespace}:"
+        keys, args = self._linked_args(user_id, ids, link)
 
         def op(r: redis.Redis) -> list[Any]:
             if self._linked is None:
                 self._linked = r.register_script(_LINKED_LUA)
-            return self._linked(keys=keys, args=[prefix, link, *ids], client=r)
+            return self._linked(keys=keys, args=args, client=r)
 
-        reply = self.connector.run(op)
-        return {as_text(reply[k]): as_text(reply[k + 1]) for k in range(0, len(reply), 2)}
+        return _pairs(self.connector.run(op))
+
+    def queue_linked(self, pipe: Any, user_id: str, ids: Sequence[str], link: str) -> None:
+        """Queue :meth:`get_linked` of these (distinct) ids on ``pipe`` (nothing for no ids), for
+        :meth:`take_linked`: the script's source goes along (EVAL: a pipeline's EVALSHA would first
+        ask whether the script is loaded, a round trip of its own)."""
+        if ids:
+            keys, args = self._linked_args(user_id, ids, link)
+            pipe.execute_command("EVAL", _LINKED_LUA, len(keys), *keys, *args)
+
+    @staticmethod
+    def take_linked(ids: Sequence[str], replies: Iterator[Any]) -> dict[str, str]:
+        """The records :meth:`queue_linked` asked for, from the pipeline's ``replies``."""
+        return _pairs(next(replies)) if ids else {}
+
+    def _linked_args(self, user_id: str, ids: Sequence[str], link: str) -> tuple[list[str], list[str]]:
+        keys = [self._record_key(user_id, doc_id) for doc_id in ids]
+        return keys, [f"{self.keys.user(user_id).base}:{self.namespace}:", link, *ids]
 
     def queue_reads(self, pipe: Any, user_id: str, ids: Sequence[str], window: int = 0) -> None:
         """Queue the reads of these records on ``pipe`` (one MGET, or a GET each in a Redis Cluster
@@ -487,6 +521,11 @@ class SemanticStore:
             if gone:
                 removed += self._forget(user_id, gone)
         return removed
+
+
+def _pairs(reply: list[Any]) -> dict[str, str]:
+    """``_LINKED_LUA``'s reply (id, JSON, id, JSON...) as a dict."""
+    return {as_text(reply[k]): as_text(reply[k + 1]) for k in range(0, len(reply), 2)}
 
 
 def _match_type(by_vector: bool, by_keyword: bool) -> MatchType:
