@@ -204,6 +204,21 @@ def test_an_empty_bucket_refills_at_the_rate_not_faster(app_for: AppFor) -> None
     assert still.headers["retry-after"] in ("2", "3")  # 4 s minus the 1.5 s (and the calls' time) waited
 
 
+def test_an_idle_bucket_refills_to_the_burst_and_no_further(app_for: AppFor) -> None:
+    """Rate 2/s, burst 2: one call leaves 1 token; 1.1 s later the bucket (still alive: it expires
+    1 s after it would be full) holds 2 tokens, not 3. A slow machine, where the calls take long,
+    weakens this test, never fails it. (Planted: the refill clamped at burst + 1.)"""
+    client = app_for(rate_limit_per_s=2.0, rate_limit_burst=2)
+    key, _ = store_of(client).create("user", "rex")
+    assert client.get("/api/memory/episodes", headers=bearer(key)).status_code == 200
+    time.sleep(1.1)
+    started, allowed = time.monotonic(), 0
+    while client.get("/api/memory/episodes", headers=bearer(key)).status_code == 200 and allowed < 20:
+        allowed += 1
+    took = time.monotonic() - started
+    assert allowed <= 2 + took * 2.0, (allowed, took)  # the 2 stored tokens, plus what refilled meanwhile
+
+
 def test_two_keys_of_one_user_have_two_buckets(app_for: AppFor) -> None:
     """The limit is per API key, not per user. (Planted: the bucket named by the key's user.)"""
     client = app_for(rate_limit_per_s=0.01, rate_limit_burst=1)
@@ -396,3 +411,17 @@ def test_a_failed_job_comes_back_after_the_retry_delay_and_is_stored(
     stream, group = coordinator.ingest_queue.stream, "ingest-workers"
     pending = coordinator.connector.run(lambda r: r.xpending(stream, group))
     assert pending["pending"] == 0
+
+
+def test_import_warnings_are_redacted_too(app_for: AppFor, import_home: Path) -> None:
+    """A warning names the file it is about; a credential in that path is redacted like any text.
+    (Planted: the warnings returned as found.)"""
+    aws_key = "AKIAQYLPMN5HFIQR7XYZ"
+    project = import_home / ".claude" / "projects" / f"-home-dev-deploy-{aws_key}"
+    project.mkdir(parents=True)
+    (project / "s1.jsonl").write_text('{"type": "user", "message": {"role": "user", "content": "hi there"}}\n{oops\n')
+    client = app_for(import_home=import_home, import_enabled=True)
+    service, _ = store_of(client).create("service", "ops")
+    [warning] = _import(client, service, "ada")["warnings"]  # type: ignore[misc]
+    assert "skipped 1 malformed line(s)" in warning
+    assert aws_key not in warning and "[REDACTED:aws_access_key]" in warning
