@@ -20,7 +20,8 @@ A/B of two settings is measured alternately under the same load on the box.
 
 Before each level every user gets ``--warm`` ended sessions (so searches have episodes to find);
 after it the benchmark waits for the ingestion queue to drain (``/health``). Prints per-endpoint
-p50/p99 and errors, throughput, the RSS of the server processes (and the worker's), whether the
+p50/p99 and errors, throughput, the RSS and CPU per request of the server processes (and of a
+separate worker, and ``/health``'s live workers sampled during the load), whether the
 queue drained, and with more than one layout a side-by-side table. Loopback only; bounded by
 ``--duration`` and ``--drain-timeout``. Not a test (``tests/test_load_bench.py`` runs it tiny).
 """
@@ -109,6 +110,7 @@ class Level:
     depth_after: int | None = None
     cpu_ms: dict[str, float] = field(default_factory=dict)  # CPU ms per request: "server", "generator"
     load: tuple[float, float] = (0.0, 0.0)  # the box's 1-minute load average as the timed load starts and ends
+    alive: list[int] = field(default_factory=list)  # /health's workersAlive, sampled every 2 s during the load
 
 
 def free_port() -> int:
@@ -305,14 +307,17 @@ def queue_state(url: str) -> dict[str, Any]:
     return dict(httpx.get(f"{url}/health", timeout=10).json()["checks"].get("ingest-queue") or {})
 
 
-def cpu_seconds(*pids: int) -> float:
-    """User + system CPU time of these processes and their children so far."""
+def cpu_seconds(*pids: int, workers_only: bool = False) -> float:
+    """User + system CPU time of these processes and their children so far (``workers_only``: of
+    the ``agtos worker`` processes among them)."""
     total = 0.0
     for pid in pids:
         proc = psutil.Process(pid)
         for p in [proc, *proc.children(recursive=True)]:
-            times = p.cpu_times()
-            total += times.user + times.system
+            with contextlib.suppress(psutil.Error):
+                if not workers_only or "worker" in p.cmdline():
+                    times = p.cpu_times()
+                    total += times.user + times.system
     return total
 
 
@@ -352,15 +357,33 @@ async def run_level(
         await asyncio.gather(*(u.call("search") for u in users))  # after the warm-up episodes are indexed
         print(f"# {clients} clients warmed up; timed load for {duration:g} s", file=sys.stderr, flush=True)
         started, cpu_before, own_before = time.monotonic(), cpu_seconds(*pids), time.process_time()
+        worker_before = cpu_seconds(*pids, workers_only=True)
         load_before = os.getloadavg()[0]
-        await asyncio.gather(*(u.loop(started + duration, level) for u in users))
+        await asyncio.gather(
+            watch_workers(url, started + duration, level), *(u.loop(started + duration, level) for u in users)
+        )
         level.seconds = time.monotonic() - started
         level.load = (load_before, os.getloadavg()[0])
         requests = max(1, totals(level)[0])
         level.cpu_ms["generator"] = (time.process_time() - own_before) * 1e3 / requests
         if pids:
             level.cpu_ms["server"] = (cpu_seconds(*pids) - cpu_before) * 1e3 / requests
+            # of which a separate worker process (child or not): ingestion done during the load
+            level.cpu_ms["worker process"] = (cpu_seconds(*pids, workers_only=True) - worker_before) * 1e3 / requests
     return level
+
+
+async def watch_workers(url: str, until: float, level: Level, every_s: float = 2.0) -> None:
+    """Sample ``/health``'s live workers during the load (a starved worker stops beating)."""
+    http = KeepAlive(url)
+    try:
+        while time.monotonic() + every_s < until:
+            await asyncio.sleep(every_s)
+            with contextlib.suppress(HttpFailed, ValueError, KeyError):
+                reply = await http.request("GET", "/health", {})
+                level.alive.append(int(json.loads(reply.content)["checks"]["ingest-queue"]["workersAlive"]))
+    finally:
+        await http.close()
 
 
 def wait_drained(url: str, timeout_s: float) -> tuple[float | None, int | None]:
@@ -399,6 +422,8 @@ def report(level: Level) -> str:
     cpu = ", ".join(f"{who} {ms:.1f}" for who, ms in level.cpu_ms.items())
     load = f"load average {level.load[0]:.1f} -> {level.load[1]:.1f}"
     lines.append(f"CPU ms per request: {cpu} (on {os.cpu_count()} cores); {load}")
+    if level.alive:
+        lines.append(f"workers alive in /health during the load: min {min(level.alive)} of {len(level.alive)} samples")
     lines += [f"  error: {s}" for s in level.samples]
     return "\n".join(lines)
 
