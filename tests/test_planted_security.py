@@ -425,3 +425,35 @@ def test_import_warnings_are_redacted_too(app_for: AppFor, import_home: Path) ->
     [warning] = _import(client, service, "ada")["warnings"]  # type: ignore[misc]
     assert "skipped 1 malformed line(s)" in warning
     assert aws_key not in warning and "[REDACTED:aws_access_key]" in warning
+
+
+def test_a_dead_letter_keeps_the_sessions_turns(queue_app: tuple[TestClient, MemoryCoordinator]) -> None:
+    """The session's journal is cleared once its end is queued: for a job that keeps failing, the
+    dead-letter entry is the only copy of the acknowledged turns, so it keeps the whole job.
+    (Planted: the dead letter written without the payload.)"""
+    client, coordinator = queue_app
+    ended = _end(client, "bea")
+    worker = coordinator.ingest_worker()
+
+    def broken(job: SessionJob) -> object:
+        raise RuntimeError("NER model missing")
+
+    worker.handle, worker.retry_delay_ms = broken, 0
+    assert [worker.run_once(block=False) for _ in range(4)] == [1, 1, 1, 0]  # 3 attempts, then dead
+    assert _queue_health(client)["deadLetters"] == 1
+    dead_stream = coordinator.ingest_queue.dead
+    [(_, fields)] = coordinator.connector.run(lambda r: r.xrange(dead_stream))
+    job = SessionJob.model_validate_json(fields[b"job"])
+    assert (job.user_id, job.session_id, job.episode_id) == ("bea", "chat", ended["episodeId"])
+    assert [t.content for t in job.turns] == [t["content"] for t in KEYBOARD]
+
+
+def test_an_append_refused_by_a_cap_leaves_no_session_in_process(app_for: AppFor) -> None:
+    """A first append refused with 413 (the user's live-session cap) creates nothing: no session to
+    read, none counted in /health. (Planted: only Redis outages, not a full journal, discard it.)"""
+    client = app_for(user_max_sessions=1)
+    assert client.post("/api/memory/sessions/a/turns", json=TURN, headers=user("cai")).status_code == 200
+    refused = client.post("/api/memory/sessions/b/turns", json=TURN, headers=user("cai"))
+    assert refused.status_code == 413 and "(AGTOS_USER_MAX_SESSIONS)" in refused.json()["message"]
+    assert client.get("/health").json()["tiers"]["working"]["sessions"] == 1
+    assert client.get("/api/memory/sessions/b", headers=user("cai")).status_code == 404
