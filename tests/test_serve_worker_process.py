@@ -156,6 +156,19 @@ def test_serve_with_the_embedded_redis_shares_it_with_the_child(tmp_path: Path) 
         stop_and_check_no_orphan(proc, [child.pid], server_pid)
 
 
+def test_a_child_whose_serve_was_killed_stops_by_itself(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
+    """SIGKILL leaves ``agtos serve`` no chance to clean up: the child sees its parent gone and exits."""
+    with serve(tmp_path, {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix}) as (proc, _url):
+        [child] = worker_children(proc)
+        proc.kill()
+        proc.wait(10)
+        try:
+            wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, 15, "child exit")
+        finally:
+            if child.is_running():
+                child.kill()
+
+
 def test_thread_layout_runs_no_child(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
     env = {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix, "AGTOS_SERVE_WORKER": "thread"}
     with serve(tmp_path, env) as (proc, url):
