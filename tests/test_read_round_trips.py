@@ -34,6 +34,7 @@ from fastapi.testclient import TestClient
 
 import agtos.serving.auth as auth
 import agtos.serving.deps as deps
+import agtos.serving.offload as offload
 from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Turn
@@ -258,6 +259,13 @@ def test_search_context_and_append_hand_off_to_a_worker_thread_once(
 
     monkeypatch.setattr(fastapi.routing, "run_in_threadpool", counted)
     monkeypatch.setattr(deps, "run_in_threadpool", counted)
+    submit = offload.EXECUTOR.submit
+
+    def submitted(func: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append("in_thread")  # the hot routes' own hand-off (agtos.serving.offload)
+        return submit(func, *args, **kwargs)
+
+    monkeypatch.setattr(offload.EXECUTOR, "submit", submitted)
     calls = {
         "search": lambda: client.get("/api/memory/search", params={"q": QUESTION}, headers=user(USER)),
         "context": lambda: client.post("/api/memory/context", json={"query": QUESTION}, headers=user(USER)),

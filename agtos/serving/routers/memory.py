@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
+from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import ProfileUpdate, UserProfile
 from agtos.schemas.api import (
     MAX_QUERY_CHARS,
@@ -20,6 +21,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.offload import in_thread
 from agtos.serving.responses import json_model
 from agtos.storage.redis_conn import StorageUnavailable
 
@@ -41,7 +43,7 @@ def list_episodes(
 
 
 @router.get("/search", response_model=SearchOut)
-def search(
+async def search(
     coordinator: Coordinator,
     user_id: UserId,
     q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S", description="query")],
@@ -52,6 +54,10 @@ def search(
     ] = None,
 ) -> Response:
     """Search the user's episodes (hybrid BM25 + vector by default)."""
+    return await in_thread(_search, coordinator, user_id, q, limit, mode)
+
+
+def _search(coordinator: MemoryCoordinator, user_id: str, q: str, limit: int, mode: str | None) -> Response:
     try:
         hits = coordinator.search_episodes(user_id, q, limit, mode)
     except StorageUnavailable:
@@ -85,8 +91,12 @@ def put_profile(coordinator: Coordinator, user_id: UserId, update: ProfileUpdate
 
 
 @router.post("/context", response_model=ContextOut, responses=errors(413))
-def context(coordinator: Coordinator, user_id: UserId, body: ContextRequest) -> Response:
+async def context(coordinator: Coordinator, user_id: UserId, body: ContextRequest) -> Response:
     """The memory section for the agent's system prompt, fitted to ``token_budget`` tokens."""
+    return await in_thread(_context, coordinator, user_id, body)
+
+
+def _context(coordinator: MemoryCoordinator, user_id: str, body: ContextRequest) -> Response:
     return json_model(
         ContextOut.model_validate(
             coordinator.build_context(user_id, body.query, body.session_id, body.token_budget, body.limit)

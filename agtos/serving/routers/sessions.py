@@ -6,10 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
+from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.working import WorkingMemory
 from agtos.schemas.api import SessionEndOut, SessionOut, TurnsAppendedOut, TurnsIn
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.offload import in_thread
 from agtos.serving.responses import json_model
 
 router = APIRouter(prefix="/api/memory/sessions", tags=["sessions"], responses=USER_ERRORS)
@@ -31,10 +33,14 @@ def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
 
 
 @router.post("/{session_id}/turns", response_model=TurnsAppendedOut, responses=errors(413))
-def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> Response:
+async def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> Response:
     """Append one or more turns, all or none: 200 only once they are journalled in Redis (503 when
     it is down, 413 past a journal cap: nothing written). Older turns are summarised when the
     working-memory limits are passed; ``GET`` the session for its messages."""
+    return await in_thread(_append_turns, coordinator, user_id, session_id, body)
+
+
+def _append_turns(coordinator: MemoryCoordinator, user_id: str, session_id: str, body: TurnsIn) -> Response:
     turns = body.named_turns()
     wm = coordinator.add_turns(user_id, session_id, turns)
     with wm.lock:
@@ -58,18 +64,22 @@ def get_session(coordinator: Coordinator, user_id: UserId, session_id: SessionId
 
 
 @router.post("/{session_id}/end", response_model=SessionEndOut)
-def end_session(
+async def end_session(
     coordinator: Coordinator,
     user_id: UserId,
     session_id: SessionId,
     wait: Annotated[
         float, Query(ge=0, le=60, description="queue mode: wait up to this many seconds for the episode to be stored")
     ] = 0,
-) -> SessionEndOut:
+) -> Response:
     """End the session: it becomes an episode if the save heuristics keep it. Idempotent.
 
     Inline mode stores the episode before answering (``status: done``). Queue mode
     (AGTOS_INGEST_MODE=queue, the ``agtos serve`` default) holds the turns in the durable ingestion
     queue and answers ``queued`` with the episode id, the queue position and an estimate of when the
     episode is searchable; ``?wait=S`` waits up to S seconds for the worker (then ``done``)."""
-    return SessionEndOut.model_validate(coordinator.end_session(user_id, session_id, wait))
+    return await in_thread(_end_session, coordinator, user_id, session_id, wait)
+
+
+def _end_session(coordinator: MemoryCoordinator, user_id: str, session_id: str, wait: float) -> Response:
+    return json_model(SessionEndOut.model_validate(coordinator.end_session(user_id, session_id, wait)))

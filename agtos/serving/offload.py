@@ -1,0 +1,32 @@
+"""Blocking route work on worker threads at less event-loop CPU than a sync route's hand-off.
+
+A sync FastAPI route runs on AnyIO's thread pool: a capacity limiter, a ``queue.Queue`` (a Python
+``Condition`` notified on every put) and a cancel-shielded checkpoint, all on the event loop that
+every request of the process passes through. The hot routes (search, context, turn appends,
+session ends) are ``async`` and hand their blocking call to :func:`in_thread` instead: one
+``ThreadPoolExecutor`` submit (a C ``SimpleQueue``) and a future the loop awaits. Same semantics
+for the route: the call runs in a copy of the request's context and its exception is raised in the
+route. At most :data:`MAX_THREADS` calls run at once (AnyIO's default is 40 as well); more wait
+in the executor's queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+MAX_THREADS = 40
+EXECUTOR = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="agtos-request")
+
+
+async def in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """``func(*args, **kwargs)`` on a request thread; the event loop serves other requests meanwhile."""
+    call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(EXECUTOR, call)
