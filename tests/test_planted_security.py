@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,36 +24,10 @@ from agtos.serving.app import create_app
 from agtos.storage.api_keys import ApiKeyStore
 from tests.helpers import user
 from tests.redis_process import RedisProcess
+from tests.test_auth import AppFor, app_for, bearer, store_of  # noqa: F401 - app_for: a fixture
+from tests.test_ingest_queue import KEYBOARD, queue_health
 
-AppFor = Callable[..., TestClient]
 TURN = {"turns": [{"role": "user", "content": "My bike lock code is in the green notebook."}]}
-
-
-def bearer(key: str, **headers: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}", **headers}
-
-
-def store_of(client: TestClient) -> ApiKeyStore:
-    coordinator: MemoryCoordinator = client.app.state.coordinator  # type: ignore[attr-defined]
-    return ApiKeyStore(coordinator.connector, coordinator.keys)
-
-
-@pytest.fixture
-def app_for(settings: Settings) -> Iterator[AppFor]:
-    """``app_for(**overrides)``: a client of a fresh app (its own coordinator) on the test's Redis prefix."""
-    opened: list[tuple[TestClient, MemoryCoordinator]] = []
-
-    def build(**overrides: object) -> TestClient:
-        coordinator = MemoryCoordinator(settings.with_overrides(**overrides))
-        client = TestClient(create_app(coordinator=coordinator))
-        client.__enter__()
-        opened.append((client, coordinator))
-        return client
-
-    yield build
-    for client, coordinator in opened:
-        client.__exit__(None, None, None)
-        coordinator.close()
 
 
 # -- auth: fail closed, origins, media types ---------------------------------------------------------
@@ -129,7 +103,7 @@ def test_a_service_key_with_an_empty_user_header_is_400(client: TestClient) -> N
     assert empty.status_code == 400, empty.text
 
 
-def test_imports_are_refused_while_auth_is_off_even_when_enabled(app_for: AppFor, tmp_path: Path) -> None:
+def test_imports_are_refused_while_auth_is_off_even_when_enabled(app_for: AppFor, tmp_path: Path) -> None:  # noqa: F811
     """AGTOS_IMPORT_ENABLED alone never opens the import routes: they need a service key.
     (Planted: ``require_service`` letting an unauthenticated caller through.)"""
     home = tmp_path / "home"
@@ -190,7 +164,7 @@ def test_an_id_collision_draws_a_new_id_and_both_keys_work(client: TestClient, m
 # -- rate limits: refill, expiry, per key, 0 = off ------------------------------------------------------
 
 
-def test_an_empty_bucket_refills_at_the_rate_not_faster(app_for: AppFor) -> None:
+def test_an_empty_bucket_refills_at_the_rate_not_faster(app_for: AppFor) -> None:  # noqa: F811
     """Rate 0.25/s, burst 2: the third call waits 4 s; 1.5 s later a token is still missing.
     (Planted: the refill 10x too fast; a bucket that expires (refilled whole) after 1 s idle.)"""
     client = app_for(rate_limit_per_s=0.25, rate_limit_burst=2)
@@ -204,7 +178,7 @@ def test_an_empty_bucket_refills_at_the_rate_not_faster(app_for: AppFor) -> None
     assert still.headers["retry-after"] in ("2", "3")  # 4 s minus the 1.5 s (and the calls' time) waited
 
 
-def test_an_idle_bucket_refills_to_the_burst_and_no_further(app_for: AppFor) -> None:
+def test_an_idle_bucket_refills_to_the_burst_and_no_further(app_for: AppFor) -> None:  # noqa: F811
     """Rate 2/s, burst 2: one call leaves 1 token; 1.1 s later the bucket (still alive: it expires
     1 s after it would be full) holds 2 tokens, not 3. A slow machine, where the calls take long,
     weakens this test, never fails it. (Planted: the refill clamped at burst + 1.)"""
@@ -219,7 +193,7 @@ def test_an_idle_bucket_refills_to_the_burst_and_no_further(app_for: AppFor) -> 
     assert allowed <= 2 + took * 2.0, (allowed, took)  # the 2 stored tokens, plus what refilled meanwhile
 
 
-def test_two_keys_of_one_user_have_two_buckets(app_for: AppFor) -> None:
+def test_two_keys_of_one_user_have_two_buckets(app_for: AppFor) -> None:  # noqa: F811
     """The limit is per API key, not per user. (Planted: the bucket named by the key's user.)"""
     client = app_for(rate_limit_per_s=0.01, rate_limit_burst=1)
     store = store_of(client)
@@ -230,7 +204,7 @@ def test_two_keys_of_one_user_have_two_buckets(app_for: AppFor) -> None:
     assert client.get("/api/memory/episodes", headers=bearer(phone)).status_code == 200
 
 
-def test_a_rate_of_zero_switches_the_limit_off(app_for: AppFor) -> None:
+def test_a_rate_of_zero_switches_the_limit_off(app_for: AppFor) -> None:  # noqa: F811
     """AGTOS_RATE_LIMIT_PER_S=0: no limit (README). (Planted: ``<= 0`` read as ``< 0``.)"""
     client = app_for(rate_limit_per_s=0.0, rate_limit_burst=1)
     key, _ = store_of(client).create("user", "sam")
@@ -246,7 +220,7 @@ def _turn_body(size: int) -> bytes:
 
 
 @pytest.mark.parametrize("chunked", [False, True])
-def test_a_body_of_exactly_the_limit_passes_and_one_byte_more_is_413(app_for: AppFor, chunked: bool) -> None:
+def test_a_body_of_exactly_the_limit_passes_and_one_byte_more_is_413(app_for: AppFor, chunked: bool) -> None:  # noqa: F811
     """(Planted: ``>`` read as ``>=`` on the declared and on the counted length.)"""
     client = app_for(max_body_bytes=300)
 
@@ -262,7 +236,7 @@ def test_a_body_of_exactly_the_limit_passes_and_one_byte_more_is_413(app_for: Ap
     assert send(_turn_body(301)) == 413
 
 
-def test_a_declared_body_over_the_limit_is_413_on_a_route_that_reads_none(app_for: AppFor) -> None:
+def test_a_declared_body_over_the_limit_is_413_on_a_route_that_reads_none(app_for: AppFor) -> None:  # noqa: F811
     """The declared length is refused before the app runs, even where the route reads no body.
     (Planted: slack on the declared-length check.)"""
     client = app_for(max_body_bytes=300)
@@ -298,7 +272,7 @@ def _memory_texts(client: TestClient, key: str, who: str) -> list[str]:
     return [m["text"] for m in listed.json()["memories"]]
 
 
-def test_an_import_lands_in_the_named_user_only(app_for: AppFor, import_home: Path) -> None:
+def test_an_import_lands_in_the_named_user_only(app_for: AppFor, import_home: Path) -> None:  # noqa: F811
     """(Planted: the import stored under the default user instead of ``X-User-Id``.)"""
     (import_home / ".claude" / "CLAUDE.md").write_text("# Notes\n\n- I prefer tabs over spaces.\n")
     client = app_for(import_home=import_home, import_enabled=True)
@@ -308,7 +282,7 @@ def test_an_import_lands_in_the_named_user_only(app_for: AppFor, import_home: Pa
     assert _memory_texts(client, service, "default") == []
 
 
-def test_a_rotated_secret_does_not_make_a_new_memory(app_for: AppFor, import_home: Path) -> None:
+def test_a_rotated_secret_does_not_make_a_new_memory(app_for: AppFor, import_home: Path) -> None:  # noqa: F811
     """A memory's id comes from its redacted text: the same line with another password is the same
     memory, and nothing derived from the secret is stored. (Planted: the id hashed from the raw text.)"""
     notes = import_home / ".claude" / "CLAUDE.md"
@@ -322,12 +296,6 @@ def test_a_rotated_secret_does_not_make_a_new_memory(app_for: AppFor, import_hom
 
 
 # -- the durable ingestion queue: age, liveness, retry delay, nothing left pending -----------------------
-
-KEYBOARD = [
-    {"role": "user", "content": "I bought a QZ-4417 mechanical keyboard for coding at home."},
-    {"role": "assistant", "content": "Nice, how do you like the QZ-4417 so far?"},
-    {"role": "user", "content": "I prefer its tactile switches to the old membrane one, remember that."},
-]
 
 
 @pytest.fixture
@@ -351,16 +319,12 @@ def _end(client: TestClient, who: str, session: str = "chat") -> dict[str, objec
     return ended.json()
 
 
-def _queue_health(client: TestClient) -> dict[str, object]:
-    return client.get("/health").json()["checks"]["ingest-queue"]
-
-
 def test_health_reports_the_oldest_jobs_age_in_seconds(queue_app: tuple[TestClient, MemoryCoordinator]) -> None:
     """(Planted: the stream id's milliseconds taken for seconds, clamped to 0.)"""
     client, _ = queue_app
     _end(client, "xia")
     time.sleep(1.2)
-    check = _queue_health(client)
+    check = queue_health(client)
     assert check["depth"] == 1
     assert 1.2 <= check["oldestAgeS"] < 30  # type: ignore[operator]
 
@@ -372,10 +336,10 @@ def test_a_worker_silent_for_more_than_15_s_is_not_alive(queue_app: tuple[TestCl
     _end(client, "yan")
     beats = coordinator.ingest_queue.workers_key
     coordinator.connector.run(lambda r: r.hset(beats, "crashed-worker", repr(time.time() - 16)))
-    check = _queue_health(client)
+    check = queue_health(client)
     assert (check["workersAlive"], check["healthy"]) == (0, False)
     coordinator.connector.run(lambda r: r.hset(beats, "busy-worker", repr(time.time() - 14)))
-    check = _queue_health(client)
+    check = queue_health(client)
     assert (check["workersAlive"], check["healthy"]) == (1, True)
 
 
@@ -398,12 +362,12 @@ def test_a_failed_job_comes_back_after_the_retry_delay_and_is_stored(
 
     worker.handle = fail_first
     assert worker.run_once(block=False) == 1  # failed
-    assert _queue_health(client)["depth"] == 1
+    assert queue_health(client)["depth"] == 1
     assert worker.run_once(block=False) == 0  # not before the delay
     time.sleep(1.2)
     assert worker.run_once(block=False) == 1  # retried: stored
     assert calls == ["chat", "chat"]
-    check = _queue_health(client)
+    check = queue_health(client)
     assert (check["depth"], check["done"], check["retries"], check["deadLetters"]) == (0, 1, 1, 0)
     assert [e["id"] for e in client.get("/api/memory/episodes", headers=user("zed")).json()["episodes"]] == [
         ended["episodeId"]
@@ -413,7 +377,7 @@ def test_a_failed_job_comes_back_after_the_retry_delay_and_is_stored(
     assert pending["pending"] == 0
 
 
-def test_import_warnings_are_redacted_too(app_for: AppFor, import_home: Path) -> None:
+def test_import_warnings_are_redacted_too(app_for: AppFor, import_home: Path) -> None:  # noqa: F811
     """A warning names the file it is about; a credential in that path is redacted like any text.
     (Planted: the warnings returned as found.)"""
     aws_key = "AKIAQYLPMN5HFIQR7XYZ"
@@ -440,7 +404,7 @@ def test_a_dead_letter_keeps_the_sessions_turns(queue_app: tuple[TestClient, Mem
 
     worker.handle, worker.retry_delay_ms = broken, 0
     assert [worker.run_once(block=False) for _ in range(4)] == [1, 1, 1, 0]  # 3 attempts, then dead
-    assert _queue_health(client)["deadLetters"] == 1
+    assert queue_health(client)["deadLetters"] == 1
     dead_stream = coordinator.ingest_queue.dead
     [(_, fields)] = coordinator.connector.run(lambda r: r.xrange(dead_stream))
     job = SessionJob.model_validate_json(fields[b"job"])
@@ -448,7 +412,7 @@ def test_a_dead_letter_keeps_the_sessions_turns(queue_app: tuple[TestClient, Mem
     assert [t.content for t in job.turns] == [t["content"] for t in KEYBOARD]
 
 
-def test_an_append_refused_by_a_cap_leaves_no_session_in_process(app_for: AppFor) -> None:
+def test_an_append_refused_by_a_cap_leaves_no_session_in_process(app_for: AppFor) -> None:  # noqa: F811
     """A first append refused with 413 (the user's live-session cap) creates nothing: no session to
     read, none counted in /health. (Planted: only Redis outages, not a full journal, discard it.)"""
     client = app_for(user_max_sessions=1)
