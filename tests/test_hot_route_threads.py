@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
@@ -113,3 +114,31 @@ def test_hot_routes_answer_off_the_event_loop_with_their_documented_bodies(
     # 6 turns past the cap of 4 (AGTOS_SESSION_MAX_TURNS): the JournalFull raised on the thread is a 413
     assert got["too_many"].status_code == 413, got["too_many"].text
     assert "message" in got["too_many"].json()
+
+
+def test_a_search_hit_carries_its_episode_and_highlights_as_documented(
+    queue_coordinator: MemoryCoordinator,
+) -> None:
+    got = asyncio.run(exchange(queue_coordinator))
+    episode_id = got["ended"].json()["episodeId"]
+    queue_coordinator.ingest_worker().drain(120)  # the queued session end, stored
+    with TestClient(create_app(coordinator=queue_coordinator)) as client:
+        response = client.get("/api/memory/search", params={"q": "Lisbon hotels river"}, headers=user("ana"))
+        listed = client.get("/api/memory/episodes", headers=user("ana")).json()["episodes"]
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["count"] == len(body["results"]) == 1
+    (hit,) = body["results"]
+    schemas = got["schema"]["components"]["schemas"]
+    assert set(hit) == set(schemas["SearchHitOut"]["properties"])
+    assert hit["id"] == episode_id
+    assert hit["sessionId"] == "trip"
+    assert listed == [{name: hit[name] for name in schemas["EpisodeOut"]["properties"]}]  # as /episodes lists it
+    assert hit["matchType"] and 0 < hit["score"] <= 1
+    assert hit["summary"] and hit["keywords"] and isinstance(hit["timestamp"], int)
+    assert hit["highlights"], hit
+    for highlight in hit["highlights"]:
+        assert set(highlight) == set(schemas["HighlightOut"]["properties"])
+        assert highlight["role"] in ("user", "assistant")
+        assert highlight["text"] == TURNS[highlight["position"]]["content"]
+    assert "Lisbon" in hit["highlights"][0]["text"] or "river" in hit["highlights"][0]["text"]
