@@ -370,6 +370,8 @@ async def run_level(
             level.cpu_ms["server"] = (cpu_seconds(*pids) - cpu_before) * 1e3 / requests
             # of which a separate worker process (child or not): ingestion done during the load
             level.cpu_ms["worker process"] = (cpu_seconds(*pids, workers_only=True) - worker_before) * 1e3 / requests
+            # the rest: the API process(es), requests and any worker thread in them
+            level.cpu_ms["api process"] = level.cpu_ms["server"] - level.cpu_ms["worker process"]
     return level
 
 
@@ -419,7 +421,7 @@ def report(level: Level) -> str:
     rss = "n/a" if level.rss_mib is None else f"{level.rss_mib:.0f} MiB"
     drained = "no" if level.drained_s is None else f"yes, {level.drained_s:.1f} s after the load stopped"
     lines.append(f"server RSS {rss}; ingestion queue drained: {drained} (depth {level.depth_after})")
-    cpu = ", ".join(f"{who} {ms:.1f}" for who, ms in level.cpu_ms.items())
+    cpu = ", ".join(f"{who} {ms:.2f}" for who, ms in level.cpu_ms.items())
     load = f"load average {level.load[0]:.1f} -> {level.load[1]:.1f}"
     lines.append(f"CPU ms per request: {cpu} (on {os.cpu_count()} cores); {load}")
     if level.alive:
@@ -432,7 +434,7 @@ def summary(levels: list[Level]) -> str:
     """One row per layout and level, side by side."""
     head = (
         f"{'layout':<10}{'clients':>8}{'req/s':>8}{'search p50/p99 ms':>20}{'context p99':>12}"
-        f"{'append p99':>11}{'end p99':>9}{'errors':>7}{'RSS MiB':>9}{'CPU ms/req srv/gen':>20}  drained"
+        f"{'append p99':>11}{'end p99':>9}{'errors':>7}{'RSS MiB':>9}{'CPU ms/req srv/api/gen':>24}  drained"
     )
     rows = [head]
     for lv in levels:
@@ -441,11 +443,13 @@ def summary(levels: list[Level]) -> str:
         search = f"{pct_ms(lat.get('search', []), 50):.0f} / {pct_ms(lat.get('search', []), 99):.0f}"
         rss = "n/a" if lv.rss_mib is None else f"{lv.rss_mib:.0f}"
         drained = "no" if lv.drained_s is None else f"{lv.drained_s:.1f} s"
-        cpu = " / ".join(f"{lv.cpu_ms[k]:.1f}" if k in lv.cpu_ms else "n/a" for k in ("server", "generator"))
+        cpu = " / ".join(
+            f"{lv.cpu_ms[k]:.2f}" if k in lv.cpu_ms else "n/a" for k in ("server", "api process", "generator")
+        )
         rows.append(
             f"{lv.layout:<10}{lv.clients:>8}{rate:>8.1f}{search:>20}{pct_ms(lat.get('context', []), 99):>12.0f}"
             f"{pct_ms(lat.get('append', []), 99):>11.0f}{pct_ms(lat.get('end', []), 99):>9.0f}{errors:>7}{rss:>9}"
-            f"{cpu:>20}  {drained}"
+            f"{cpu:>24}  {drained}"
         )
     return "\n".join(rows)
 
