@@ -22,6 +22,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.ingest_worker import SessionJob
 from agtos.serving.app import create_app
 from agtos.storage.api_keys import ApiKeyStore
+from agtos.storage.redis_conn import StorageUnavailable
 from tests.helpers import user
 from tests.redis_process import RedisProcess
 from tests.test_auth import AppFor, app_for, bearer, store_of  # noqa: F401 - app_for: a fixture
@@ -421,3 +422,61 @@ def test_an_append_refused_by_a_cap_leaves_no_session_in_process(app_for: AppFor
     assert refused.status_code == 413 and "(AGTOS_USER_MAX_SESSIONS)" in refused.json()["message"]
     assert client.get("/health").json()["tiers"]["working"]["sessions"] == 1
     assert client.get("/api/memory/sessions/b", headers=user("cai")).status_code == 404
+
+
+def test_a_session_end_whose_queueing_fails_keeps_the_turns(
+    queue_app: tuple[TestClient, MemoryCoordinator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis goes away between reading the journal and queueing the job: 503, the session stays
+    live with its turns, and the retry queues the same episode. (Planted: the journal cleared
+    before the job was queued.)"""
+    client, coordinator = queue_app
+    turns = client.post("/api/memory/sessions/chat/turns", json={"turns": KEYBOARD}, headers=user("dov"))
+    assert turns.status_code == 200
+    queue = coordinator.sessions.ingest_queue
+
+    def down(payload: bytes) -> tuple[str, int]:
+        raise StorageUnavailable("Redis went away")
+
+    monkeypatch.setattr(queue, "enqueue", down)
+    assert client.post("/api/memory/sessions/chat/end", headers=user("dov")).status_code == 503
+    monkeypatch.undo()
+    live = client.get("/api/memory/sessions/chat", headers=user("dov"))
+    assert live.status_code == 200 and live.json()["messageCount"] == len(KEYBOARD)
+    retried = client.post("/api/memory/sessions/chat/end", headers=user("dov"))
+    assert retried.status_code == 200 and retried.json()["status"] == "queued"
+    assert queue_health(client)["depth"] == 1
+
+
+def test_waiting_for_a_queued_end_while_redis_dies_answers_queued(tmp_path: Path) -> None:
+    """``?wait=S`` with Redis gone while waiting: the job is queued and the journal cleared, so the
+    answer is 200 ``queued`` (no estimate), not a 503 that invites a second end. (Planted: an
+    outage while waiting taken for a finished job.)"""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        settings = Settings(
+            redis_url=server.url,
+            key_prefix="wait-down",
+            data_dir=tmp_path,
+            redis_timeout_s=0.3,
+            ingest_mode="queue",
+            ingest_worker=False,
+        )
+        coordinator = MemoryCoordinator(settings)
+        queue = coordinator.sessions.ingest_queue
+        real_contains = queue.contains
+
+        def dies_while_waiting(entry_id: str) -> bool:
+            server.kill()
+            return real_contains(entry_id)
+
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            appended = client.post("/api/memory/sessions/chat/turns", json={"turns": KEYBOARD}, headers=user("eli"))
+            assert appended.status_code == 200
+            queue.contains = dies_while_waiting  # type: ignore[method-assign]
+            ended = client.post("/api/memory/sessions/chat/end", params={"wait": 5}, headers=user("eli"))
+            assert ended.status_code == 200, ended.text
+            assert (ended.json()["status"], ended.json()["searchableInS"]) == ("queued", None)
+        coordinator.close()
+    finally:
+        server.stop()
