@@ -176,7 +176,7 @@ def test_an_empty_bucket_refills_at_the_rate_not_faster(app_for: AppFor) -> None
     time.sleep(1.5)
     still = client.get("/api/memory/episodes", headers=bearer(key))
     assert still.status_code == 429
-    assert still.headers["retry-after"] in ("2", "3")  # 4 s minus the 1.5 s (and the calls' time) waited
+    assert still.headers["retry-after"] in ("1", "2", "3")  # 4 s minus the 1.5 s (and the calls' time) waited
 
 
 def test_an_idle_bucket_refills_to_the_burst_and_no_further(app_for: AppFor) -> None:  # noqa: F811
@@ -339,7 +339,7 @@ def test_a_worker_silent_for_more_than_15_s_is_not_alive(queue_app: tuple[TestCl
     coordinator.connector.run(lambda r: r.hset(beats, "crashed-worker", repr(time.time() - 16)))
     check = queue_health(client)
     assert (check["workersAlive"], check["healthy"]) == (0, False)
-    coordinator.connector.run(lambda r: r.hset(beats, "busy-worker", repr(time.time() - 14)))
+    coordinator.connector.run(lambda r: r.hset(beats, "busy-worker", repr(time.time() - 12)))
     check = queue_health(client)
     assert (check["workersAlive"], check["healthy"]) == (1, True)
 
