@@ -173,6 +173,8 @@ def test_a_foreign_host_is_refused(client: TestClient, app_for: AppFor) -> None:
     assert client.get("/health", headers={"Host": "attacker.example:4102"}).status_code == 400
     for host in ("localhost:4102", "127.0.0.1", "[::1]:4102", "LOCALHOST"):
         assert client.get("/health", headers={"Host": host}).status_code == 200, host
+    for host in ("[::1]evil.example", "[::1].evil.example:80", "localhost:evil"):
+        assert client.get("/health", headers={"Host": host}).status_code == 400, host
     named = app_for(allowed_hosts="memory.example.com")
     assert named.get("/health", headers={"Host": "memory.example.com:443"}).status_code == 200
     assert named.get("/health").status_code == 400  # testserver is no longer listed

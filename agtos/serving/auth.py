@@ -109,11 +109,16 @@ class Authenticator:
 
 
 def host_name(host: str) -> str:
-    """``Host`` without its port, lower-cased (``[::1]:4102`` → ``::1``)."""
+    """``Host`` without its port, lower-cased (``[::1]:4102`` → ``::1``); a malformed one (a port that is
+    not digits, text after ``]``) is returned whole, so it matches no allowed name."""
     host = host.strip().lower()
     if host.startswith("["):
-        return host[1:].split("]", 1)[0]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        name, _, rest = host[1:].partition("]")
+        return name if rest == "" or (rest[:1] == ":" and rest[1:].isdigit()) else host
+    if host.count(":") != 1:
+        return host
+    name, port = host.split(":")
+    return name if port.isdigit() else host
 
 
 def is_json(content_type: str) -> bool:
