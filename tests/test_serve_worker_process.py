@@ -62,6 +62,14 @@ def serve(tmp: Path, env: dict[str, str], *args: str) -> Iterator[tuple[subproce
         proc.kill()
         proc.wait(30)
         log.close()
+        kill_embedded_redis(tmp)
+
+
+def kill_embedded_redis(tmp: Path) -> None:
+    """An embedded Redis left by a failed test (it runs detached from ``agtos serve``, in its data dir)."""
+    for found in psutil.process_iter(["name", "cwd"]):
+        if found.info["name"] == "redis-server" and str(found.info["cwd"] or "").startswith(str(tmp)):
+            found.kill()
 
 
 def wait_for(ready: Any, timeout_s: float, what: str) -> None:
