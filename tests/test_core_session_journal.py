@@ -299,3 +299,37 @@ def test_forget_user_drops_only_that_users_index_members(
     assert store.forget_user("alice") == 0
     assert store.forget_user("carol") == 0
     assert raw_redis.zcard(index) == 2
+
+
+def test_clear_with_a_read_removes_only_the_turns_read(
+    connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """A session end clears what it read: a turn appended after the read stays, the session live and
+    indexed, its counters lowered by exactly the entries removed."""
+    store = journal(connector, key_prefix)
+    store.append("alice", "s1", [turn("a"), turn("b")])
+    read = store.read("alice", "s1")
+    store.append("alice", "s1", turn("c"))
+    assert store.clear("alice", "s1", read) == 1
+    assert [t.content for t in store.turns("alice", "s1")] == ["c"]
+    live, nturns, nbytes = counter_keys(key_prefix)
+    assert raw_redis.hget(nturns, "s1") == b"1"
+    assert raw_redis.hget(nbytes, "s1") == str(size(turn("c"))).encode()
+    assert raw_redis.zrange(live, 0, -1) == [b"s1"]
+    assert [s.session_id for s in store.idle(0)] == ["s1"]
+    assert store.clear("alice", "s1", store.read("alice", "s1")) == 0
+    assert raw_redis.exists(list_key(key_prefix, "s1"), live, nturns, nbytes) == 0 and store.idle(0) == []
+
+
+def test_an_empty_append_is_a_no_op_with_the_catch_up(
+    connector: RedisConnector, key_prefix: str, raw_redis: redis.Redis
+) -> None:
+    """No turns: nothing written, not refused (length 0 on a new session), and the reply still
+    carries the entries the caller has not seen."""
+    store = journal(connector, key_prefix, sessions_per_user=1)
+    done = store.append("alice", "s1", [])
+    assert (done.length, done.reset, done.unseen) == (0, False, [])
+    assert raw_redis.exists(list_key(key_prefix, "s1"), *counter_keys(key_prefix)) == 0 and store.idle(0) == []
+    store.append("alice", "s1", [turn("a")])
+    done = store.append("alice", "s1", [], seen=0)
+    assert (done.length, done.reset, [t.content for t in done.unseen]) == (1, False, ["a"])

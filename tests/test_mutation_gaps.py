@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from agtos.storage.keys import GlobalKeys
 from agtos.storage.opt_outs import OptOutStore
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic_store import LiveRead, SearchResult, SemanticStore, live_many
+from agtos.storage.session_journal import SessionJournal
 from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.contradiction import verdicts
@@ -574,3 +576,30 @@ def test_a_turn_hit_one_past_the_last_turn_is_gone_not_an_error(turn_store: Turn
     ranked = [SearchResult("ep-1.t5", 0.9, "keyword"), SearchResult("ep-1.t2", 0.5, "keyword")]
     (hits,), _ = live_many("alice", [LiveRead(turn_store, ranked, 1, window=1)])
     assert [h.id for h in hits] == ["ep-1.t2"]
+
+
+# -- survivors of the fifth run (session_journal.py; docs/testing.md) ----------------------------------------
+
+
+def test_a_journal_on_a_redis_cluster_is_indexed_at_its_last_append_until_cleared(
+    cluster: RedisClusterProcesses, tmp_path: Path
+) -> None:
+    """On a Redis Cluster the global index of live journals lives in another slot, written beside the
+    script: its score is the last append's time in ms (the idle sweep reads it), and a session end that
+    leaves later turns keeps the session indexed; the last clear drops it."""
+    connector = RedisConnector(cluster.url, tmp_path)
+    store = SessionJournal(connector, GlobalKeys("m5c"), 3_600, None)
+    said = [Turn(role=Role.user, content=c, timestamp=1_000) for c in ("a", "b", "c")]
+    before = time.time() * 1000
+    store.append("alice", "s1", said[:2])
+    read = store.read("alice", "s1")
+    store.append("alice", "s1", said[2])
+    [entry] = store.idle(0)
+    assert (entry.user_id, entry.session_id) == ("alice", "s1")
+    assert before <= entry.last_append_ms <= time.time() * 1000
+    assert store.idle(60) == []  # appended just now, not idle for a minute
+    assert store.clear("alice", "s1", read) == 1
+    assert [s.session_id for s in store.idle(0)] == ["s1"]
+    assert store.clear("alice", "s1", store.read("alice", "s1")) == 0
+    assert store.idle(0) == []
+    connector.close()

@@ -78,25 +78,27 @@ if old == 0 then
 end
 local k, add = #ARGV - 9, 0
 for i = 10, #ARGV do add = add + #ARGV[i] end
-local bytes = tonumber(redis.call('HGET', nbytes, sid) or '0')
-if max_turns > 0 and old + k > max_turns then return {-1, old} end
-if max_bytes > 0 and bytes + add > max_bytes then return {-2, bytes} end
-local live_now = redis.call('ZCARD', live)
-if max_sessions > 0 and not redis.call('ZSCORE', live, sid) and live_now >= max_sessions then
-  return {-3, live_now}
+if k > 0 then  -- no turns: nothing written or refused, only the catch-up below
+  local bytes = tonumber(redis.call('HGET', nbytes, sid) or '0')
+  if max_turns > 0 and old + k > max_turns then return {-1, old} end
+  if max_bytes > 0 and bytes + add > max_bytes then return {-2, bytes} end
+  local live_now = redis.call('ZCARD', live)
+  if max_sessions > 0 and not redis.call('ZSCORE', live, sid) and live_now >= max_sessions then
+    return {-3, live_now}
+  end
+  if max_user_turns > 0 then
+    local total = 0
+    for _, n in ipairs(redis.call('HVALS', nturns)) do total = total + tonumber(n) end
+    if total + k > max_user_turns then return {-4, total} end
+  end
+  redis.call('RPUSH', list, unpack(ARGV, 10))
+  if KEYS[5] then redis.call('ZADD', KEYS[5], now, ARGV[9]) end
+  redis.call('EXPIRE', list, ttl)
+  redis.call('ZADD', live, now + ttl * 1000, sid)
+  redis.call('HINCRBY', nturns, sid, k)
+  redis.call('HINCRBY', nbytes, sid, add)
+  for _, key in ipairs({live, nturns, nbytes}) do redis.call('EXPIRE', key, ttl) end
 end
-if max_user_turns > 0 then
-  local total = 0
-  for _, n in ipairs(redis.call('HVALS', nturns)) do total = total + tonumber(n) end
-  if total + k > max_user_turns then return {-4, total} end
-end
-redis.call('RPUSH', list, unpack(ARGV, 10))
-if KEYS[5] then redis.call('ZADD', KEYS[5], now, ARGV[9]) end
-redis.call('EXPIRE', list, ttl)
-redis.call('ZADD', live, now + ttl * 1000, sid)
-redis.call('HINCRBY', nturns, sid, k)
-redis.call('HINCRBY', nbytes, sid, add)
-for _, key in ipairs({live, nturns, nbytes}) do redis.call('EXPIRE', key, ttl) end
 local reset = seen > old
 local first = reset and 0 or seen
 local out = {old + k, reset and 1 or 0}
