@@ -284,6 +284,10 @@ class Settings(_Section):
     ingest_worker: bool = env("AGTOS_INGEST_WORKER", True, description="queue mode: the API runs a worker thread")
     # the API's worker thread waits while requests are in flight, at most this long per batch
     worker_yield_max_s: float = env("AGTOS_WORKER_YIELD_MAX_S", 2.0, ge=0, description="0: never waits")
+    # queue mode: an HTTP session end without ?wait, the only request in flight in its API process
+    # with a worker alive, waits up to this long for its own episode (read-your-writes for a lone
+    # client); 4 s: above a job's time, below the 5 s timeout of common HTTP clients (httpx)
+    end_idle_wait_s: float = env("AGTOS_END_IDLE_WAIT_S", 4.0, ge=0, le=60, description="0: off")
     ingest_max_attempts: int = env("AGTOS_INGEST_MAX_ATTEMPTS", 5, ge=1)
     ingest_retry_delay_s: float = env("AGTOS_INGEST_RETRY_DELAY_S", 5.0, ge=0)
     ingest_claim_idle_s: float = env("AGTOS_INGEST_CLAIM_IDLE_S", 120.0, gt=0)  # then a dead worker's job moves on

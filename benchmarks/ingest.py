@@ -16,9 +16,10 @@ than one pass. In one run, on one coordinator (models loaded and warmed first):
   function, measured one after another (the path is sequential), so stages + "other" = the total;
   wall and process CPU are given apart;
 * **HTTP session API, queue mode** (the default of ``agtos serve``): the same requests, /end only
-  queues the session; the API's worker thread ingests what is queued (up to ``BATCH_JOBS`` session
-  ends per run, the Dreamer once per user and run) beside the client's requests; timed from the
-  first POST until the queue is empty. Reported: wall per part, the worker's run sizes;
+  queues the session (``?wait=0``: without it a lone client's end waits for its episode); the
+  API's worker thread ingests what is queued (up to ``BATCH_JOBS`` session ends per run, the
+  Dreamer once per user and run) beside the client's requests; timed from the first POST until
+  the queue is empty. Reported: wall per part, the worker's run sizes;
 * **batch, in process**: ``coordinator.ingest`` of the same sessions as turn items, ``--batch``
   sessions per call (summarise and save heuristics run in the pipeline's summarise step);
 * **Prefect ingestion flow**: ``ingestion_flow`` (the same steps as Prefect tasks, on a local
@@ -283,7 +284,10 @@ class Run:
                             turns_s += time.perf_counter() - t
                             assert r.status_code == 200, r.text
                         t = time.perf_counter()
-                        r = client.post(f"/api/memory/sessions/{s.session_id}/end", headers=headers)
+                        # ?wait=0: the queued answer at once (a lone client's end without it waits
+                        # for its own episode: AGTOS_END_IDLE_WAIT_S), so the worker batches the ends
+                        url = f"/api/memory/sessions/{s.session_id}/end"
+                        r = client.post(url, params={"wait": 0}, headers=headers)
                         ends_s += time.perf_counter() - t
                         assert r.status_code == 200 and r.json()["status"] == "queued", r.text
                         res.saved += bool(r.json()["saved"])

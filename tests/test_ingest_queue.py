@@ -56,7 +56,8 @@ def queue_client(queue_coordinator: MemoryCoordinator) -> Iterator[TestClient]:
 def end(client: TestClient, who: str, session: str, turns: list[dict[str, str]] = KEYBOARD) -> dict[str, Any]:
     appended = client.post(f"/api/memory/sessions/{session}/turns", json={"turns": turns}, headers=user(who))
     assert appended.status_code == 200, appended.text
-    ended = client.post(f"/api/memory/sessions/{session}/end", headers=user(who))
+    # ?wait=0: queued at once (without it a lone client's end waits for its episode: test_end_idle_wait.py)
+    ended = client.post(f"/api/memory/sessions/{session}/end", params={"wait": 0}, headers=user(who))
     assert ended.status_code == 200, ended.text
     return ended.json()
 

@@ -20,7 +20,7 @@ from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
 from agtos.memory.health_checks import health
 from agtos.memory.ingest_worker import IngestWorker, SessionJob
 from agtos.memory.ingestion_pipeline import IngestionReport, run_ingestion
-from agtos.memory.live_sessions import SESSION_ENDED, LiveSessions, SessionEndResult
+from agtos.memory.live_sessions import SESSION_ENDED, LiveSessions, LoneRequest, SessionEndResult
 from agtos.memory.query_ingest import response_episode
 from agtos.memory.recall import SearchHit
 from agtos.memory.services import Services
@@ -99,8 +99,10 @@ class MemoryCoordinator:
     def session(self, user_id: str, session_id: str) -> WorkingMemory | None:
         return self.sessions.session(user_id, session_id)
 
-    def end_session(self, user_id: str, session_id: str, wait_s: float = 0.0) -> SessionEndResult:
-        return self.sessions.end_session(user_id, session_id, wait_s)
+    def end_session(
+        self, user_id: str, session_id: str, wait_s: float = 0.0, lone: LoneRequest | None = None
+    ) -> SessionEndResult:
+        return self.sessions.end_session(user_id, session_id, wait_s, lone)
 
     def end_idle_sessions(self, idle_s: float | None = None) -> list[SessionEndResult]:
         return self.sessions.end_idle_sessions(idle_s)

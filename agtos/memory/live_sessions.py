@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agtos.memory.episodic import segment_key
 from agtos.memory.health_checks import ingest_queue_check
@@ -39,6 +41,19 @@ class SessionEndResult:
     turns_accepted: int = 0
     queue_position: int | None = None
     searchable_in_s: float | None = None
+
+
+class LoneRequest(Protocol):
+    """The API process as a session end without ``wait`` sees it (the API's
+    :class:`agtos.serving.inflight.InflightCounter`)."""
+
+    def alone(self) -> bool:
+        """Whether no other request is in flight in this process."""
+        ...
+
+    def set_aside(self) -> AbstractContextManager[None]:
+        """Out of the requests in flight that the process's worker thread yields to, while it waits."""
+        ...
 
 
 class LiveSessions:
@@ -140,12 +155,17 @@ class LiveSessions:
                 return [], read
             return list(wm.messages), read  # read.count 0: the clear removes no journalled turn
 
-    def end_session(self, user_id: str, session_id: str, wait_s: float = 0.0) -> SessionEndResult:
+    def end_session(
+        self, user_id: str, session_id: str, wait_s: float = 0.0, lone: LoneRequest | None = None
+    ) -> SessionEndResult:
         """End the session: its turns become an episode if the save heuristics keep it (idempotent).
 
         Inline mode stores the episode now. Queue mode (AGTOS_INGEST_MODE=queue) only takes the
         turns into a durable queue job and returns ``queued``; a worker stores the episode. With
-        ``wait_s`` it waits up to that long for the worker and answers ``done`` if it finished."""
+        ``wait_s`` it waits up to that long for the worker and answers ``done`` if it finished.
+        With ``lone`` (an HTTP end without ``wait``) and ``wait_s`` 0 it waits the same way, up to
+        AGTOS_END_IDLE_WAIT_S, only while ``lone`` is the only request in flight and a worker is
+        alive (:meth:`_wait_while_alone`): a lone client reads what it wrote."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
         if self.privacy.is_opted_out(user_id):
@@ -164,7 +184,7 @@ class LiveSessions:
             return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
         job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
         if self.settings.ingest_mode == "queue":
-            return self._enqueue_session(job, read, wait_s)
+            return self._enqueue_session(job, read, wait_s, lone)
         draft = ingest_session(self.services, job, self._emit_session_ended)
         self._clear_session(user_id, session_id, read)
         if not draft.decision.save:
@@ -173,7 +193,9 @@ class LiveSessions:
             session_id, True, draft.decision.reason, draft.episode, draft.episode.id, "done", len(turns)
         )
 
-    def _enqueue_session(self, job: SessionJob, read: JournalRead, wait_s: float) -> SessionEndResult:
+    def _enqueue_session(
+        self, job: SessionJob, read: JournalRead, wait_s: float, lone: LoneRequest | None = None
+    ) -> SessionEndResult:
         """Queue mode: decide (cheap, pure), queue the job, clear what it read; the worker ingests."""
         decision = decide_save(job.turns, extract(job.turns))
         if not decision.save:
@@ -185,18 +207,40 @@ class LiveSessions:
         result = SessionEndResult(
             job.session_id, True, decision.reason, None, job.episode_id, "queued", len(job.turns), position
         )
-        if wait_s > 0 and self._wait_for_job(entry_id, wait_s):
+        done = self._wait_for_job(entry_id, wait_s) if wait_s > 0 else self._wait_while_alone(entry_id, lone)
+        if done:
             stored = self.episodes.get(job.user_id, job.episode_id)
             if stored is not None:
                 return dataclasses.replace(result, episode=stored, status="done", queue_position=None)
         return dataclasses.replace(result, searchable_in_s=self._estimate_wait(position))
 
-    def _wait_for_job(self, entry_id: str, wait_s: float) -> bool:
-        """True once the queue entry is gone (done, or dead-lettered) within ``wait_s``."""
+    def _wait_while_alone(self, entry_id: str, lone: LoneRequest | None) -> bool:
+        """An HTTP end without ``wait``: True once its job is gone (as :meth:`_wait_for_job`), waiting
+        up to AGTOS_END_IDLE_WAIT_S only while it is the only request in flight in this API process
+        (a lone client: it reads its own write next) and a worker is alive (else no one would store
+        it: False at once). Under concurrent requests, or once one arrives, False: the end answers
+        ``queued`` and takes no thread from the reads. While it waits the end is set aside from the
+        requests in flight, so a worker thread of this process does not yield to it."""
+        limit = self.settings.end_idle_wait_s
+        if lone is None or limit <= 0 or not lone.alone() or not self._worker_alive():
+            return False
+        with lone.set_aside():
+            return self._wait_for_job(entry_id, limit, lone.alone)
+
+    def _worker_alive(self) -> bool:
+        """Whether a worker's heartbeat is recent (the queue stats' ``workersAlive``)."""
+        try:
+            return bool(self.ingest_queue.stats()["workersAlive"])
+        except StorageUnavailable:
+            return False
+
+    def _wait_for_job(self, entry_id: str, wait_s: float, still: Callable[[], bool] | None = None) -> bool:
+        """True once the queue entry is gone (done, or dead-lettered) within ``wait_s`` (and while
+        ``still()``, when given)."""
         deadline = time.monotonic() + wait_s
         try:
             while self.ingest_queue.contains(entry_id):
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (still is not None and not still()):
                     return False
                 time.sleep(0.05)
         except StorageUnavailable:  # the job is queued and the session cleared: answer queued, not 503

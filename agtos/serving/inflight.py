@@ -3,11 +3,16 @@
 :class:`InflightMiddleware` counts each HTTP request from its start until its response is sent;
 ``agtos serve``'s worker thread (queue mode) waits while the count is above zero, at most
 ``AGTOS_WORKER_YIELD_MAX_S`` per batch (:meth:`agtos.memory.ingest_worker.IngestWorker.yield_to`).
+A session end without ``?wait`` asks whether it is the only request in flight
+(:meth:`InflightCounter.alone`) and, if so, waits for its own ingestion set aside from the count
+(:meth:`InflightCounter.set_aside`): read-your-writes for a lone client, ``AGTOS_END_IDLE_WAIT_S``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -19,6 +24,7 @@ class InflightCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._n = 0
+        self._aside = 0  # counted requests that wait for the worker (set aside: not in ``count``)
 
     def enter(self) -> None:
         with self._lock:
@@ -35,6 +41,26 @@ class InflightCounter:
     def busy(self) -> bool:
         """Whether any request is in flight (what the worker asks)."""
         return self._n > 0
+
+    def alone(self) -> bool:
+        """Whether the asking request (counted, or set aside) is the only one in flight: no other
+        counted request and no other one set aside."""
+        with self._lock:
+            return self._n + self._aside <= 1
+
+    @contextmanager
+    def set_aside(self) -> Iterator[None]:
+        """A counted request that waits for the worker leaves the count while it waits (the worker
+        thread would otherwise yield to it, and so delay what it waits for); back in it after."""
+        with self._lock:
+            self._n -= 1
+            self._aside += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._n += 1
+                self._aside -= 1
 
 
 def waits_for_worker(query: bytes) -> bool:

@@ -42,7 +42,10 @@ class SessionEndOut(ApiModel):
     episode: EpisodeOut | None = Field(description="the stored episode; null while queued or when not saved")
     episode_id: str | None = Field(None, description="the episode the session becomes (known before it is stored)")
     status: Literal["done", "queued", "skipped"] = Field(
-        "done", description="done: stored and searchable; queued: held durably, a worker will store it; skipped"
+        "done",
+        description="done: stored and searchable; queued: held durably, a worker will store it (queue mode: "
+        "at once under concurrent requests, with no live worker or with ?wait=0; an end without ?wait that is "
+        "the only request in flight waits up to AGTOS_END_IDLE_WAIT_S for done); skipped",
     )
     turns_accepted: int = Field(0, description="the session's turns taken into the episode (or its queued job)")
     queue_position: int | None = Field(None, description="jobs in the ingestion queue up to this one")

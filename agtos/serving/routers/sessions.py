@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.live_sessions import LoneRequest
 from agtos.memory.working import WorkingMemory
 from agtos.schemas.api import SessionEndOut, SessionOut, TurnsAppendedOut, TurnsIn
 from agtos.serving.deps import Coordinator, UserId
@@ -65,21 +66,37 @@ def get_session(coordinator: Coordinator, user_id: UserId, session_id: SessionId
 
 @router.post("/{session_id}/end", response_model=SessionEndOut)
 async def end_session(
+    request: Request,
     coordinator: Coordinator,
     user_id: UserId,
     session_id: SessionId,
     wait: Annotated[
-        float, Query(ge=0, le=60, description="queue mode: wait up to this many seconds for the episode to be stored")
-    ] = 0,
+        float | None,
+        Query(
+            ge=0,
+            le=60,
+            description="queue mode: wait up to this many seconds for the episode to be stored (0: answer at "
+            "once); without it, a lone client's end waits up to AGTOS_END_IDLE_WAIT_S (see the description)",
+        ),
+    ] = None,
 ) -> Response:
     """End the session: it becomes an episode if the save heuristics keep it. Idempotent.
 
     Inline mode stores the episode before answering (``status: done``). Queue mode
     (AGTOS_INGEST_MODE=queue, the ``agtos serve`` default) holds the turns in the durable ingestion
     queue and answers ``queued`` with the episode id, the queue position and an estimate of when the
-    episode is searchable; ``?wait=S`` waits up to S seconds for the worker (then ``done``)."""
-    return await in_thread(_end_session, coordinator, user_id, session_id, wait)
+    episode is searchable; ``?wait=S`` waits up to S seconds for the worker (then ``done``).
+    Without ``wait``, an end that is the only request in flight in its API process, with a worker
+    alive, waits for its own episode up to AGTOS_END_IDLE_WAIT_S (4 s; 0: off) and answers ``done``:
+    a client that ends a session and then asks finds it. It answers ``queued`` at once under
+    concurrent requests (and stops waiting when one arrives) or with no live worker; ``?wait=0``
+    always answers at once. Until the worker stores a queued episode, other clients' searches and
+    contexts do not see the session's turns."""
+    lone: LoneRequest | None = getattr(request.app.state, "inflight", None) if wait is None else None
+    return await in_thread(_end_session, coordinator, user_id, session_id, wait or 0.0, lone)
 
 
-def _end_session(coordinator: MemoryCoordinator, user_id: str, session_id: str, wait: float) -> Response:
-    return json_model(SessionEndOut.model_validate(coordinator.end_session(user_id, session_id, wait)))
+def _end_session(
+    coordinator: MemoryCoordinator, user_id: str, session_id: str, wait: float, lone: LoneRequest | None
+) -> Response:
+    return json_model(SessionEndOut.model_validate(coordinator.end_session(user_id, session_id, wait, lone)))
