@@ -119,6 +119,7 @@ def register(app: typer.Typer) -> None:
                 return
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: stop.set())
+            coordinator.services.warm_models()  # before its first heartbeat: not alive while loading
             ingest.run_forever(stop)
         finally:
             coordinator.close()

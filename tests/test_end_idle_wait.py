@@ -232,12 +232,18 @@ def test_agtos_serve_default_layout_a_lone_client_reads_what_it_ended(
 ) -> None:
     """The real ``agtos serve`` (queue mode, one worker child at ``SCHED_IDLE``), as ``make run``
     starts it, with its defaults: a client that ends sessions one at a time finds each right after
-    its end. The first end may answer ``queued`` (the child loads its models on its first job: 7-9 s
-    measured at load 9, past the 4 s default); the client's 5 s timeout is httpx's default."""
+    its end. The child loads its models before its first heartbeat (before, its first job loaded
+    them: 7-9 s measured at load 9, past the 4 s default), so it is "alive" only once they are
+    loaded; the first end may still answer ``queued`` on a slow box (a user's first index is made
+    then). The client's 5 s timeout is httpx's default."""
     from tests.test_serve_worker_process import serve as agtos_serve
+    from tests.test_serve_worker_process import worker_children
 
     env = {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix}
-    with agtos_serve(tmp_path, env) as (_proc, url), httpx.Client(base_url=url, timeout=5.0) as client:
+    with agtos_serve(tmp_path, env) as (proc, url), httpx.Client(base_url=url, timeout=5.0) as client:
+        (child,) = worker_children(proc)  # alive in /health: the fixture waited for it
+        mapped = {Path(m.path).name for m in child.memory_maps()}
+        assert any("onnxruntime" in name for name in mapped), "the child took jobs before loading its embedder"
         appended(client, "warm", "Pepper")
         first, _took = end(client, "warm")
         assert first["status"] in ("done", "queued"), first

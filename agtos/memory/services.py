@@ -141,6 +141,16 @@ class Services:
             return None
         return lambda query: expand_query(llm, query)
 
+    def warm_models(self) -> None:
+        """Load the ingestion models now (the embedder and NER), so the first job does not pay for it
+        (an ``agtos worker`` does this before it takes jobs: a lone client's end waits only its own
+        ingestion). A model that cannot load is left to fail, or fall back, on first use as before."""
+        try:
+            self.semantic.embedder.embed(["warm-up"])
+        except Exception as exc:  # reported again, with its reason, by the first real job
+            log.warning("embedder not loaded at start: %s", exc)
+        self.recognizer.recognize_many(["Ada met Bob in Paris."])
+
     def _build_embedder(self) -> Embedder:
         return build_embedder(config=self.settings.embedding, derived_dir=self.settings.data_dir / "models")
 
