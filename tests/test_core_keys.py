@@ -64,6 +64,8 @@ def test_invalid_record_ids_name_what_was_wrong(record_id: str) -> None:
     uk = GlobalKeys("p").user("alice")
     with pytest.raises(InvalidIdentifier, match=r"^episode id must"):
         uk.episode(record_id)
+    with pytest.raises(InvalidIdentifier, match=r"^episode id must"):
+        uk.episode_turns(record_id)
     with pytest.raises(InvalidIdentifier, match=r"^session id must"):
         uk.session_turns(record_id)
     with pytest.raises(InvalidIdentifier, match=r"^session id must"):
