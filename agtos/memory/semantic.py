@@ -32,6 +32,7 @@ from agtos.storage.semantic_store import (
     SemanticStore,
     SyncedMirrors,
     live_and_linked,
+    ranked_ids,
     sync_with_reads,
 )
 from agtos.storage.turns import TURN_NAMESPACE, TurnStore, parse_turn_doc_id
@@ -319,7 +320,7 @@ class SemanticMemory:
         ]
         also = linked = None
         if turn_episodes and TURN_NAMESPACE in stores and "episode" in stores:
-            pages = {r.store.namespace: [h.id for h in r.ranked[: r.limit]] for r in reads}
+            pages = {r.store.namespace: ranked_ids(r.ranked, r.limit) for r in reads}
             listed = set(pages["episode"])
             places = (parse_turn_doc_id(d) for d in pages[TURN_NAMESPACE])
             also = (stores["episode"], list(dict.fromkeys(p[0] for p in places if p and p[0] not in listed)))

@@ -27,17 +27,19 @@ from agtos.tasks.ranking import DEFAULT_K, max_fused_score, reciprocal_rank_fusi
 
 log = logging.getLogger(__name__)
 
-#: ``SemanticStore.get_linked``: id, JSON, id, JSON... of the records KEYS[i] (ids ARGV[2 + i]) found, then
+#: ``SemanticStore.get_linked``: id, JSON, id, JSON... of the records KEYS[i] (key ARGV[1] .. id) found, then
 #: of the records the string field ARGV[2] of those names (record ids only, each once, not those found:
 #: key ARGV[1] .. id); MGET of one key, not GET: nil for a key of another type, as ``get_many``'s MGET
 _LINKED_LUA = """
 local out, seen = {}, {}
-for i, key in ipairs(KEYS) do
+local after = #ARGV[1] + 1
+for _, key in ipairs(KEYS) do
   local raw = redis.call('MGET', key)[1]
   if raw then
-    out[#out + 1] = ARGV[i + 2]
+    local id = key:sub(after)
+    out[#out + 1] = id
     out[#out + 1] = raw
-    seen[ARGV[i + 2]] = true
+    seen[id] = true
   end
 end
 for i = 2, #out, 2 do
@@ -53,6 +55,10 @@ for i = 2, #out, 2 do
 end
 return out
 """
+
+#: (key prefix, namespace, user, doc id) -> the record's key (:meth:`SemanticStore._record_key`)
+_RECORD_KEYS: dict[tuple[str, str, str, str], str] = {}
+_KEYS_KEPT = 65_536
 
 SearchMode = Literal["hybrid", "vector", "bm25"]
 Window = tuple[int, tuple[bytes, ...]]  # how many neighbours either side were read, and the raw turns read
@@ -98,6 +104,65 @@ class Ranked(Sequence[SearchResult]):
         if isinstance(index, slice):
             return [SearchResult(*row) for row in self.rows[index]]
         return SearchResult(*self.rows[index])
+
+    def take(self, start: int, stop: int) -> list[Row]:
+        """The rows of candidates ``start`` to ``stop`` (no :class:`SearchResult` made)."""
+        return self.rows[start:stop]
+
+    def ids(self, stop: int) -> list[str]:
+        """The ids of the first ``stop`` candidates."""
+        return [row[0] for row in self.rows[:stop]]
+
+
+class FusedRanked(Ranked):
+    """:class:`Ranked` of RRF-fused candidates: each row (its match type and similarity) is made only
+    when the candidate is taken."""
+
+    __slots__ = ("fused", "keyword_ids", "similarity")
+
+    def __init__(self, fused: list[tuple[str, float]], similarity: dict[str, float], keyword_ids: set[str]) -> None:
+        self.fused, self.similarity, self.keyword_ids = fused, similarity, keyword_ids
+
+    @property
+    def rows(self) -> list[Row]:  # type: ignore[override]  # read-only here
+        """Every candidate's row, best first."""
+        return [self._row(candidate) for candidate in self.fused]
+
+    def _row(self, candidate: tuple[str, float]) -> Row:
+        d = candidate[0]
+        return (d, candidate[1], _match_type(d in self.similarity, d in self.keyword_ids), self.similarity.get(d))
+
+    def __len__(self) -> int:
+        return len(self.fused)
+
+    @overload
+    def __getitem__(self, index: int) -> SearchResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SearchResult]: ...
+
+    def __getitem__(self, index: int | slice) -> SearchResult | list[SearchResult]:
+        if isinstance(index, slice):
+            return [SearchResult(*self._row(candidate)) for candidate in self.fused[index]]
+        return SearchResult(*self._row(self.fused[index]))
+
+    def take(self, start: int, stop: int) -> list[Row]:
+        return [self._row(candidate) for candidate in self.fused[start:stop]]
+
+    def ids(self, stop: int) -> list[str]:
+        return [candidate[0] for candidate in self.fused[:stop]]
+
+
+def _rows(ranked: Sequence[SearchResult], start: int, stop: int) -> list[Row]:
+    """The rows of candidates ``start`` to ``stop`` of a ranked list."""
+    if isinstance(ranked, Ranked):
+        return ranked.take(start, stop)
+    return [(hit.id, hit.score, hit.match_type, hit.similarity) for hit in ranked[start:stop]]
+
+
+def ranked_ids(ranked: Sequence[SearchResult], stop: int) -> list[str]:
+    """The ids of the first ``stop`` candidates of a ranked list."""
+    return ranked.ids(stop) if isinstance(ranked, Ranked) else [hit.id for hit in ranked[:stop]]
 
 
 @dataclass(frozen=True)
@@ -175,7 +240,7 @@ def live_and_linked(
     each list's live hits, the ``also`` records found and the ``linked`` ones (id -> JSON)."""
     if not reads and not also and not linked:
         return [], {}, {}
-    pages = [[hit.id for hit in read.ranked[: read.limit]] for read in reads]
+    pages = [ranked_ids(read.ranked, read.limit) for read in reads]
     extra_store, extra_ids = also or (None, [])
     linked_store, linked_ids, link = linked or (None, [], "")
     connector = (reads[0].store if reads else extra_store or linked_store).connector  # type: ignore[union-attr]
@@ -229,7 +294,14 @@ class SemanticStore:
         self._linked: Script | None = None  # get_linked's script, registered on first use
 
     def _record_key(self, user_id: str, doc_id: str) -> str:
-        return self.keys.user(user_id).record(self.namespace, doc_id)
+        cached = (self.keys.prefix, self.namespace, user_id, doc_id)
+        key = _RECORD_KEYS.get(cached)
+        if key is None:  # ids checked once (a search builds ~100 keys)
+            key = self.keys.user(user_id).record(self.namespace, doc_id)
+            if len(_RECORD_KEYS) >= _KEYS_KEPT:
+                _RECORD_KEYS.clear()
+            _RECORD_KEYS[cached] = key
+        return key
 
     # -- writes -----------------------------------------------------------------------
     def upsert(
@@ -327,7 +399,7 @@ class SemanticStore:
         keys, args = self._linked_args(user_id, ids, link)
 
         def op(r: redis.Redis) -> list[Any]:
-            if self._linked is None:
+            if self._linked is None or self._linked.script != _LINKED_LUA:  # (another version's, e.g. a benchmark's)
                 self._linked = r.register_script(_LINKED_LUA)
             return self._linked(keys=keys, args=args, client=r)
 
@@ -347,8 +419,8 @@ class SemanticStore:
         return _pairs(next(replies)) if ids else {}
 
     def _linked_args(self, user_id: str, ids: Sequence[str], link: str) -> tuple[list[str], list[str]]:
-        keys = [self._record_key(user_id, doc_id) for doc_id in ids]
-        return keys, [f"{self.keys.user(user_id).base}:{self.namespace}:", link, *ids]
+        keys = [self._record_key(user_id, doc_id) for doc_id in ids]  # prefix + id: the ids go as keys alone
+        return keys, [f"{self.keys.user(user_id).base}:{self.namespace}:", link]
 
     def queue_reads(self, pipe: Any, user_id: str, ids: Sequence[str], window: int = 0) -> None:
         """Queue the reads of these records on ``pipe`` (one MGET, or a GET each in a Redis Cluster
@@ -434,9 +506,7 @@ class SemanticStore:
             k=self.rrf_k,
             weights=list(self.rrf_weights),
         )
-        return Ranked(
-            [(d, score, _match_type(d in similarity, d in keyword_ids), similarity.get(d)) for d, score in fused]
-        )
+        return FusedRanked(fused, similarity, keyword_ids)
 
     def keyword_candidates(
         self, user_id: str, query_text: str, limit: int, synced: BM25Mirror | None = None
@@ -468,15 +538,15 @@ class SemanticStore:
         gone: list[str] = []
         start = 0
         while start < len(ranked) and len(live) < limit:
-            page = ranked[start : start + (limit if not start else 2 * (limit - len(live)))]
-            ids = [hit.id for hit in page]
+            page = _rows(ranked, start, start + (limit if not start else 2 * (limit - len(live))))
+            ids = [row[0] for row in page]
             read = first if first is not None and not start else self._read_page(user_id, ids, window)
-            for hit in page:
-                if hit.id in read:
-                    payload, turns = read[hit.id]
-                    live.append(SearchResult(hit.id, hit.score, hit.match_type, hit.similarity, payload, turns))
+            for row in page:
+                if row[0] in read:
+                    payload, turns = read[row[0]]
+                    live.append(SearchResult(*row, payload, turns))
                 else:
-                    gone.append(hit.id)
+                    gone.append(row[0])
             start += len(page)
         if gone:
             self._forget(user_id, gone)

@@ -32,13 +32,15 @@ TURN_NAMESPACE = "turn"
 _DOC_ID = re.compile(r"^(?P<episode>.+)\.t(?P<position>\d+)(?:\.c(?P<chunk>\d+))?$")
 
 
-#: the turn at each position ``ARGV[i + 1]`` of list ``KEYS[i]`` (false when there is none), or with
-#: ``ARGV[1]`` = w > 0 the turns of positions p - w .. p + w that exist (one reply for every hit)
+#: the turn at each position p (the i-th number of ``ARGV[2]``, space-separated: one argument for all) of
+#: list ``KEYS[i]`` (false when there is none), or with ``ARGV[1]`` = w > 0 the turns of positions
+#: p - w .. p + w that exist (one reply for every hit)
 READ_TURNS_LUA = """
 local w = tonumber(ARGV[1])
 local out = {}
+local positions = string.gmatch(ARGV[2], '%d+')
 for i, key in ipairs(KEYS) do
-  local p = tonumber(ARGV[i + 1])
+  local p = tonumber(positions())
   if w == 0 then
     out[i] = redis.call('LINDEX', key, p)
   else
@@ -54,10 +56,25 @@ def turn_doc_id(episode_id: str, position: int, chunk: int = 0) -> str:
     return f"{episode_id}.t{position}" + (f".c{chunk}" if chunk else "")
 
 
+#: doc id -> :func:`parse_turn_doc_id` (a search parses each of its ~50 turn hits' ids 4 times)
+_PLACES: dict[str, tuple[str, int] | None] = {}
+_PLACES_KEPT = 65_536
+#: (key prefix, user, episode id) -> the key of the episode's turns (:meth:`TurnStore._list_key`)
+_LIST_KEYS: dict[tuple[str, str, str], str] = {}
+
+
 def parse_turn_doc_id(doc_id: str) -> tuple[str, int] | None:
     """``(episode id, position)`` of a turn doc id; None for any other id."""
+    try:
+        return _PLACES[doc_id]
+    except KeyError:
+        pass
     found = _DOC_ID.fullmatch(doc_id)
-    return (found["episode"], int(found["position"])) if found else None
+    place = (found["episode"], int(found["position"])) if found else None
+    if len(_PLACES) >= _PLACES_KEPT:
+        _PLACES.clear()
+    _PLACES[doc_id] = place
+    return place
 
 
 @dataclass(frozen=True)
@@ -92,7 +109,14 @@ class TurnStore(SemanticStore):
         self.ttl_seconds = ttl_seconds
 
     def _list_key(self, user_id: str, episode_id: str) -> str:
-        return self.keys.user(user_id).episode_turns(episode_id)
+        cached = (self.keys.prefix, user_id, episode_id)
+        key = _LIST_KEYS.get(cached)
+        if key is None:  # ids checked once (a search builds ~50 keys)
+            key = self.keys.user(user_id).episode_turns(episode_id)
+            if len(_LIST_KEYS) >= _PLACES_KEPT:
+                _LIST_KEYS.clear()
+            _LIST_KEYS[cached] = key
+        return key
 
     # -- writes -----------------------------------------------------------------------
     def save(self, turns: Sequence[StoredTurn], units: Sequence[TurnUnit], vectors: Any | None) -> int:
@@ -199,7 +223,7 @@ class TurnStore(SemanticStore):
             return
         keys = [self._list_key(user_id, episode_id) for episode_id, _ in places]
         if self._scripted:
-            pipe.execute_command("EVAL", READ_TURNS_LUA, len(keys), *keys, window, *(p for _, p in places))
+            pipe.execute_command("EVAL", READ_TURNS_LUA, len(keys), *keys, window, " ".join(str(p) for _, p in places))
             return
         for key, (_, position) in zip(keys, places, strict=True):
             if window:
