@@ -302,6 +302,10 @@ class Settings(_Section):
     allowed_hosts: Annotated[frozenset[str], NoDecode] = env("AGTOS_ALLOWED_HOSTS", LOOPBACK_HOSTS)
     rate_limit_per_s: float = env("AGTOS_RATE_LIMIT_PER_S", 100.0, ge=0, description="0: no limit")  # per API key
     rate_limit_burst: int = env("AGTOS_RATE_LIMIT_BURST", 200, ge=1)
+    # the cyclic garbage collector of an API process (agtos/serving/gc_tuning.py): freeze what is
+    # alive after start-up (its full collections then skip it), and an opt-in recorder of its pauses
+    gc_freeze: bool = env("AGTOS_GC_FREEZE", True)
+    gc_stats_dir: Path | None = env("AGTOS_GC_STATS_DIR")  # each process writes gc-<pid>.json when it stops
 
     _lower = field_validator("search_mode", "background_work_policy", "auth", "ingest_mode", mode="before")(_normal)
     _host_list = field_validator("background_local_hosts", "allowed_hosts", mode="before")(_hosts)

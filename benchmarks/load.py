@@ -22,8 +22,9 @@ Before each level every user gets ``--warm`` ended sessions (so searches have ep
 after it the benchmark waits for the ingestion queue to drain (``/health``). Prints per-endpoint
 p50/p99 and errors, throughput, the RSS and CPU per request of the server processes (and of a
 separate worker, and ``/health``'s live workers sampled during the load), whether the
-queue drained, and with more than one layout a side-by-side table. Loopback only; bounded by
-``--duration`` and ``--drain-timeout``. Not a test (``tests/test_load_bench.py`` runs it tiny).
+queue drained, and with more than one layout a side-by-side table (``--gc-stats``: also the API
+processes' garbage collections during each load, through ``AGTOS_GC_STATS_DIR``). Loopback only;
+bounded by ``--duration`` and ``--drain-timeout``. Not a test (``tests/test_load_bench.py`` runs it tiny).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import psutil  # type: ignore[import-untyped]
 import redis
+
+from agtos.serving.gc_tuning import summarise
 
 MIX = (("append", 0.50), ("search", 0.30), ("context", 0.15), ("end", 0.05))
 TOPICS = (
@@ -111,6 +114,7 @@ class Level:
     cpu_ms: dict[str, float] = field(default_factory=dict)  # CPU ms per request: "server", "generator"
     load: tuple[float, float] = (0.0, 0.0)  # the box's 1-minute load average as the timed load starts and ends
     alive: list[int] = field(default_factory=list)  # /health's workersAlive, sampled every 2 s during the load
+    wall: tuple[float, float] = (0.0, 0.0)  # the timed load's start and end (time.time(), for --gc-stats)
 
 
 def free_port() -> int:
@@ -358,11 +362,12 @@ async def run_level(
         print(f"# {clients} clients warmed up; timed load for {duration:g} s", file=sys.stderr, flush=True)
         started, cpu_before, own_before = time.monotonic(), cpu_seconds(*pids), time.process_time()
         worker_before = cpu_seconds(*pids, workers_only=True)
-        load_before = os.getloadavg()[0]
+        load_before, wall_before = os.getloadavg()[0], time.time()
         await asyncio.gather(
             watch_workers(url, started + duration, level), *(u.loop(started + duration, level) for u in users)
         )
         level.seconds = time.monotonic() - started
+        level.wall = (wall_before, time.time())
         level.load = (load_before, os.getloadavg()[0])
         requests = max(1, totals(level)[0])
         level.cpu_ms["generator"] = (time.process_time() - own_before) * 1e3 / requests
@@ -581,6 +586,11 @@ def main(argv: list[str] | None = None) -> int:
         default="raw",
         help="the generator's HTTP client: raw (a minimal keep-alive HTTP/1.1 client, the cheaper) or httpx",
     )
+    parser.add_argument(
+        "--gc-stats",
+        action="store_true",
+        help="print the server's garbage-collector pauses during each load (sets AGTOS_GC_STATS_DIR)",
+    )
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.clients.split(",")]
     layouts = [name.strip() for name in args.layouts.split(",") if name.strip()] * max(1, args.rounds)
@@ -615,15 +625,44 @@ def main(argv: list[str] | None = None) -> int:
             name, extra_env = split_layout(layout)
             settings = "".join(f" {var}={value}" for var, value in extra_env.items())
             print(f"# layout {layout}: {layout_help(name)}{settings}", flush=True)
-            server = start_server(args.redis_url, prefix, Path(tmp) / layout, layout)
+            gc_dir = Path(tmp) / f"gc-{prefix}"
+            spec = f"{layout}+AGTOS_GC_STATS_DIR={gc_dir}" if args.gc_stats else layout
+            server = start_server(args.redis_url, prefix, Path(tmp) / layout, spec)
+            first = len(results)
             try:
                 measure(server.url, server.pids, layout)
             finally:
                 server.stop()
                 delete_prefix(args.redis_url, prefix)
+            if args.gc_stats:
+                print(gc_report(gc_dir, results[first:]), flush=True)
     if len(results) > 1:
         print("== side by side\n" + summary(results), flush=True)
     return 0
+
+
+def gc_report(directory: Path, levels: list[Level]) -> str:
+    """The collections of the server's processes during each level's timed load, per generation
+    (``gc-<pid>.json``, written by ``AGTOS_GC_STATS_DIR`` when the process stops)."""
+    lines = []
+    for path in sorted(directory.glob("gc-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        head = (
+            f"pid {data['pid']} (freeze {data['freeze']}, {data['frozen']} frozen, threshold {data['threshold']},"
+            f" {data['tracked_at_start']} -> {data['tracked_at_stop']} tracked)"
+        )
+        for lv in levels:
+            gens = summarise(data["pauses"], *lv.wall)
+            total = sum(g["total_ms"] for g in gens.values())
+            parts = "; ".join(
+                f"gen{gen} {g['count']:.0f} x, {g['total_ms']:.0f} ms, max {g['max_ms']:.1f} ms"
+                for gen, g in gens.items()
+            )
+            share = total / (lv.seconds * 10) if lv.seconds else 0.0
+            lines.append(
+                f"gc [{lv.layout}] {lv.clients} clients, {head}: {parts or 'none'} ({share:.1f} % of the load)"
+            )
+    return "\n".join(lines) or f"gc: no statistics in {directory}"
 
 
 def delete_prefix(redis_url: str, prefix: str) -> None:

@@ -18,6 +18,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.auth import BEARER, WRITE_METHODS, Authenticator, RequestGuardMiddleware
 from agtos.serving.deps import USER_HEADER, get_principal
 from agtos.serving.errors import ERROR_DESCRIPTIONS, install_error_handlers
+from agtos.serving.gc_tuning import tuned_gc
 from agtos.serving.inflight import InflightCounter, InflightMiddleware
 from agtos.serving.knowledge import mount_knowledge
 from agtos.serving.limits import BodySizeLimitMiddleware
@@ -69,7 +70,9 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
         if coord.settings.ingest_mode == "queue" and coord.settings.ingest_worker:
             # session ends queue their ingestion; this thread works it off, yielding to the requests
             coord.start_ingest_worker().yield_to(inflight.busy, coord.settings.worker_yield_max_s)
-        yield
+        cfg = coord.settings
+        with tuned_gc(cfg.gc_freeze, cfg.gc_stats_dir):  # last: after start-up
+            yield
         stop.set()
         await sweeper
         await run_in_threadpool(coord.stop_ingest_worker)

@@ -1,0 +1,124 @@
+"""The API process's garbage collector: ``AGTOS_GC_FREEZE`` (on by default) and the pause recorder
+``AGTOS_GC_STATS_DIR`` (agtos/serving/gc_tuning.py).
+
+A real ``agtos serve`` process with the variables set answers requests and, when it stops, writes
+what its collector did; in process, the app leaves the collector as it found it (a test process,
+or anything embedding the app, goes on collecting what was alive while the app ran).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.config import Settings
+from agtos.serving.app import create_app
+from agtos.serving.gc_tuning import GcPauses, summarise
+
+PYTHON_DEFAULT_THRESHOLD = [700, 10, 10]  # CPython's documented gc.get_threshold() default
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_gc_stats(tmp: Path, redis_url: str, env: dict[str, str]) -> dict:
+    """Start ``agtos serve`` with ``env``, store and search a memory, stop it; its ``gc-<pid>.json``."""
+    port = free_port()
+    stats = tmp / "gc"
+    full_env = {name: value for name, value in os.environ.items() if not name.startswith("AGTOS_GC_")}
+    full_env |= {
+        "REDIS_URL": redis_url,
+        "AGTOS_KEY_PREFIX": f"agtos-gc-{port}",
+        "AGTOS_DATA_DIR": str(tmp / "data"),
+        "AGTOS_CONFIG_DIR": str(tmp / "config"),
+        "AGTOS_GC_STATS_DIR": str(stats),
+        **env,
+    }
+    cmd = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port), "--no-worker"]
+    log = tmp / "serve.log"
+    url, user = f"http://127.0.0.1:{port}", {"X-User-Id": "gc-test"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            memory = {"text": "User keeps a sourdough starter called Bubbles", "kind": "fact"}
+            created = httpx.post(f"{url}/api/memory/memories", json=memory, headers=user, timeout=60)
+            assert created.status_code in (200, 201), (created.text, log.read_text())
+            found = httpx.get(f"{url}/api/memory/search", params={"q": "sourdough"}, headers=user, timeout=60)
+            assert found.status_code == 200, found.text
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    files = list(stats.glob("gc-*.json"))
+    assert [f.name for f in files] == [f"gc-{proc.pid}.json"], log.read_text()
+    return dict(json.loads(files[0].read_text()))
+
+
+@pytest.mark.parametrize(
+    ("env", "frozen"),
+    [({}, True), ({"AGTOS_GC_FREEZE": "false"}, False), ({"AGTOS_GC_FREEZE": "on"}, True)],
+    ids=["default-on", "off", "on"],
+)
+def test_serve_applies_the_gc_variables(tmp_path: Path, redis_url: str, env: dict[str, str], frozen: bool) -> None:
+    data = serve_gc_stats(tmp_path, redis_url, env)
+    assert data["freeze"] is frozen
+    # the modules, routes and settings alive after start-up: many thousands of objects
+    assert (data["frozen"] > 10_000) if frozen else (data["frozen"] == 0), data["frozen"]
+    assert data["threshold"] == PYTHON_DEFAULT_THRESHOLD  # the freeze leaves the thresholds alone
+    # the requests allocated: young collections happened and were timed
+    gens = summarise(data["pauses"])
+    assert gens[0]["count"] > 0 and 0 < gens[0]["max_ms"] < 10_000, gens
+    if frozen:  # a full collection no longer traverses what was frozen
+        assert data["tracked_at_start"] < data["frozen"], data
+
+
+def test_the_app_restores_the_collector_when_it_stops(settings: Settings) -> None:
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    with TestClient(create_app(settings.with_overrides(gc_freeze=True))) as client:
+        assert client.get("/health").status_code == 200
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0  # unfrozen: collectable again
+    with TestClient(create_app(settings.with_overrides(gc_freeze=False))) as client:
+        assert client.get("/health").status_code == 200
+        assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
+def test_the_recorder_times_each_collection_by_generation() -> None:
+    recorder = GcPauses().install()
+    try:
+        gc.collect(1)
+        gc.collect(2)
+    finally:
+        recorder.uninstall()
+    assert [gen for _end, gen, _s in recorder.pauses][-2:] == [1, 2]
+    assert recorder not in gc.callbacks
+
+
+def test_summarise_counts_totals_and_maxima_within_the_window() -> None:
+    rows = [[10.0, 0, 1.0], [11.0, 0, 3.0], [12.0, 2, 40.0], [30.0, 2, 90.0], [5.0, 1, 7.0]]
+    assert summarise(rows, 10.0, 20.0) == {
+        0: {"count": 2, "total_ms": 4.0, "max_ms": 3.0},
+        2: {"count": 1, "total_ms": 40.0, "max_ms": 40.0},
+    }
+    assert summarise(rows)[1] == {"count": 1, "total_ms": 7.0, "max_ms": 7.0}
