@@ -34,14 +34,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve_gc_stats(tmp: Path, redis_url: str, env: dict[str, str]) -> dict:
+def serve_gc_stats(tmp: Path, redis_url: str, prefix: str, env: dict[str, str]) -> dict:
     """Start ``agtos serve`` with ``env``, store and search a memory, stop it; its ``gc-<pid>.json``."""
     port = free_port()
     stats = tmp / "gc"
     full_env = {name: value for name, value in os.environ.items() if not name.startswith("AGTOS_GC_")}
     full_env |= {
         "REDIS_URL": redis_url,
-        "AGTOS_KEY_PREFIX": f"agtos-gc-{port}",
+        "AGTOS_KEY_PREFIX": prefix,  # the fixture's: its keys are deleted after the test
         "AGTOS_DATA_DIR": str(tmp / "data"),
         "AGTOS_CONFIG_DIR": str(tmp / "config"),
         "AGTOS_GC_STATS_DIR": str(stats),
@@ -78,8 +78,10 @@ def serve_gc_stats(tmp: Path, redis_url: str, env: dict[str, str]) -> dict:
     [({}, True), ({"AGTOS_GC_FREEZE": "false"}, False), ({"AGTOS_GC_FREEZE": "on"}, True)],
     ids=["default-on", "off", "on"],
 )
-def test_serve_applies_the_gc_variables(tmp_path: Path, redis_url: str, env: dict[str, str], frozen: bool) -> None:
-    data = serve_gc_stats(tmp_path, redis_url, env)
+def test_serve_applies_the_gc_variables(
+    tmp_path: Path, redis_url: str, key_prefix: str, env: dict[str, str], frozen: bool
+) -> None:
+    data = serve_gc_stats(tmp_path, redis_url, key_prefix, env)
     assert data["freeze"] is frozen
     # the modules, routes and settings alive after start-up: many thousands of objects
     assert (data["frozen"] > 10_000) if frozen else (data["frozen"] == 0), data["frozen"]
