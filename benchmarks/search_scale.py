@@ -411,6 +411,52 @@ def compare(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int)
     return {"baseline": rev, "rounds": out, "best": best, "ratio": ratio, "differ": differ}
 
 
+def paired(coord: MemoryCoordinator, queries: list[str], rev: str, rounds: int) -> dict[str, Any]:
+    """``recall`` at ``rev`` (baseline) and now (new) back to back on each query, which first alternating,
+    query cache off, the first round a warm-up: wall and CPU p50 of the direct search (embedding
+    included) and the median per-query wall ratio; a load that drifts weighs on both alike."""
+    to_baseline, to_new = baseline_swaps(rev)
+    cache = getattr(coord.semantic.embedder, "cache", None)
+    if cache is not None:
+        cache.size = 0
+    variants: dict[str, list[Swap]] = {"baseline": to_baseline, "new": to_new}
+    rt = coord.services
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    ratios: list[float] = []
+    loads: list[float] = []
+    differ = 0
+    try:
+        for r in range(rounds):
+            for i, q in enumerate(queries):
+                got: dict[str, tuple[float, float, Any]] = {}
+                for name in ("baseline", "new") if (i + r) % 2 == 0 else ("new", "baseline"):
+                    apply(variants[name])
+                    c, t = time.process_time(), time.perf_counter()
+                    hits = recall.search_episodes(rt, USER_ID, q, 10)
+                    got[name] = (time.perf_counter() - t, time.process_time() - c, _shown(hits))
+                differ += got["baseline"][2] != got["new"][2]
+                if r:
+                    for name, (w, c, _) in got.items():
+                        wall[name].append(w)
+                        cpu[name].append(c)
+                    ratios.append(got["new"][0] / got["baseline"][0])
+            loads.append(os.getloadavg()[0])
+    finally:
+        apply(to_new)
+    out = {
+        "baseline": rev,
+        "rounds": rounds - 1,
+        "wall_p50": {name: pct(v, 50) for name, v in wall.items()},
+        "cpu_p50": {name: pct(v, 50) for name, v in cpu.items()},
+        "median_ratio": statistics.median(ratios) if ratios else float("nan"),
+        "differ": differ,
+        "load": [min(loads), max(loads)],
+    }
+    log(f"  paired vs {rev}: {out}")
+    return out
+
+
 def render(r: dict[str, Any]) -> str:
     st, lat, idx = r["stamp"], r["latency"], r["index"]
     docs = {ns: v["docs"] for ns, v in idx.items()}
@@ -452,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="print where a direct search spends its time")
     parser.add_argument("--compare", metavar="REV", help="also time recall.py at git revision REV against now")
     parser.add_argument("--rounds", type=int, default=4, help="--compare: rounds, the two alternated")
+    parser.add_argument(
+        "--paired", action="store_true", help="--compare: also time old and new back to back on each query"
+    )
     args = parser.parse_args(argv)
     stamp = Stamp()
     prefix = f"agtos-bench-{uuid.uuid4().hex[:10]}"
@@ -477,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         compared = (
             compare(coord, questions(args.dataset, args.queries), args.compare, args.rounds) if args.compare else None
         )
+        if compared is not None and args.paired:
+            compared["paired"] = paired(coord, questions(args.dataset, args.queries), args.compare, args.rounds + 1)
     finally:
         coord.close()
         log(f"deleted {delete_prefix(raw, prefix)} keys")
