@@ -102,12 +102,16 @@ class Ranked(Sequence[SearchResult]):
 
     def __getitem__(self, index: int | slice) -> SearchResult | list[SearchResult]:
         if isinstance(index, slice):
-            return [SearchResult(*row) for row in self.rows[index]]
-        return SearchResult(*self.rows[index])
+            return [SearchResult(*row) for row in self._slice(index)]
+        return SearchResult(*self._slice(slice(index, index + 1 or None))[0])
+
+    def _slice(self, index: slice) -> list[Row]:
+        """The rows of the candidates ``index`` selects."""
+        return self.rows[index]
 
     def take(self, start: int, stop: int) -> list[Row]:
         """The rows of candidates ``start`` to ``stop`` (no :class:`SearchResult` made)."""
-        return self.rows[start:stop]
+        return self._slice(slice(start, stop))
 
     def ids(self, stop: int) -> list[str]:
         """The ids of the first ``stop`` candidates."""
@@ -135,19 +139,8 @@ class FusedRanked(Ranked):
     def __len__(self) -> int:
         return len(self.fused)
 
-    @overload
-    def __getitem__(self, index: int) -> SearchResult: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[SearchResult]: ...
-
-    def __getitem__(self, index: int | slice) -> SearchResult | list[SearchResult]:
-        if isinstance(index, slice):
-            return [SearchResult(*self._row(candidate)) for candidate in self.fused[index]]
-        return SearchResult(*self._row(self.fused[index]))
-
-    def take(self, start: int, stop: int) -> list[Row]:
-        return [self._row(candidate) for candidate in self.fused[start:stop]]
+    def _slice(self, index: slice) -> list[Row]:
+        return [self._row(candidate) for candidate in self.fused[index]]
 
     def ids(self, stop: int) -> list[str]:
         return [candidate[0] for candidate in self.fused[:stop]]
