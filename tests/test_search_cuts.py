@@ -72,3 +72,33 @@ def test_an_episode_timestamp_is_read_off_its_key_not_off_its_text() -> None:
     assert recall._timestamp(dumped) == 1_704_700_980_000
     assert recall._timestamp(reordered) == 1_704_700_980_000
     assert recall._timestamp(dumped.replace(',"timestamp":1704700980000', "")) >= 1_764_892_800_000  # 2025-12-05
+
+
+def test_get_linked_runs_this_versions_script_even_after_another_one_ran(redis_url: str, key_prefix: str) -> None:
+    """A store whose script slot holds another version's script (a benchmark comparing two trees in one
+    process shares the store) registers this version's script again: it reads the linked records."""
+    from agtos.storage.redis_conn import RedisConnector
+    from tests.test_read_round_trips import linked_store
+
+    connector = RedisConnector(redis_url, None, 5.0)
+    try:
+        store = linked_store(connector, key_prefix)
+        store._linked = connector.run(lambda r: r.register_script("return {}"))  # the slot itself
+
+        got = store.get_linked("alice", ["m-c"], "superseded_by")
+
+        assert list(got) == ["m-c", "m-d"]
+    finally:
+        connector.close()
+
+
+def test_the_turn_doc_id_memo_stays_within_its_bound() -> None:
+    """The per-process memo of parsed turn doc ids is bounded (65,536 entries), whatever the ids seen."""
+    from agtos.storage import turns
+
+    turns._PLACES.clear()  # the memo itself, from empty
+    for n in range(65_536):
+        assert turns.parse_turn_doc_id(f"ep-bound.t{n}") == ("ep-bound", n)
+    assert len(turns._PLACES) == 65_536
+    assert turns.parse_turn_doc_id("ep-bound.t65536") == ("ep-bound", 65_536)
+    assert len(turns._PLACES) <= 65_536
