@@ -703,7 +703,10 @@ class Bench:
             (store.vectors, {"search": watch.wrap("HNSW search + re-scoring", store.vectors.search)}),
             (semantic_module, {"sync_with_reads": watch.wrap(version_check, semantic_module.sync_with_reads)}),
             (store.bm25, {"search": watch.wrap("BM25 scoring (mirror)", store.bm25.search)}),
-            (semantic_module, {"live_many": watch.wrap("liveness + records (Redis)", semantic_module.live_many)}),
+            (
+                semantic_module,
+                {"live_and_linked": watch.wrap("liveness + records (Redis)", semantic_module.live_and_linked)},
+            ),
             (sem, {"records": watch.wrap("records fetch (Redis)", sem.records)}),
         ]
         per_mode: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}

@@ -1,0 +1,86 @@
+"""`make bench` cannot rot silently: the benchmarks behind the README's figures run (tiny) and the
+README block is rendered from what they wrote.
+
+A benchmark is a script, so nothing else imports it: a rename in the library it instruments (the
+search breakdown patched ``semantic.live_many`` long after that function was gone) fails only when
+someone runs ``make bench``. Each script here runs in a subprocess on a tiny corpus into a private
+results folder, and the figures it writes are checked for what they promise.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import suite
+
+ROOT = Path(__file__).resolve().parents[1]
+# the stages every hybrid search passes through (the records fetch is a fallback and may be 0)
+HYBRID_STAGES = (
+    "embed",
+    "HNSW search + re-scoring",
+    "version checks (Redis)",
+    "BM25 scoring (mirror)",
+    "liveness + records (Redis)",
+)
+
+
+def _run(args: list[str]) -> None:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Path:
+    out = tmp_path_factory.mktemp("bench-results")
+    cache = tmp_path_factory.mktemp("bench-cache")
+    url = ["--redis-url", redis_url]
+    _run(["-m", "benchmarks.ingest", "--no-flow", "--sessions", "4", "--results-dir", str(out), *url])
+    recall = ["--sizes", "300", "--ingest-sample", "40", "--queries", "6", "--warmup", "2"]
+    _run(["benchmarks/recall.py", *recall, "--results-dir", str(out), "--cache-dir", str(cache), *url])
+    _run(["-m", "benchmarks.lint", "--sizes", "400", "--naive-size", "150", "--results-dir", str(out), *url])
+    return out
+
+
+def _load(folder: Path, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((folder / name).read_text())
+    return data
+
+
+def test_search_breakdown_times_every_stage_a_hybrid_search_passes(results: Path) -> None:
+    res = _load(results, "recall-300.json")
+    hybrid = res["breakdown"]["hybrid"]
+    for stage in HYBRID_STAGES:  # 0 ms: the wrapped function is no longer on the search path
+        assert hybrid[stage] > 0, (stage, hybrid)
+    assert res["breakdown"]["bm25"]["embed"] == 0  # a BM25-only search embeds nothing
+    parts = sum(v for k, v in hybrid.items() if k not in ("total", "timed pass total (direct mean)"))
+    assert parts == pytest.approx(hybrid["total"], rel=1e-6)
+    assert res["size"] == 300 and res["stamp"]["commit"]
+
+
+def test_ingest_benchmark_saves_and_finds_every_session_and_its_stages_add_up(results: Path) -> None:
+    res = _load(results, "ingest.json")
+    assert res["sessions"] == 4
+    http = res["paths"][0]
+    assert http["saved"] == http["sessions"] == 4 and http["turns"] > 4
+    assert sum(http["stages_wall"].values()) == pytest.approx(http["wall_s"], rel=0.02)
+    assert res["baseline"]["turn_texts"] == http["turns"]  # the raw embedder ran on the same turns
+
+
+def test_lint_benchmark_compares_pair_sets(results: Path) -> None:
+    res = _load(results, "lint.json")
+    assert res["pair_sets_equal"] is True and res["naive_pairs"] > 0
+    assert [s["n"] for s in res["sizes"]] == [400]
+
+
+def test_readme_block_renders_from_the_results(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(suite, "RESULTS", results)
+    block = "\n".join(suite.readme_block())
+    stamp = _load(results, "ingest.json")["stamp"]["date"]
+    assert stamp in block and "4 sessions of convset.json" in block
+    assert "| 400 |" in block  # the lint table's row
