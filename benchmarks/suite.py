@@ -152,45 +152,60 @@ def quality_table(quality: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _metric(mode: dict[str, Any], metric: str) -> float:
+    value = mode["overall"]["update"]["accuracy"] if metric == "update accuracy" else mode["overall"][metric]
+    return float(value or 0.0)
+
+
 def default_mode_note(modes: dict[str, Any], default: str) -> list[str]:
-    """Where the default mode is not the best one on this set, say so and why it stays the default."""
-    best = {
-        metric: max(modes, key=lambda m: modes[m]["overall"][metric] or 0.0)
-        for metric in ("recall_any@1", "mrr", "recall_any@10")
-    }
-    behind = [m for m, mode in best.items() if mode != default]
+    """Where the default mode is not the best one on this set, say so (a tie is not a lead) and why it
+    stays the default."""
+    metrics = ("recall_any@1", "mrr", "recall_any@5", "recall_any@10", "update accuracy")
+    d = modes[default]
+
+    def label(metric: str) -> str:
+        return metric.replace("recall_any", "R")
+
+    def best(metric: str) -> str:
+        top = max(_metric(m, metric) for m in modes.values())
+        return default if _metric(d, metric) == top else max(modes, key=lambda m: _metric(modes[m], metric))
+
+    behind = [m for m in metrics if best(m) != default]
     if not behind:
-        return [f"The default mode ({default}) is the best on every metric above on this set."]
-    d = modes[default]["overall"]
+        return [f"The default mode ({default}) is the best (or tied) on every metric above on this set."]
     parts = [
-        f"{best[m]} {modes[best[m]]['overall'][m]:.3f} vs {default} {d[m]:.3f} on {m.replace('recall_any', 'R')}"
-        for m in behind
+        f"{best(m)} {_metric(modes[best(m)], m):.3f} vs {default} {_metric(d, m):.3f} on {label(m)}" for m in behind
     ]
-    top = best[behind[0]]
+    top = best(behind[0])
     gaps = sorted(
         (
-            (modes[top]["by_type"][t]["recall_any@1"] or 0.0) - (modes[default]["by_type"][t]["recall_any@1"] or 0.0),
+            (modes[top]["by_type"][t]["recall_any@1"] or 0.0) - (d["by_type"][t]["recall_any@1"] or 0.0),
             t,
         )
-        for t in modes[default].get("by_type", {})
+        for t in d.get("by_type", {})
         if t in modes[top].get("by_type", {})
     )[::-1][:3]
     where = ", ".join(f"{t} (R@1 {gap:+.2f})" for gap, t in gaps if gap > 0)
-    ahead = [
-        f"{m.replace('recall_any', 'R')} {d[m]:.3f} vs {modes[top]['overall'][m]:.3f}"
-        for m in best
-        if best[m] == default
-    ]
+    leads = [m for m in metrics if _metric(d, m) > _metric(modes[top], m)]
+    ahead = [f"{label(m)} {_metric(d, m):.3f} vs {_metric(modes[top], m):.3f}" for m in leads]
+    tied = [label(m) for m in metrics if _metric(d, m) == _metric(modes[top], m)]
     return [
         f"**The default is not the best mode on this set**: {'; '.join(parts)}"
         + (f"; {top} gains most on {where}" if where else "")
         + (f"; {default} leads on {', '.join(ahead)}" if ahead else "")
-        + ". Hybrid fuses the BM25 ranking with the vector ranking (RRF, k = 60, equal weights): sessions "
+        + (f"; the two tie on {', '.join(tied)}" if tied else "")
+        + ". Hybrid fuses the BM25 ranking with the vector ranking (RRF, k = 60): sessions "
         "that share words with the question without answering it (the same persona's other sessions) rank high "
-        "in BM25, and the fused list moves the answering session off rank 1 while keeping it in the top 10. "
-        "Hybrid stays the default because it is what finds exact tokens the embedding misses (rare codes, ids, "
-        "names: the recall benchmark's exact-token queries) and it recalls more within the top 10; an agent "
-        "that reads only the top hit of mostly paraphrased questions can set `AGTOS_MEMORY_SEARCH_MODE=vector`."
+        "in BM25, and the fused list can move the answering session off rank 1 while keeping it in the top 10. "
+        "Hybrid stays the default because it finds exact tokens the embedding misses (rare codes, ids, "
+        "names: the recall benchmark's exact-token queries, where vector search finds few)"
+        + (
+            f" and leads here on {', '.join(label(m) for m in metrics if _metric(d, m) > _metric(modes[top], m))}"
+            if ahead
+            else ""
+        )
+        + "; an agent that reads only the top hit of mostly paraphrased questions can set "
+        "`AGTOS_MEMORY_SEARCH_MODE=vector`."
     ]
 
 

@@ -84,3 +84,19 @@ def test_readme_block_renders_from_the_results(results: Path, monkeypatch: pytes
     stamp = _load(results, "ingest.json")["stamp"]["date"]
     assert stamp in block and "4 sessions of convset.json" in block
     assert "| 400 |" in block  # the lint table's row
+
+
+def _mode(r1: float, r5: float, r10: float, mrr: float, update: float) -> dict[str, Any]:
+    overall = {"recall_any@1": r1, "recall_any@5": r5, "recall_any@10": r10, "mrr": mrr}
+    return {"overall": overall | {"update": {"accuracy": update}}, "by_type": {"temporal": {"recall_any@1": r1}}}
+
+
+def test_default_mode_note_says_where_the_default_trails_leads_and_ties() -> None:
+    modes = {"hybrid": _mode(0.75, 0.96, 0.976, 0.85, 0.85), "vector": _mode(0.79, 0.98, 0.976, 0.87, 0.80)}
+    note = suite.default_mode_note(modes, "hybrid")[0]
+    assert "vector 0.790 vs hybrid 0.750 on R@1" in note and "vector 0.980 vs hybrid 0.960 on R@5" in note
+    assert "hybrid leads on update accuracy 0.850 vs 0.800" in note
+    assert "the two tie on R@10" in note and "leads on R@10" not in note  # a tie is not a lead
+    assert "temporal (R@1 +0.04)" in note
+    best = {"hybrid": _mode(0.8, 0.9, 1.0, 0.9, 0.9), "vector": _mode(0.8, 0.9, 1.0, 0.9, 0.9)}
+    assert "is the best (or tied) on every metric" in suite.default_mode_note(best, "hybrid")[0]
