@@ -1,8 +1,9 @@
 """Entity memory: the people, places, organisations, events and things the user talks about.
 
 Ingestion runs NER over each stored episode (summary + facts), and every recognised entity is
-merged into an existing one when (a) its normalised name equals the entity's name or an alias
-("Acme Corp" and "Acme" are both "acme"), or (b) the embedding of its name is at least
+merged into an existing one when (a) its normalised name, else one of its aliases, equals the
+entity's name or an alias ("Acme Corp" and "Acme" are both "acme"; "Omar Haddad", also called
+"Omar", joins Omar), or (b) the embedding of its name is at least
 ``similarity_threshold`` (0.85) cosine-similar to an existing entity's name of the same type
 (entity-name vectors live in the per-user vector index namespace ``entity``). Otherwise a new
 entity is created. Typed relationships between the entities of an episode are merged per
@@ -117,11 +118,18 @@ class EntityMemory(EntityGraph):
         return self.embed_names(names)
 
     def observe(self, episode: Episode, cand: EntityCandidate, vector: np.ndarray | None) -> tuple[str | None, bool]:
-        """Merge one mention into its entity (or create it): ``(entity id, created)``."""
+        """Merge one mention into its entity (or create it): ``(entity id, created)``.
+
+        Its entity is the owner of the candidate's name key, else the owner of the first alias key
+        that has one ("Omar Haddad", also called "Omar", joins the existing Omar), else the most
+        similar name. A name or alias that another entity owns stays with that entity."""
         user_id, ts = episode.user_id, episode.timestamp
+        surfaces = [cand.name, *cand.aliases]
+        keys = list(dict.fromkeys(k for k in [cand.key, *map(normalise_entity_name, surfaces)] if k))
         for _ in range(WRITE_RETRIES):
-            owner = self.store.owners(user_id, [cand.key]).get(cand.key)
-            target = self.load(user_id, owner) if owner else None
+            owners = self.store.owners(user_id, keys)
+            loaded = (self.load(user_id, owners[k]) for k in keys if k in owners)
+            target = next((t for t in loaded if t is not None), None)
             if target is None and vector is not None:
                 target = self._similar(user_id, cand.type, vector)
             if target is None:
@@ -138,11 +146,12 @@ class EntityMemory(EntityGraph):
                 if self.store.save_entity(entity, name_keys(entity), expect="").status == "ok":
                     self._set_vector(user_id, entity.id, vector)
                     return entity.id, True
-                continue  # another writer claimed the name meanwhile: merge into theirs
+                continue  # another writer claimed one of its names meanwhile: merge into theirs
             old, raw = target
+            mine = [s for s in surfaces if owners.get(normalise_entity_name(s), old.id) == old.id]
             new = old.model_copy(
                 update={
-                    "aliases": merge_aliases(old.name, old.aliases, [cand.name, *cand.aliases]),
+                    "aliases": merge_aliases(old.name, old.aliases, mine),
                     "confidence": max(old.confidence, cand.confidence),
                     "first_seen": min(old.first_seen, ts),
                     "last_seen": max(old.last_seen, ts),
@@ -151,7 +160,12 @@ class EntityMemory(EntityGraph):
             )
             if new == old or self._write(new, raw, old).status == "ok":
                 return old.id, False
-        log.warning("entity %r of user %s not stored: too many concurrent writes", cand.name, user_id)
+        log.warning(
+            "entity %r of user %s not stored: its entity or names were changed by other writers %d times in a row",
+            cand.name,
+            user_id,
+            WRITE_RETRIES,
+        )
         return None, False
 
     def _similar(self, user_id: str, etype: EntityType, vector: np.ndarray) -> tuple[Entity, str] | None:
