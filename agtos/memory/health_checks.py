@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
 REDIS_DOWN = "Redis unreachable"
+EMBEDDER_DOWN = "embedder unavailable (the server log has the reason)"  # its error names the service's URL
 _PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="health-probe")
 
 
@@ -33,7 +34,7 @@ def health(rt: Services) -> dict[str, Any]:
     }
     if not embedder_ok:
         semantic["degradedTo"] = "keyword search (embedder unavailable)"
-        semantic["error"] = rt.semantic.embedder_error
+        semantic["error"] = EMBEDDER_DOWN
     tiers = {
         "working": {"available": True, "sessions": len(rt.working.active_sessions())},
         "episodic": {"available": redis_info["available"], "redis": redis_info},
@@ -128,8 +129,8 @@ def _semantic_check(rt: Services, embedder_ok: bool) -> dict[str, Any]:
         return {"healthy": False, "reason": "vector index probe timed out (1 s)"}
     except StorageUnavailable:
         return {"healthy": False, "reason": REDIS_DOWN}
-    except EmbeddingError as exc:
-        return {"healthy": False, "reason": str(exc)}
+    except EmbeddingError:
+        return {"healthy": False, "reason": EMBEDDER_DOWN}
 
 
 def _guard_info(rt: Services) -> dict[str, Any]:

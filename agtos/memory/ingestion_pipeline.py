@@ -151,15 +151,16 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
     vectors: np.ndarray | None
     try:
         vectors = _episode_rows_first(episodes, own, memories, turns, steps.embed(rt, texts))
-    except EmbeddingError as exc:
-        report.degraded = f"embedder unavailable, stored for keyword search only: {exc}"
+    except EmbeddingError as exc:  # the reason goes to the log only: it names the service's URL
+        log.warning("embedder unavailable, %d episodes stored for keyword search only: %s", len(episodes), exc)
+        report.degraded = "embedder unavailable, stored for keyword search only"
         vectors = None
     report.memories = steps.index(rt, episodes, memories, vectors, turns)
     report.stored = len(episodes)
     report.episode_ids = [e.id for e in episodes]
     try:
         report.entities = steps.entities(rt, episodes, mentions)
-    except Exception as exc:  # derived data: the stored batch stands without it (no 5xx, no re-ingest)
+    except Exception:  # derived data: the stored batch stands without it (no 5xx, no re-ingest)
         log.exception("entity graph not updated for %d episodes", len(episodes))
-        report.degraded = report.degraded or f"entity graph not updated: {exc}"
+        report.degraded = report.degraded or "entity graph not updated (the server log has the reason)"
     return report
