@@ -108,7 +108,8 @@ def document_guards(app: FastAPI, keyed: Iterable[APIRouter]) -> None:
     """Add the guards to every operation of the served OpenAPI document: the bearer scheme on the
     operations of the ``keyed`` routers (``get_principal`` reads it without a FastAPI security
     dependency), and the statuses 400 (Host), 401/429 (keys, where the bearer scheme applies), 403
-    (a user key naming another user, a cross-site write) and 415 (a non-JSON write)."""
+    (a user key naming another user, a cross-site write), 413 (a write's body over the limit) and
+    415 (a non-JSON write)."""
     build = app.openapi
     operations = {
         (route.path, method.lower())
@@ -142,7 +143,7 @@ def _add_guard_statuses(writes: bool, op: dict[str, Any]) -> None:
     if writes or USER_HEADER.lower() in names:
         codes.append(403)
     if writes:
-        codes.append(415)
+        codes += [413, 415]  # 413: the body limit refuses any write's oversized body, also where none is read
     ref = {"$ref": "#/components/schemas/ErrorOut"}
     responses = op.setdefault("responses", {})
     for code in codes:
