@@ -3,30 +3,43 @@ which model providers are active."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from agtos.config import LLM_SLOT_NAMES
+from agtos.providers.embedding_base import EmbeddingTimeout
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas.records import now_ms
 from agtos.storage.redis_conn import StorageUnavailable
+from agtos.tasks.url_credentials import mask_urls
 
 if TYPE_CHECKING:
+    from agtos.memory.semantic import SemanticMemory
     from agtos.memory.services import Services
     from agtos.storage.ingest_queue import IngestQueue
+
+log = logging.getLogger(__name__)
 
 MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
 REDIS_DOWN = "Redis unreachable"
 EMBEDDER_DOWN = "embedder unavailable (the server log has the reason)"  # its error names the service's URL
+EMBEDDER_SILENT = "embedder did not answer within {:g} s"
+EMBEDDER_PROBE_TIMEOUT_S = 2.0  # the longest /health waits on a remote embedder
+EMBEDDER_PROBE_TTL_S = 15.0  # a remote embedder's answer (or silence) is reused this long
+LOCAL_EMBEDDERS = ("onnx", "local")  # in process: loaded means available, never probed
 _PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="health-probe")
 
 
 def health(rt: Services) -> dict[str, Any]:
     """Tiers (working, episodic, semantic) with what degraded, plus the maintenance, index and guard checks."""
     redis_info = _redis_info(rt)
-    embedder_ok = rt.semantic.embedder_available()
+    embedder_problem = embedder_status(rt)
+    embedder_ok = embedder_problem is None
     semantic: dict[str, Any] = {
         "available": redis_info["available"] and embedder_ok,
         "searchMode": rt.settings.search_mode if embedder_ok else "bm25",
@@ -34,7 +47,7 @@ def health(rt: Services) -> dict[str, Any]:
     }
     if not embedder_ok:
         semantic["degradedTo"] = "keyword search (embedder unavailable)"
-        semantic["error"] = EMBEDDER_DOWN
+        semantic["error"] = embedder_problem
     tiers = {
         "working": {"available": True, "sessions": len(rt.working.active_sessions())},
         "episodic": {"available": redis_info["available"], "redis": redis_info},
@@ -80,6 +93,73 @@ def providers(rt: Services) -> dict[str, Any]:
         runtime = getattr(model, "runtime_status", None)  # a transformers directory: onnxruntime or torch, and why
         nli |= runtime() if callable(runtime) else {}
     return {"llm": slots, "ner": ner, "nli": nli}
+
+
+def embedder_status(rt: Services) -> str | None:
+    """None when the embedder serves, else a plain reason without its URL. The bundled local model is
+    asked directly (no model call); a remote one gets a bounded probe, its result cached a few seconds."""
+    if rt.settings.embedding.provider in LOCAL_EMBEDDERS:
+        return None if rt.semantic.embedder_available() else EMBEDDER_DOWN
+    with _REMOTE_LOCK:
+        probe = _REMOTE.get(rt.semantic)
+        if probe is None:
+            probe = _REMOTE[rt.semantic] = RemoteEmbedderProbe(rt.semantic)
+    return probe.status()
+
+
+class RemoteEmbedderProbe:
+    """One remote embedder's health: an embed of one short text in a worker thread, at most one in
+    flight, its result reused for ``ttl_s``; a caller waits at most ``timeout_s`` for it."""
+
+    def __init__(
+        self,
+        semantic: SemanticMemory,
+        timeout_s: float = EMBEDDER_PROBE_TIMEOUT_S,
+        ttl_s: float = EMBEDDER_PROBE_TTL_S,
+    ) -> None:
+        self.semantic = semantic
+        self.timeout_s = timeout_s
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._future: Future[str | None] | None = None
+        self._result: str | None = None
+        self._checked_at = float("-inf")
+
+    def status(self) -> str | None:
+        """The cached reason (None: answering) or a fresh probe's, waiting at most ``timeout_s``."""
+        with self._lock:
+            if time.monotonic() - self._checked_at < self.ttl_s:
+                return self._result
+            if self._future is None:
+                self._future = _PROBES.submit(self._probe)
+            future = self._future
+        try:
+            result = future.result(timeout=self.timeout_s)
+        except FutureTimeout:  # still running: it finishes in the background, bounded by its own timeout
+            result = EMBEDDER_SILENT.format(self.timeout_s)
+            with self._lock:
+                self._result, self._checked_at = result, time.monotonic()
+        return result
+
+    def _probe(self) -> str | None:
+        try:
+            embedder = self.semantic.embedder  # built on first use: the service's answer gives its dimension
+            ping = getattr(embedder, "ping", None)
+            if callable(ping):
+                ping(self.timeout_s)
+            result = None
+        except EmbeddingError as exc:
+            timed_out = isinstance(exc, EmbeddingTimeout) or isinstance(exc.__cause__, EmbeddingTimeout)
+            result = EMBEDDER_SILENT.format(self.timeout_s) if timed_out else EMBEDDER_DOWN
+            if self._result is None:  # once per outage: the reason, its URL credentials masked
+                log.warning("embedder health probe failed: %s", mask_urls(str(exc)))
+        with self._lock:
+            self._result, self._checked_at, self._future = result, time.monotonic(), None
+        return result
+
+
+_REMOTE: weakref.WeakKeyDictionary[SemanticMemory, RemoteEmbedderProbe] = weakref.WeakKeyDictionary()
+_REMOTE_LOCK = threading.Lock()
 
 
 def _redis_info(rt: Services) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from agtos.config import LLMSlot, Settings
+from agtos.tasks.url_credentials import mask_urls, split_userinfo
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -178,7 +179,8 @@ def httpx_get_json(url: str, timeout_s: float) -> Any:
     """The default HTTP getter."""
     import httpx
 
-    response = httpx.get(url, timeout=timeout_s)
+    bare, auth = split_userinfo(url)  # URL credentials go as Basic auth: httpx logs the URL it requests
+    response = httpx.get(bare, auth=auth, timeout=timeout_s)
     response.raise_for_status()
     return response.json()
 
@@ -335,7 +337,7 @@ class ResourceGuard:
         try:
             body = self._http_get(url, self.config.ollama_timeout_s)
         except Exception as exc:  # unreachable Ollama must not block background work
-            log.debug("ollama /api/ps unreachable at %s: %s", url, exc)
+            log.debug("ollama /api/ps unreachable at %s: %s", mask_urls(url), mask_urls(str(exc)))
             return []
         models = body.get("models") if isinstance(body, dict) else None
         pinned: list[str] = []

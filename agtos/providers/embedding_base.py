@@ -15,6 +15,10 @@ class EmbeddingError(RuntimeError):
     """The embedding model could not be loaded, or the provider failed or answered garbage."""
 
 
+class EmbeddingTimeout(EmbeddingError):
+    """A remote embedder accepted the request but did not answer in time."""
+
+
 class Embedder(Protocol):
     """Texts in, float32 ``(n, dim)`` unit-norm rows out."""
 

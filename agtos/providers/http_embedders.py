@@ -10,8 +10,15 @@ from typing import Any
 import httpx
 import numpy as np
 
-from agtos.providers.embedding_base import EmbeddingError, QueryCache, check_texts, l2_normalise
+from agtos.providers.embedding_base import (
+    EmbeddingError,
+    EmbeddingTimeout,
+    QueryCache,
+    check_texts,
+    l2_normalise,
+)
 from agtos.providers.llm import DEFAULT_BASE_URLS
+from agtos.tasks.url_credentials import mask_urls, split_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +59,15 @@ class HTTPEmbedder:
             raise ValueError(f"embedding provider {name!r} needs a base_url")
         self.name = name
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        # credentials in the URL travel as Basic auth, so no log line or error names them
+        self.base_url, auth = split_userinfo(base_url.rstrip("/"))
+        self.shown_url = mask_urls(base_url.rstrip("/"))  # what messages name: http://user:***@host:port
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.batch_size = max(1, batch_size)
         self.cache = QueryCache(cache_size)
         self._dim: int | None = None
-        self._client = httpx.Client(timeout=timeout_s)
+        self._client = httpx.Client(timeout=timeout_s, auth=auth)
 
     @property
     def dim(self) -> int:
@@ -82,13 +91,22 @@ class HTTPEmbedder:
     def close(self) -> None:
         self._client.close()
 
-    def _post(self, payload: dict[str, Any]) -> Any:
+    def ping(self, timeout_s: float) -> None:
+        """Embed one short text within ``timeout_s`` (bounded by the configured timeout); raises
+        ``EmbeddingError`` when the service does not answer in time or answers garbage."""
+        self._vectors(["health probe"], timeout_s=min(timeout_s, self.timeout_s))
+
+    def _post(self, payload: dict[str, Any], timeout_s: float | None = None) -> Any:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        url = self.base_url + self.path
+        url = self.shown_url + self.path
+        timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
         try:
-            response = self._client.post(url, json=payload, headers=headers)
+            response = self._client.post(self.base_url + self.path, json=payload, headers=headers, timeout=timeout)
+        except httpx.TimeoutException as exc:
+            waited = self.timeout_s if timeout_s is None else timeout_s
+            raise EmbeddingTimeout(f"{self.name} embedding request to {url}: no answer within {waited:g} s") from exc
         except httpx.HTTPError as exc:
-            raise EmbeddingError(f"{self.name} embedding request to {url} failed: {exc}") from exc
+            raise EmbeddingError(f"{self.name} embedding request to {url} failed: {mask_urls(str(exc))}") from exc
         if response.status_code >= 400:
             raise EmbeddingError(
                 f"{self.name} embedding request to {url} failed: HTTP {response.status_code} {response.text[:200]!r}"
@@ -98,12 +116,12 @@ class HTTPEmbedder:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EmbeddingError(f"{self.name} answered {url} with invalid JSON: {response.text[:200]!r}") from exc
 
-    def _request(self, texts: list[str]) -> Any:
+    def _request(self, texts: list[str], timeout_s: float | None = None) -> Any:
         """Raw vectors (a list of lists) for one batch, in input order."""
         raise NotImplementedError
 
-    def _vectors(self, texts: list[str]) -> np.ndarray:
-        raw = self._request(texts)
+    def _vectors(self, texts: list[str], timeout_s: float | None = None) -> np.ndarray:
+        raw = self._request(texts, timeout_s)
         try:
             matrix = np.asarray(raw, dtype=np.float32)
         except (TypeError, ValueError) as exc:
@@ -150,8 +168,8 @@ class OllamaEmbedder(HTTPEmbedder):
     ) -> None:
         super().__init__(model, base_url, api_key, name=kwargs.pop("name", "ollama"), **kwargs)
 
-    def _request(self, texts: list[str]) -> Any:
-        body = self._post({"model": self.model, "input": texts})
+    def _request(self, texts: list[str], timeout_s: float | None = None) -> Any:
+        body = self._post({"model": self.model, "input": texts}, timeout_s)
         try:
             return body["embeddings"]
         except (KeyError, TypeError) as exc:
@@ -172,8 +190,8 @@ class OpenAICompatibleEmbedder(HTTPEmbedder):
     ) -> None:
         super().__init__(model, base_url, api_key, name=kwargs.pop("name", "openai-compatible"), **kwargs)
 
-    def _request(self, texts: list[str]) -> Any:
-        body = self._post({"model": self.model, "input": texts})
+    def _request(self, texts: list[str], timeout_s: float | None = None) -> Any:
+        body = self._post({"model": self.model, "input": texts}, timeout_s)
         try:
             data = sorted(body["data"], key=lambda item: int(item["index"]))
             return [item["embedding"] for item in data]

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import httpx
 
 from agtos.config import LLMSlot
+from agtos.tasks.url_credentials import mask_urls, split_userinfo
 
 DEFAULT_BASE_URLS = {
     "ollama": "http://127.0.0.1:11434",
@@ -45,14 +46,13 @@ class _HTTPProvider:
 
     def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        url, auth = split_userinfo(self.base_url.rstrip("/") + path)  # URL credentials go as Basic auth, unlogged
         try:
-            response = httpx.post(
-                self.base_url.rstrip("/") + path, json=payload, headers=headers, timeout=self.timeout_s
-            )
+            response = httpx.post(url, json=payload, headers=headers, auth=auth, timeout=self.timeout_s)
             response.raise_for_status()
             return response.json()
         except (httpx.HTTPError, json.JSONDecodeError) as exc:
-            raise LLMError(f"{self.name} request to {path} failed: {exc}") from exc
+            raise LLMError(f"{self.name} request to {path} failed: {mask_urls(str(exc))}") from exc
 
 
 class OllamaProvider(_HTTPProvider):

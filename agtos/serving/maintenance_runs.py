@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas.api import MaintenanceRun
 from agtos.schemas.records import new_id
+from agtos.tasks.url_credentials import mask_urls
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,8 @@ class MaintenanceRunner:
                 timeout=0,
                 idempotency_key=run.run_id,
             )
-        except Exception:
-            log.warning("Prefect did not take %s (%s); sweeping here", run.run_id, LINT_DEPLOYMENT, exc_info=True)
+        except Exception as exc:  # its message names PREFECT_API_URL: credentials masked, no traceback
+            reason = mask_urls("; ".join(f"{type(e).__name__}: {e}" for e in (exc, exc.__cause__) if e is not None))
+            log.warning("Prefect did not take %s (%s): %s; sweeping here", run.run_id, LINT_DEPLOYMENT, reason)
             return False
         return True
