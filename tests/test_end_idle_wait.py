@@ -256,3 +256,69 @@ def test_agtos_serve_default_layout_a_lone_client_reads_what_it_ended(
             body, _took = end(client, session)
             assert (body["status"], body["saved"]) == ("done", True), body
             assert found(client, pet)[:1] == [body["episodeId"]]
+
+
+# Planted-bug checks (issue 20, docs/testing.md "Planted bugs outside the mutation core").
+
+
+def test_a_second_end_while_one_waits_answers_queued_at_once_and_the_first_stops_waiting(serve: Serve) -> None:
+    """Two clients end sessions at the same time beside a worker that stores nothing: the first waits
+    (set aside from the requests in flight), the second is not alone (the one set aside counts), so
+    it answers ``queued`` at once."""
+    with serve(AGTOS_INGEST_WORKER="false") as client:
+        app: FastAPI = client.app  # type: ignore[assignment]
+        queue = app.state.coordinator.ingest_queue
+        queue.heartbeat("silent-worker")
+        appended(client, "s1", "Biscuit", who="ann")
+        appended(client, "s2", "Waffles", who="bob")
+        result: list[tuple[dict[str, Any], float]] = []
+        first = threading.Thread(target=lambda: result.append(end(client, "s1", who="ann")))
+        first.start()
+        deadline = time.monotonic() + 20
+        while queue.stats()["depth"] < 1:  # queued: the first end now waits
+            assert time.monotonic() < deadline and first.is_alive(), result
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert first.is_alive(), result
+        second, took = end(client, "s2", who="bob")
+        assert (second["status"], second["queuePosition"]) == ("queued", 2), second
+        assert took < AT_ONCE_S
+        with held(client, app):  # (the second came and went between two polls of the first)
+            first.join(AT_ONCE_S)
+            assert not first.is_alive(), "the first end kept waiting beside a request in flight"
+        [(body, _took)] = result
+        assert body["status"] == "queued", body
+
+
+def test_a_lone_end_that_waited_leaves_the_in_flight_count_as_it_found_it(serve: Serve) -> None:
+    """After a lone end waited for its episode (set aside, then back), the next request counts as
+    one, as before it: ends beside it are not alone, and the worker thread yields to it."""
+    with serve(AGTOS_INGEST_WORKER="true") as client:
+        app: FastAPI = client.app  # type: ignore[assignment]
+
+        @app.get("/probe")
+        def probe() -> int:
+            return int(app.state.inflight.count)
+
+        until_alive(client)
+        assert client.get("/probe").json() == 1
+        appended(client, "s1", "Biscuit")
+        body, _took = end(client, "s1")
+        assert body["status"] == "done", body
+        assert client.get("/probe").json() == 1
+
+
+@pytest.mark.parametrize(
+    ("params", "variables"),
+    [({"wait": 0.5}, {}), ({}, {"AGTOS_END_IDLE_WAIT_S": "0.5"})],
+    ids=["wait-0.5", "idle-wait-0.5"],
+)
+def test_a_wait_under_a_second_is_waited_out(serve: Serve, params: dict[str, Any], variables: dict[str, str]) -> None:
+    """Half a second, asked (``?wait=0.5``) or configured (``AGTOS_END_IDLE_WAIT_S=0.5``), beside a
+    worker that stores nothing (a fresh heartbeat): the end waits it out, then answers ``queued``."""
+    with serve(AGTOS_INGEST_WORKER="false", **variables) as client:
+        client.app.state.coordinator.ingest_queue.heartbeat("silent-worker")  # type: ignore[attr-defined]
+        appended(client, "s1", "Biscuit")
+        body, took = end(client, "s1", **params)
+        assert (body["status"], body["queuePosition"]) == ("queued", 1), body
+        assert 0.5 <= took < AT_ONCE_S

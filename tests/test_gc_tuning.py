@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -124,3 +126,107 @@ def test_summarise_counts_totals_and_maxima_within_the_window() -> None:
         2: {"count": 1, "total_ms": 40.0, "max_ms": 40.0},
     }
     assert summarise(rows)[1] == {"count": 1, "total_ms": 7.0, "max_ms": 7.0}
+
+
+# Planted-bug checks (issue 20, docs/testing.md "Planted bugs outside the mutation core"): what the
+# served process writes, checked in process, and the recorder's and summary's edges.
+
+
+@contextmanager
+def no_automatic_collections() -> Iterator[None]:
+    """Only the test's own ``gc.collect`` calls run (an automatic one would add a pause)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def test_the_recorder_keeps_the_newest_pauses_with_their_wall_clock_end_and_duration() -> None:
+    recorder = GcPauses(keep=2).install()
+    try:
+        with no_automatic_collections():
+            before = time.time()
+            for generation in (0, 1, 2):
+                gc.collect(generation)
+            after = time.time()
+    finally:
+        recorder.uninstall()
+    assert [gen for _end, gen, _s in recorder.pauses] == [1, 2]  # the oldest (generation 0) dropped
+    for end, _gen, seconds in recorder.pauses:
+        assert before <= end <= after  # wall-clock end time (time.time(), which the summary windows use)
+        assert 0.0 < seconds < 5.0  # the collection's own duration, not a clock reading
+
+
+def test_the_statistics_file_is_named_by_pid_in_ms_and_written_into_a_new_or_existing_directory(
+    tmp_path: Path,
+) -> None:
+    recorder = GcPauses()
+    recorder.pauses.append((1000.5, 2, 0.0125))
+    nested = tmp_path / "a" / "b"  # parents created
+    path = recorder.write(nested, freeze=True)
+    assert path == nested / f"gc-{os.getpid()}.json"
+    assert json.loads(path.read_text(encoding="utf-8")) == {
+        "pid": os.getpid(),
+        "freeze": True,
+        "pauses": [[1000.5, 2, 12.5]],  # [end time, generation, ms]
+    }
+    assert recorder.write(nested, freeze=False) == path  # an existing directory (AGTOS_GC_STATS_DIR's usual case)
+    assert json.loads(path.read_text(encoding="utf-8"))["freeze"] is False
+
+
+def test_the_app_writes_its_statistics_and_removes_its_recorder_when_it_stops(
+    settings: Settings, tmp_path: Path
+) -> None:
+    stats = tmp_path / "gc-stats"
+    with TestClient(create_app(settings.with_overrides(gc_freeze=True, gc_stats_dir=stats))) as client:
+        assert [c for c in gc.callbacks if isinstance(c, GcPauses)] != []
+        for _ in range(3):
+            assert client.get("/health").status_code == 200
+        kept: list[list[int]] = [[] for _ in range(50_000)]  # tracked, alive when the app stops
+        gc.collect(0)
+    assert [c for c in gc.callbacks if isinstance(c, GcPauses)] == []
+    assert gc.get_freeze_count() == 0
+    data = json.loads((stats / f"gc-{os.getpid()}.json").read_text(encoding="utf-8"))
+    assert data["pid"] == os.getpid() and data["freeze"] is True
+    assert data["frozen"] > 10_000, data["frozen"]  # a test process holds far more than agtos serve
+    assert data["threshold"] == list(gc.get_threshold())
+    assert data["tracked_at_start"] < data["frozen"], data
+    assert data["tracked_at_stop"] >= data["tracked_at_start"] + len(kept), data  # counted when it stopped
+    assert summarise(data["pauses"])[0]["count"] >= 1  # the explicit young collection at least
+
+
+def test_an_unwritable_statistics_directory_does_not_stop_the_app_from_stopping(
+    settings: Settings, tmp_path: Path
+) -> None:
+    occupied = tmp_path / "a-file"
+    occupied.write_text("not a directory", encoding="utf-8")
+    with TestClient(create_app(settings.with_overrides(gc_freeze=False, gc_stats_dir=occupied))) as client:
+        assert client.get("/health").status_code == 200
+    assert occupied.read_text(encoding="utf-8") == "not a directory"
+    assert [c for c in gc.callbacks if isinstance(c, GcPauses)] == []
+
+
+def test_the_app_leaves_a_freeze_made_before_it_in_place(settings: Settings) -> None:
+    """Something embedding the app froze its own objects first: the app does not unfreeze them."""
+    gc.freeze()
+    try:
+        frozen_before = gc.get_freeze_count()
+        assert frozen_before > 0
+        with TestClient(create_app(settings.with_overrides(gc_freeze=True))) as client:
+            assert client.get("/health").status_code == 200
+        assert gc.get_freeze_count() >= frozen_before
+    finally:
+        gc.unfreeze()
+
+
+def test_summarise_includes_both_window_ends_and_sub_millisecond_pauses() -> None:
+    rows = [[0.0, 0, 0.25], [10.0, 0, 0.5], [20.0, 0, 0.125], [20.001, 0, 9.0], [15.0, 2, 0.75]]
+    assert summarise(rows, 10.0, 20.0) == {
+        0: {"count": 2, "total_ms": 0.625, "max_ms": 0.5},
+        2: {"count": 1, "total_ms": 0.75, "max_ms": 0.75},
+    }
+    assert summarise(rows)[0] == {"count": 4, "total_ms": 9.875, "max_ms": 9.0}  # the row at 0.0 included
+    assert list(summarise(rows)) == [0, 2]  # by generation
