@@ -551,3 +551,17 @@ def test_nothing_is_embedded_early_for_a_keyword_search_or_an_expanded_query(
     monkeypatch.setattr(sem, "expander", lambda q: [f"{q} animal"])
     assert sem.embed_soon("which pet", "hybrid") is None
     assert seen == ["which pet"]
+
+
+def test_the_record_key_memo_stays_within_its_bound(store: SemanticStore, key_prefix: str) -> None:
+    """The per-process memo of record keys is bounded (65,536 entries), and a key read from it is the
+    key layout's own (``{prefix}:u:{<user>}:{kind}:{id}``, the braces a hash tag: README)."""
+    from agtos.storage import semantic_store
+
+    semantic_store._RECORD_KEYS.clear()
+    for n in range(65_536):
+        store._record_key("alice", f"m{n}")
+    assert len(semantic_store._RECORD_KEYS) == 65_536
+    assert store._record_key("alice", "m7") == f"{key_prefix}:u:{{alice}}:memory:m7"  # from the memo
+    assert store._record_key("alice", "m-over") == f"{key_prefix}:u:{{alice}}:memory:m-over"
+    assert len(semantic_store._RECORD_KEYS) <= 65_536
