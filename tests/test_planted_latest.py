@@ -204,3 +204,25 @@ def test_a_turn_acknowledged_while_a_queued_end_clears_stays_for_the_next_end(
             assert [m["content"] for m in live.json()["messages"]] == [late.content]
     finally:
         coordinator.close()
+
+
+def test_a_queued_end_estimates_when_it_is_searchable(settings: Settings) -> None:
+    """README: ``searchableInS`` is position x mean job time (1 s before any job ran) / live workers."""
+    coordinator = MemoryCoordinator(settings.with_overrides(ingest_mode="queue", ingest_worker=False))
+    coordinator.sessions.ingest_queue.heartbeat("silent-worker")  # alive, takes nothing
+    alice = {"X-User-Id": "alice"}
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            for session, position in (("trip", 1), ("trip2", 2)):
+                sent = client.post(f"/api/memory/sessions/{session}/turns", json={"turns": TRIP}, headers=alice)
+                assert sent.status_code == 200, sent.text
+                ended = client.post(f"/api/memory/sessions/{session}/end", params={"wait": 0}, headers=alice)
+                assert ended.status_code == 200, ended.text
+                body = ended.json()
+                assert (body["status"], body["queuePosition"], body["searchableInS"]) == (
+                    "queued",
+                    position,
+                    position * 1.0,
+                )
+    finally:
+        coordinator.close()
