@@ -126,7 +126,16 @@ def test_jobs_queued_while_it_waits_join_the_batch(queue: IngestQueue) -> None:
 
 @pytest.mark.parametrize(
     ("query", "expected"),
-    [(b"", False), (b"wait=0", False), (b"wait=", False), (b"wait=5", True), (b"x=1&wait=0.5", True)],
+    [
+        (b"", False),
+        (b"wait=0", False),
+        (b"wait=", False),
+        (b"wait=0.00", False),
+        (b"wait=0e0", False),
+        (b"wait=abc", False),
+        (b"wait=5", True),
+        (b"x=1&wait=0.5", True),
+    ],
 )
 def test_a_session_end_that_waits_for_the_worker_is_not_counted(query: bytes, expected: bool) -> None:
     assert waits_for_worker(query) is expected

@@ -68,7 +68,16 @@ def waits_for_worker(query: bytes) -> bool:
     if b"wait=" not in query:
         return False
     values = parse_qs(query.decode("latin-1")).get("wait", [])
-    return any(v.strip() not in ("", "0", "0.0") for v in values)
+    return any(_positive(v) for v in values)
+
+
+def _positive(value: str) -> bool:
+    """``wait`` as the route reads it (a number of seconds): ``0``, ``0.00``, ``0e0`` do not wait; an invalid
+    value is refused by the route with 422 before anything waits."""
+    try:
+        return float(value) > 0
+    except ValueError:
+        return False
 
 
 class InflightMiddleware:
