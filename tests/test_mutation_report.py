@@ -83,3 +83,32 @@ def test_an_entry_without_a_reason_is_refused(tmp_path: Path) -> None:
     listing.write_text("pkg.mod.x_f__mutmut_1 [1234abcd]\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="has no reason"):
         read_equivalent_entries(listing)
+
+
+def test_a_stratified_draw_takes_n_of_every_module_and_repeats_with_its_seed() -> None:
+    from mutation_sample import draw
+
+    candidates = {
+        "a.py": [f"a.x_f__mutmut_{i}" for i in range(1, 101)],
+        "b.py": [f"b.x_g__mutmut_{i}" for i in range(1, 41)],
+        "c.py": ["c.x_h__mutmut_1", "c.x_h__mutmut_2"],  # fewer than asked: all of them
+    }
+    sample = draw(candidates, seed=7, size=60, per_module=10)
+    assert len(sample) == 22
+    assert sum(n.startswith("a.") for n in sample) == 10
+    assert sum(n.startswith("b.") for n in sample) == 10
+    assert {"c.x_h__mutmut_1", "c.x_h__mutmut_2"} <= set(sample)
+    assert sample == sorted(sample) == draw(candidates, seed=7, size=60, per_module=10)
+    assert draw(candidates, seed=8, size=60, per_module=10) != sample
+    pooled = draw(candidates, seed=7, size=60, per_module=0)  # the CI sample: 60 of the 142 together
+    assert len(pooled) == 60 and len(set(pooled)) == 60
+
+
+def test_the_lower_bound_is_wilsons_95_percent_interval() -> None:
+    from mutation_report import lower_bound
+
+    # Wilson score interval, z = 1.96: all 30 killed -> n / (n + z^2) = 30 / 33.8416
+    assert lower_bound(30, 30) == pytest.approx(88.649, abs=0.01)
+    # 27 of 30 (p = 0.9): (p + z^2/2n - z*sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n) = 0.7438
+    assert lower_bound(27, 30) == pytest.approx(74.38, abs=0.05)
+    assert lower_bound(0, 5) == 0.0

@@ -189,9 +189,16 @@ def score_modules(
     return scores
 
 
-def print_table(scores: list[ModuleScore], floor: float) -> None:
+def lower_bound(detected: int, counted: int) -> float:
+    """95 % Wilson lower bound (percent) of a module's kill rate from a random sample of its mutants."""
+    from scipy.stats import binomtest  # the dev extra
+
+    return 100.0 * float(binomtest(detected, counted).proportion_ci(0.95, method="wilson").low)
+
+
+def print_table(scores: list[ModuleScore], floor: float, bounds: bool = False) -> None:
     header = f"{'module':34} {'killed':>6} {'timeout':>7} {'survived':>8} {'no tests':>8} {'equiv':>5} {'unrun':>5}"
-    header += " score"
+    header += " score" + ("  95% lower" if bounds else "")
     print(header)
     print("-" * len(header))
     for ms in scores:
@@ -199,15 +206,17 @@ def print_table(scores: list[ModuleScore], floor: float) -> None:
         other = ms.counted - ms.detected - c["survived"] - c["no tests"]
         score = "   n/a" if ms.score is None else f"{ms.score:5.1f}%"
         flag = "" if ms.score is None or ms.score >= floor else f"  < {floor:g}%"
+        low = f"  {lower_bound(ms.detected, ms.counted):9.1f}%" if bounds and ms.counted else ""
         survived = c["survived"] + other
         print(
             f"{ms.module:34} {c['killed']:>6} {c['timeout']:>7} {survived:>8} {c['no tests']:>8}"
-            f" {ms.equivalent:>5} {c['not checked']:>5} {score}{flag}"
+            f" {ms.equivalent:>5} {c['not checked']:>5} {score}{low}{flag}"
         )
     total_detected = sum(ms.detected for ms in scores)
     total = sum(ms.counted for ms in scores)
     if total:
-        print(f"{'all core modules':34} {total_detected}/{total} detected: {100.0 * total_detected / total:.1f}%")
+        pooled = f"{'all core modules':34} {total_detected}/{total} detected: {100.0 * total_detected / total:.1f}%"
+        print(pooled + (f" (95% lower {lower_bound(total_detected, total):.1f}%)" if bounds else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="list the surviving mutants of each module")
     parser.add_argument("--only", type=Path, help="score only the mutant names listed in this file (a sample)")
     parser.add_argument("--pooled", action="store_true", help="apply the floor to all modules together (samples)")
+    parser.add_argument(
+        "--bounds", action="store_true", help="a 95%% Wilson lower bound per module (a stratified random sample)"
+    )
     parser.add_argument(
         "--equivalents", action="store_true", help="show each listed equivalent mutant's change beside its reason"
     )
@@ -229,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(args.only.read_text(encoding="utf-8").split()) if args.only else None
     modules = core_modules()
     scores = score_modules(modules, equivalents, only)
-    print_table(scores, args.floor)
+    print_table(scores, args.floor, args.bounds)
 
     known = {name for m in modules for name in module_results(m)}
     entries = read_equivalent_entries()

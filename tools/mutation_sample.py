@@ -7,6 +7,12 @@ set-up before it, mutant generation and its stats and clean passes over the sele
 capped apart by ``--setup-limit`` and reported). The mutants that ran are then
 scored together (``mutation_report.py --pooled``); exit 1 below ``--floor``, or when fewer than
 ``--min-run`` of them could run in the time box (mutmut runs the mutants with the fastest tests first).
+
+``--per-module N`` draws N mutants of every core module instead (a stratified sample, seeded the same
+way) and is meant to run without a time box (``--time-box 0``): every sampled mutant runs, so the
+sample is not biased towards the mutants with the fastest tests, and each module's score gets a 95 %
+Wilson lower bound (``mutation_report.py --bounds``), an estimate of the whole core at one commit in
+a fraction of a complete ``make mutation``.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ from mutation_report import ROOT, core_modules, module_results, read_equivalents
 from mutation_report import main as report
 
 
-def all_mutant_names(modules: list[str], max_children: int) -> list[str]:
-    """Every mutant name of the modules (sorted, so a seed is stable).
+def all_mutant_names(modules: list[str], max_children: int) -> dict[str, list[str]]:
+    """Every mutant name of each module (sorted, so a seed is stable).
 
     Runs the generation step of ``mutmut run`` (the same functions, in the same ``mutants/``), so
     the ``mutmut run <names>`` that follows finds the files generated and does not redo them.
@@ -41,10 +47,19 @@ def all_mutant_names(modules: list[str], max_children: int) -> list[str]:
     copy_src_dir()
     copy_also_copy_files()
     create_mutants(max_children)
-    return sorted(name for module in modules for name in module_results(module))
+    return {module: sorted(module_results(module)) for module in modules}
 
 
 MUTANT_PHASE = "Running mutation testing"  # what mutmut prints when its set-up is done and mutants start
+
+
+def draw(candidates: dict[str, list[str]], seed: int, size: int, per_module: int) -> list[str]:
+    """``size`` mutants of all modules' ``candidates`` (sorted names), or ``per_module`` of each module's."""
+    rng = random.Random(seed)
+    if per_module:
+        return sorted(n for names in candidates.values() for n in rng.sample(names, min(per_module, len(names))))
+    pooled = sorted(n for names in candidates.values() for n in names)
+    return sorted(rng.sample(pooled, min(size, len(pooled))))
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -74,7 +89,7 @@ def run_time_boxed(cmd: list[str], time_box: float, setup_limit: float) -> tuple
     def watchdog() -> None:
         while proc.poll() is None and not stopped.is_set():
             now = time.monotonic()
-            if phase_start and now - phase_start[0] > time_box:
+            if phase_start and time_box and now - phase_start[0] > time_box:
                 print(f"\ntime box of {time_box:.0f} s for the mutants reached: stopping mutmut", flush=True)
                 _stop(proc)
                 return
@@ -106,7 +121,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--size", type=int, default=60)
-    parser.add_argument("--time-box", type=float, default=300.0, help="seconds for the mutant phase")
+    parser.add_argument("--per-module", type=int, default=0, help="draw this many of each module (stratified)")
+    parser.add_argument("--time-box", type=float, default=300.0, help="seconds for the mutant phase (0: no limit)")
     parser.add_argument(
         "--setup-limit", type=float, default=900.0, help="seconds for mutmut's set-up (generation, stats, clean run)"
     )
@@ -118,9 +134,12 @@ def main() -> int:
     start = time.monotonic()
     modules = core_modules()
     equivalents = read_equivalents()
-    candidates = [n for n in all_mutant_names(modules, args.max_children) if n not in equivalents]
-    sample = sorted(random.Random(args.seed).sample(candidates, min(args.size, len(candidates))))
-    print(f"sample of {len(sample)} mutants (seed {args.seed}) out of {len(candidates)} non-equivalent", flush=True)
+    names = all_mutant_names(modules, args.max_children)
+    candidates = {m: [n for n in found if n not in equivalents] for m, found in names.items()}
+    sample = draw(candidates, args.seed, args.size, args.per_module)
+    total = sum(len(found) for found in candidates.values())
+    how = f"{args.per_module} per module" if args.per_module else "pooled"
+    print(f"sample of {len(sample)} mutants ({how}, seed {args.seed}) out of {total} non-equivalent", flush=True)
 
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     listing = time.monotonic() - start
@@ -137,7 +156,8 @@ def main() -> int:
     results = {name: status for m in modules for name, status in module_results(m).items() if name in sample}
     ran = sum(1 for name in sample if results.get(name, "not checked") != "not checked")
     print(f"{ran}/{len(sample)} sampled mutants ran in {time.monotonic() - start:.0f} s", flush=True)
-    status = report(["--only", f.name, "--pooled", "--survivors", "--floor", str(args.floor)])
+    scoring = ["--bounds"] if args.per_module else ["--pooled"]
+    status = report(["--only", f.name, *scoring, "--survivors", "--floor", str(args.floor)])
     os.unlink(f.name)
     if ran < min(args.min_run, len(sample)):
         print(f"only {ran} sampled mutants ran inside the time box (at least {args.min_run} needed)", file=sys.stderr)
