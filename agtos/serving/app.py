@@ -17,7 +17,7 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.auth import BEARER, WRITE_METHODS, Authenticator, RequestGuardMiddleware
 from agtos.serving.deps import USER_HEADER, get_principal
-from agtos.serving.errors import ERROR_DESCRIPTIONS, install_error_handlers
+from agtos.serving.errors import error_response, install_error_handlers
 from agtos.serving.gc_tuning import tuned_gc
 from agtos.serving.inflight import InflightCounter, InflightMiddleware
 from agtos.serving.knowledge import mount_knowledge
@@ -144,9 +144,6 @@ def _add_guard_statuses(writes: bool, op: dict[str, Any]) -> None:
         codes.append(403)
     if writes:
         codes += [413, 415]  # 413: the body limit refuses any write's oversized body, also where none is read
-    ref = {"$ref": "#/components/schemas/ErrorOut"}
     responses = op.setdefault("responses", {})
     for code in codes:
-        responses.setdefault(
-            str(code), {"description": ERROR_DESCRIPTIONS[code], "content": {"application/json": {"schema": ref}}}
-        )
+        responses.setdefault(str(code), error_response(code))

@@ -36,16 +36,47 @@ ERROR_DESCRIPTIONS = {
     422: "Invalid request",
     429: "Rate limit of this API key exceeded (Retry-After says when to retry)",
     500: "Internal error",
-    503: "Memory storage (Redis) is unavailable",
+    503: "Memory storage (Redis) is unavailable (Retry-After says when to retry)",
+}
+STORAGE_RETRY_AFTER_S = 2  # a 503's Retry-After while Redis is down: a restart or failover takes seconds
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Whole seconds to wait before retrying",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+#: the headers an error status is always sent with (every route that can answer the status documents them)
+ERROR_HEADERS: dict[int, dict[str, Any]] = {
+    401: {
+        "WWW-Authenticate": {
+            "description": "The scheme to send a key with",
+            "required": True,
+            "schema": {"type": "string", "enum": ["Bearer"]},
+        }
+    },
+    429: RETRY_AFTER,
+    503: RETRY_AFTER,
 }
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for error statuses: each a JSON body with a ``message``."""
+    """OpenAPI ``responses`` for error statuses: each a JSON body with a ``message``, and its headers."""
     return {
-        code: {"model": ValidationErrorOut if code == 422 else ErrorOut, "description": ERROR_DESCRIPTIONS[code]}
+        code: {
+            "model": ValidationErrorOut if code == 422 else ErrorOut,
+            "description": ERROR_DESCRIPTIONS[code],
+            **({"headers": ERROR_HEADERS[code]} if code in ERROR_HEADERS else {}),
+        }
         for code in codes
     }
+
+
+def error_response(code: int) -> dict[str, Any]:
+    """The OpenAPI response object of an error status added to the document after FastAPI built it."""
+    ref = {"$ref": "#/components/schemas/ErrorOut"}
+    response = {"description": ERROR_DESCRIPTIONS[code], "content": {"application/json": {"schema": ref}}}
+    return response | ({"headers": ERROR_HEADERS[code]} if code in ERROR_HEADERS else {})
 
 
 USER_ERRORS = errors(400, 422, 500, 503)  # routes with X-User-Id (FastAPI would add its own 422 otherwise)
@@ -98,7 +129,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _storage_down(_: Request, exc: StorageUnavailable) -> JSONResponse:
         log.warning("503: %s", exc)  # the connection error (host, port, socket path) stays in the server log
         return JSONResponse(
-            status_code=503, content={"message": "memory storage (Redis) is unavailable; try again later"}
+            status_code=503,
+            content={"message": "memory storage (Redis) is unavailable; try again later"},
+            headers={"Retry-After": str(STORAGE_RETRY_AFTER_S)},
         )
 
     @app.exception_handler(JournalFull)
