@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from agtos.schemas import StoredTurn
@@ -50,11 +50,15 @@ TIER_WEIGHTS = {
 PRIORITY_K = 10
 NEAR_DUPLICATE_JACCARD = 0.8
 CONTAINED = 0.9  # a fact whose content words a chosen line holds (this share of them) is said already
+#: tiers whose text restates what the session's turns said (an episode summary is sentences of its own
+#: turns): a sentence of it whose content words the chosen lines together hold (CONTAINED) is left out
+RESTATING = frozenset({"episodic"})
 TURN_TOKENS = 200  # a long matched turn is cut to this many tokens around what matched
 NEIGHBOUR_TOKENS = 60  # a neighbour turn is cut to its first tokens
 UNDATED = ("profile", "working")
 DAY_MS = 86_400_000
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+_LABEL = re.compile(r"([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,3}): ")  # a summary's "Gina: " or "User: "
 
 
 def day_heading(day: str) -> str:
@@ -231,6 +235,25 @@ def prioritise(items: Sequence[ContextItem]) -> list[ContextItem]:
     return [item for _, item in sorted(scored, key=lambda pair: -pair[0])]
 
 
+def unsaid(text: str, said_words: AbstractSet[str]) -> str:
+    """``text`` without the sentences whose content words ``said_words`` holds (``CONTAINED`` of them;
+    a sentence without content words goes too), each sentence kept under its speaker: a summary names
+    the speaker (``Gina: ``) only where it changes, so a kept sentence whose speaker's first sentence
+    was left out is named again. Empty when every sentence is said already."""
+    parts: list[str] = []
+    label = written = None
+    for sentence in _SENTENCE.findall(text):
+        sentence = sentence.strip()
+        if m := _LABEL.match(sentence):
+            label, sentence = m.group(1), sentence[m.end() :]
+        words = set(content_words(sentence))
+        if not words or len(words & said_words) >= CONTAINED * len(words):
+            continue
+        parts.append(sentence if label == written or label is None else f"{label}: {sentence}")
+        written = label
+    return " ".join(parts)
+
+
 def _said(terms: set[str], norm: str, kept: list[tuple[set[str], int]], kept_norms: set[str], threshold: float) -> bool:
     """Whether a text (its content words, normalised form) repeats or is contained in a kept one
     (``kept``: each kept line's content words and their number): the same words (``norm``), a
@@ -276,6 +299,7 @@ def fit_budget(items: list[ContextItem], budget_tokens: int) -> tuple[list[Conte
     said_lines: set[str] = set()
     kept: list[tuple[set[str], int]] = []  # each chosen line's content words, and how many
     kept_norms: set[str] = set()  # and its normalised form
+    said_words: set[str] = set()  # every chosen line's content words together
     for item in items:
         opening = (0 if chosen else header) + (0 if item.tier in titled else count_tokens(_title(item.tier)))
         norm = normalise(item.text)
@@ -287,6 +311,12 @@ def fit_budget(items: list[ContextItem], budget_tokens: int) -> tuple[list[Conte
                 continue
             opening += 0 if day in days else count_tokens(day_heading(day))
         else:
+            if item.tier in RESTATING and said_words:  # only what the chosen lines do not say already
+                text = unsaid(item.text, said_words)
+                if not text:
+                    continue
+                if text != item.text:
+                    item, norm = replace(item, text=text), normalise(text)
             terms = set(content_words(item.text))
             if _said(terms, norm, kept, kept_norms, NEAR_DUPLICATE_JACCARD):
                 continue
@@ -299,6 +329,7 @@ def fit_budget(items: list[ContextItem], budget_tokens: int) -> tuple[list[Conte
             terms = set(content_words(item.text))
         kept.append((terms, len(terms)))
         kept_norms.add(norm)
+        said_words |= terms
         chosen.append(item)
         titled.add(item.tier)
     return chosen, budget.used
