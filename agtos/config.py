@@ -200,6 +200,12 @@ class EmbeddingConfig(_Section):
     quantize: str | None = env("AGTOS_EMBEDDING_QUANTIZE")  # "int8": the bundled model's dynamic-int8 variant
     threads: int = env("AGTOS_EMBEDDING_THREADS", 2, ge=1)  # intra-op threads of the bundled model
     timeout_s: float = env("AGTOS_EMBEDDING_TIMEOUT_S", 30.0, gt=0)  # per call to a remote embedder
+    # a remote embedder on the query path: a search's embedding (and the first dimension probe) waits at
+    # most this long (capped by timeout_s), then the search answers from the keyword index
+    query_timeout_s: float = env("AGTOS_EMBEDDING_QUERY_TIMEOUT_S", 2.0, gt=0)
+    # this many failed or silent calls in a row make every call fail at once for the cool-down (0: never)
+    breaker_failures: int = env("AGTOS_EMBEDDING_BREAKER_FAILURES", 2, ge=0, description="0: off")
+    breaker_cooldown_s: float = env("AGTOS_EMBEDDING_BREAKER_COOLDOWN_S", 10.0, gt=0)
 
     _lower = field_validator("provider", mode="before")(_normal)
 

@@ -1,14 +1,19 @@
 """What every embedder shares: the :class:`Embedder` interface, its error, unit-norm rows, length
-buckets for batched inference and the LRU cache of single-text (query) embeddings."""
+buckets for batched inference, the LRU cache of single-text (query) embeddings and the circuit
+breaker of a remote embedder."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddingError(RuntimeError):
@@ -17,6 +22,10 @@ class EmbeddingError(RuntimeError):
 
 class EmbeddingTimeout(EmbeddingError):
     """A remote embedder accepted the request but did not answer in time."""
+
+
+class EmbeddingCircuitOpen(EmbeddingError):
+    """A remote embedder failed or went silent just now: calls fail at once until its cool-down ends."""
 
 
 class Embedder(Protocol):
@@ -93,3 +102,59 @@ class QueryCache:
         """Forget every cached text (privacy: a forgotten user's queries must not linger)."""
         with self._lock:
             self._items.clear()
+
+
+class CircuitBreaker:
+    """Fails calls at once for ``cooldown_s`` after ``failures`` failures in a row (0: never), so a
+    silent service holds one call per cool-down instead of every caller; then one trial call goes
+    through (half-open): an answer closes the breaker, a failure opens it for another cool-down.
+
+    A caller asks :meth:`allow` before each call and reports :meth:`succeeded` or :meth:`failed`."""
+
+    def __init__(
+        self, name: str, failures: int = 2, cooldown_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.name = name
+        self.threshold = failures
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._open_until: float | None = None  # None: closed
+        self._trial = False  # a half-open trial call is in flight
+
+    def allow(self) -> None:
+        """Return if a call may go out now (closed, or this is the half-open trial), else raise
+        :class:`EmbeddingCircuitOpen`."""
+        with self._lock:
+            if self._open_until is None:
+                return
+            wait = self._open_until - self._clock()
+            if wait <= 0 and not self._trial:
+                self._trial = True
+                return
+        retry = f"retrying in {wait:.1f} s" if wait > 0 else "a retry is in flight"
+        raise EmbeddingCircuitOpen(f"{self.name} embedder did not answer just now; {retry}")
+
+    def succeeded(self) -> None:
+        with self._lock:
+            was_open = self._open_until is not None
+            self._failures, self._open_until, self._trial = 0, None, False
+        if was_open:
+            log.warning("%s embedder answers again: circuit closed", self.name)
+
+    def failed(self) -> None:
+        with self._lock:
+            self._failures += 1
+            self._trial = False
+            if self.threshold <= 0 or self._failures < self.threshold:
+                return
+            opens = self._open_until is None
+            self._open_until = self._clock() + self.cooldown_s
+        if opens:
+            log.warning(
+                "%s embedder failed %d time(s) in a row: calls fail at once, retried every %g s",
+                self.name,
+                self.threshold,
+                self.cooldown_s,
+            )

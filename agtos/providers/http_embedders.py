@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 
 from agtos.providers.embedding_base import (
+    CircuitBreaker,
     EmbeddingError,
     EmbeddingTimeout,
     QueryCache,
@@ -40,7 +41,12 @@ KNOWN_DIMS = {
 
 
 class HTTPEmbedder:
-    """Shared plumbing of the HTTP embedders: batching, validation, errors, dim discovery."""
+    """Shared plumbing of the HTTP embedders: batching, validation, errors, dim discovery.
+
+    A query (:meth:`embed_one`) and the dimension probe wait at most ``query_timeout_s``, batches
+    ``timeout_s``; every call goes through one :class:`CircuitBreaker` (``breaker_failures`` silent
+    or failed calls in a row open it for ``breaker_cooldown_s``), so a service that stops answering
+    holds one call per cool-down, not every search."""
 
     path = ""
 
@@ -52,6 +58,9 @@ class HTTPEmbedder:
         *,
         name: str,
         timeout_s: float = 30.0,
+        query_timeout_s: float = 2.0,
+        breaker_failures: int = 2,
+        breaker_cooldown_s: float = 10.0,
         batch_size: int = 64,
         cache_size: int = 256,
     ) -> None:
@@ -64,6 +73,8 @@ class HTTPEmbedder:
         self.shown_url = mask_urls(base_url.rstrip("/"))  # what messages name: http://user:***@host:port
         self.api_key = api_key
         self.timeout_s = timeout_s
+        self.query_timeout_s = min(query_timeout_s, timeout_s)
+        self.breaker = CircuitBreaker(name, breaker_failures, breaker_cooldown_s)
         self.batch_size = max(1, batch_size)
         self.cache = QueryCache(cache_size)
         self._dim: int | None = None
@@ -73,12 +84,12 @@ class HTTPEmbedder:
     def dim(self) -> int:
         """The dimension the service returned; probed with one request if none was made yet.
 
-        If that probe fails, a well-known model's published dimension is used, else
-        ``EmbeddingError`` propagates.
+        The probe waits at most ``query_timeout_s`` (it runs on a search's first use of the embedder).
+        If it fails, a well-known model's published dimension is used, else ``EmbeddingError`` propagates.
         """
         if self._dim is None:
             try:
-                self.embed(["dimension probe"])
+                self._vectors(["dimension probe"], timeout_s=self.query_timeout_s)
             except EmbeddingError:
                 fallback = KNOWN_DIMS.get(self.model.rsplit("/", 1)[-1].split(":", 1)[0])
                 if fallback is None:
@@ -93,20 +104,32 @@ class HTTPEmbedder:
 
     def ping(self, timeout_s: float) -> None:
         """Embed one short text within ``timeout_s`` (bounded by the configured timeout); raises
-        ``EmbeddingError`` when the service does not answer in time or answers garbage."""
+        ``EmbeddingError`` when the service does not answer in time or answers garbage, and at once
+        while the circuit breaker is open (``/health`` then says degraded)."""
         self._vectors(["health probe"], timeout_s=min(timeout_s, self.timeout_s))
 
     def _post(self, payload: dict[str, Any], timeout_s: float | None = None) -> Any:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         url = self.shown_url + self.path
         timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
+        self.breaker.allow()
         try:
             response = self._client.post(self.base_url + self.path, json=payload, headers=headers, timeout=timeout)
         except httpx.TimeoutException as exc:
+            self.breaker.failed()
             waited = self.timeout_s if timeout_s is None else timeout_s
             raise EmbeddingTimeout(f"{self.name} embedding request to {url}: no answer within {waited:g} s") from exc
         except httpx.HTTPError as exc:
+            self.breaker.failed()
             raise EmbeddingError(f"{self.name} embedding request to {url} failed: {mask_urls(str(exc))}") from exc
+        except BaseException:  # the breaker must not wait for a trial call that never reports
+            self.breaker.failed()
+            raise
+        # a 5xx or 429 says the service cannot serve now; any other answer shows it is there
+        if response.status_code >= 500 or response.status_code == 429:
+            self.breaker.failed()
+        else:
+            self.breaker.succeeded()
         if response.status_code >= 400:
             raise EmbeddingError(
                 f"{self.name} embedding request to {url} failed: HTTP {response.status_code} {response.text[:200]!r}"
@@ -145,11 +168,12 @@ class HTTPEmbedder:
         return np.concatenate(parts, axis=0)
 
     def embed_one(self, text: str) -> np.ndarray:
-        """``(dim,)`` float32 unit vector, served from the LRU cache when seen recently."""
+        """``(dim,)`` float32 unit vector (a query: it waits at most ``query_timeout_s``), served from
+        the LRU cache when seen recently."""
         cached = self.cache.get(text)
         if cached is not None:
             return cached
-        vector = self._vectors([text])[0]
+        vector = self._vectors([text], timeout_s=self.query_timeout_s)[0]
         self.cache.put(text, vector)
         return vector
 
