@@ -93,6 +93,43 @@ def test_turns_are_dated_by_started_at_and_named_by_speakers(client: TestClient)
     assert all(h["timestamp"] in (JUNE_12, JUNE_12 + 1) for h in top["highlights"])
 
 
+def test_times_may_be_sent_as_iso_8601(client: TestClient) -> None:
+    """A chat log's dates as written (RFC 3339 / ISO 8601, UTC when no offset) are the same ms."""
+    session = {
+        "id": "iso-1",
+        "started_at": "2023-06-12T18:30:00Z",  # JUNE_12
+        "speakers": {"user": "Jon"},
+        "turns": [
+            {"role": "user", "content": "My daughter Maya starts cello lessons on Fridays."},
+            {"role": "assistant", "content": "Cello on Fridays for Maya.", "timestamp": "2023-07-01T11:00:00+02:00"},
+        ],
+    }
+    ingest(client, "iso", [session])
+    top = client.get("/api/memory/search", params={"q": "cello lessons Maya"}, headers=user("iso")).json()
+    assert {(h["speaker"], h["timestamp"]) for h in top["results"][0]["highlights"]} >= {("Jon", JUNE_12)}
+    assert client.get("/api/memory/episodes", headers=user("iso")).json()["episodes"][0]["timestamp"] == JULY_1
+
+    posted = client.post(
+        "/api/memory/sessions/iso-live/turns",
+        json={"turns": [{"role": "user", "content": "Hello there, it is May.", "timestamp": "2023-05-08T10:00:00"}]},
+        headers=user("iso"),
+    )
+    assert posted.status_code == 200, posted.text
+    live = client.get("/api/memory/sessions/iso-live", headers=user("iso")).json()
+    assert [m["timestamp"] for m in live["messages"]] == [MAY_8]  # no offset: UTC
+
+    for bad in ("yesterday", "2023-13-01T00:00:00Z", "1969-12-31T23:59:59Z"):
+        refused = client.post(
+            "/api/memory/sessions/iso-live/turns",
+            json={"turns": [{"role": "user", "content": "x", "timestamp": bad}]},
+            headers=user("iso"),
+        )
+        assert refused.status_code == 422, (bad, refused.text)
+        assert refused.json()["errors"][0]["field"] == "turns.0.timestamp"
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert {"type": "string", "format": "date-time"} in schema["TurnIn"]["properties"]["timestamp"]["anyOf"][0]["anyOf"]
+
+
 def test_one_embedding_call_embeds_the_whole_batch(client: TestClient, coordinator: MemoryCoordinator) -> None:
     embedder = coordinator.semantic.embedder
     calls: list[list[str]] = []

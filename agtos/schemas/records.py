@@ -5,12 +5,58 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: every stored time is a real date
+
+
+_DATETIME = TypeAdapter(datetime)  # pydantic's RFC 3339 / ISO 8601 parser
+EXAMPLE_TIME = "2023-05-08T18:00:00Z"
+
+
+def to_ms(value: Any) -> Any:
+    """A time as sent: ms since the epoch (as is), or an ISO 8601 date-time (a ``datetime``, or a string
+    such as ``2023-05-08T18:00:00Z``; UTC when it names no offset) turned into ms."""
+    if isinstance(value, str) and not value.strip().isdigit():
+        try:
+            value = _DATETIME.validate_python(value.strip())
+        except ValidationError:
+            raise ValueError(f"expected ms since the epoch or an ISO 8601 date-time such as {EXAMPLE_TIME}") from None
+    if not isinstance(value, datetime):
+        return value
+    moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
+#: a time a client sends: ms since the epoch, or an ISO 8601 date-time (stored as ms)
+SentTime = Annotated[
+    int,
+    Field(ge=0, le=MAX_TIMESTAMP_MS),
+    BeforeValidator(to_ms),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": MAX_TIMESTAMP_MS},
+                {"type": "string", "format": "date-time"},
+            ],
+            "description": "ms since the epoch, or an ISO 8601 date-time (UTC when it names no offset)",
+        }
+    ),
+]
 
 
 def now_ms() -> int:
@@ -47,7 +93,7 @@ class Turn(Record):
 
     role: Role
     content: str = Field(min_length=1, max_length=100_000)
-    timestamp: int = Field(default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS)
+    timestamp: SentTime = Field(default_factory=now_ms)
     name: str | None = Field(
         default=None, max_length=128, description="the speaker's name (the tool's, for tool turns)"
     )

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agtos.schemas.records import MAX_TIMESTAMP_MS, EntityType, Role, Turn
+from agtos.schemas.records import EntityType, Role, SentTime, Turn
 
 # Request bodies: snake_case keys, unknown keys refused; each carries an example for /openapi.json.
 # They live here (not in the routers) so the Python client and the MCP tools build the same bodies.
@@ -27,7 +27,7 @@ class TurnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Literal["user", "assistant", "system"]
     content: str = Field(min_length=1, max_length=100_000)
-    timestamp: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS, description="ms; default: now")
+    timestamp: SentTime | None = Field(default=None, description="when it was said; default: now")
     name: str | None = Field(default=None, max_length=128, description="the speaker's name")
 
     def to_turn(self, name: str | None = None) -> Turn:
@@ -168,9 +168,7 @@ class ConversationSession(BaseModel):
 
     model_config = request_config(_SESSION_EXAMPLE)
     id: str = Field(pattern=RECORD_ID, description="the session's id: ingesting it again stores nothing new")
-    started_at: int | None = Field(
-        default=None, ge=0, le=MAX_TIMESTAMP_MS, description="ms; the time of turns sent without a timestamp"
-    )
+    started_at: SentTime | None = Field(default=None, description="the time of turns sent without a timestamp")
     speakers: dict[Role, SpeakerName] = Field(
         default_factory=dict, description="speaker names by role, given to the turns that carry no name"
     )
