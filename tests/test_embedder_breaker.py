@@ -157,12 +157,14 @@ def test_a_search_answers_within_the_query_bound_from_the_keyword_index(
     remember_the_garden(api)
     _, answered = search(api, "what did I plant in the garden")
     assert answered["count"] == 1 and match_types(answered) == {"hybrid"}  # vector and keyword evidence
+    assert answered["degraded"] is None
     embed_server.hang()
     took, body = search(api, "basil and tomatoes")  # not cached: it asks the silent service
     assert took < QUERY_TIMEOUT_S + SLACK_S, f"search held {took:.1f} s by a silent embedder"
     assert [hit["sessionId"] for hit in body["results"]] == ["garden"]
     assert match_types(body) == {"keyword"}  # found by keyword only: the vector side is missing
     assert body["available"] is True
+    assert body["degraded"] == "embedder unavailable: keyword search only"  # the reply says so, and no URL
 
 
 def test_the_open_breaker_fails_searches_fast_and_health_says_degraded(
@@ -183,6 +185,12 @@ def test_the_open_breaker_fails_searches_fast_and_health_says_degraded(
     assert health["status"] == "degraded" and "semantic" in health["degraded"]
     assert health["tiers"]["semantic"]["degradedTo"] == "keyword search (embedder unavailable)"
     assert health["tiers"]["semantic"]["searchMode"] == "bm25"
+    context = api.post(
+        "/api/memory/context", json={"query": "what grows in my garden?", "token_budget": 200}, headers=user(ALICE)
+    )
+    assert context.status_code == 200, context.text
+    assert "basil" in context.json()["context"]  # the keyword evidence still fills it
+    assert context.json()["degraded"] == "embedder unavailable: keyword search only"
 
 
 def test_a_session_ended_while_open_is_stored_and_found_by_keyword(
@@ -211,12 +219,14 @@ def test_the_breaker_closes_after_the_cool_down_and_vector_hits_come_back(
     time.sleep(COOLDOWN_S)
     _, body = search(api, "tomatoes basil garden")  # the trial call: answered, the breaker closes
     assert embed_server.requests == asked + 1
-    assert match_types(body) == {"hybrid"}
+    assert match_types(body) == {"hybrid"} and body["degraded"] is None
     embed_server.delay_s = 0.3  # closed: calls in flight together all go out
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda i: search(api, f"spring garden planting {i}"), range(4)))
     assert embed_server.requests == asked + 5
     assert all(match_types(body) == {"hybrid"} for _, body in results)
+    context = api.post("/api/memory/context", json={"query": "my garden", "token_budget": 200}, headers=user(ALICE))
+    assert context.json()["degraded"] is None
 
 
 def test_after_the_cool_down_one_trial_call_goes_out_and_the_rest_fail_fast(

@@ -59,10 +59,11 @@ def turn_relevance(found: Found, query: str, asked: set[str]) -> list[float]:
 
 def evidence_items(
     rt: Services, user_id: str, query: str, budget_tokens: int, limit: int, who: Found | None = None
-) -> list[ContextItem]:
+) -> tuple[list[ContextItem], str | None]:
     """The evidence :func:`recall` finds for ``query``: turns with a neighbour, memories, conclusions,
     episode summaries. When the query names people who speak: their own turns first, and only the
-    memories and conclusions that name one of them. ``who``: :func:`people` already read."""
+    memories and conclusions that name one of them. ``who``: :func:`people` already read. With
+    them, why the search was degraded (``None`` when it ran as asked)."""
     items: list[ContextItem] = []
     turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
     found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1, who=who)
@@ -94,7 +95,7 @@ def evidence_items(
     for hit in found.episodes[:limit]:
         ep = hit.episode
         items.append(ContextItem("episodic", ep.id, ep.summary, hit.score, ep.timestamp, ep.id, ep.session_id))
-    return items
+    return items, found.degraded
 
 
 def build_context(
@@ -111,10 +112,12 @@ def build_context(
             if t.is_summary
         ]
     available = True
+    degraded = None
     try:
         who, profile = people_and_profile(rt, user_id)  # one round trip, for both
         items += profile_items(rt, user_id, query, who=who, profile=profile)
-        items += evidence_items(rt, user_id, query, budget_tokens, limit, who)
+        evidence, degraded = evidence_items(rt, user_id, query, budget_tokens, limit, who)
+        items += evidence
     except StorageUnavailable:
         available = False
     chosen, text, used = assemble(items, budget_tokens)
@@ -134,4 +137,5 @@ def build_context(
             for i in chosen
         ],
         "available": available,
+        "degraded": degraded,
     }

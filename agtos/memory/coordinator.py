@@ -153,6 +153,12 @@ class MemoryCoordinator:
         return self.services.users.known()
 
     # -- recall -----------------------------------------------------------------------
+    def search(
+        self, user_id: str, query: str, limit: int = 10, mode: str | None = None
+    ) -> tuple[list[SearchHit], str | None]:
+        """:meth:`search_episodes`, with why the search was degraded (``None`` when it ran as asked)."""
+        return recall.search(self.services, check_user_id(user_id), query, limit, mode)
+
     def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
         """Episodes by hybrid (default), vector or BM25 search, best first, re-ranked by recency."""
         return recall.search_episodes(self.services, check_user_id(user_id), query, limit, mode)

@@ -65,6 +65,8 @@ DATED_TURNS = 20  # turns of the days a question names (by date), fused with the
 DATED_EPISODES = 20  # sessions read per named day
 DATED_WEIGHT = 1.0  # their weight in that fusion (the index's hits weigh 1)
 _DAY_MS = 86_400_000
+#: a search's ``degraded``: no host, port or error text (the server log has the reason)
+EMBEDDER_DOWN = "embedder unavailable: keyword search only"
 PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
 SPEAKER_SESSIONS = 3  # the latest sessions whose speakers' names are left out of a search query
 SUPERSEDED_WEIGHT = 0.5  # a superseded fact's score counts this much (its current replacement is added)
@@ -131,6 +133,7 @@ class Found:
     conclusions: list[tuple[Conclusion, float]] = field(default_factory=list)
     speakers: set[str] = field(default_factory=set)  # the names of the people who speak in the user's sessions
     aliases: dict[str, str] = field(default_factory=dict)  # another name a speaker is called by -> the speaker
+    degraded: str | None = None  # why the search was not what was asked (the embedder was down: keyword only)
 
     def asked(self, query: str) -> set[str]:
         """The speakers ``query`` names (lower case), by their name or by what the other calls them."""
@@ -201,6 +204,7 @@ def recall(
         embedding=early,
         prefetch=prefetch,
     )
+    out.degraded = EMBEDDER_DOWN if any(f.degraded for f in found.values()) else None
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
     kinds = {h.id: h.match_type for h in turn_found.results}
@@ -528,13 +532,22 @@ def dated_turns(rt: Services, user_id: str, query: str, days: list[date], neighb
     ]
 
 
+def search(
+    rt: Services, user_id: str, query: str, limit: int = 10, mode: str | None = None
+) -> tuple[list[SearchHit], str | None]:
+    """Episodes by hybrid (default), vector or BM25 search, best first, each ranked by its best
+    evidence (a turn that matched, its summary, a memory drawn from it) and shown with the turns
+    that matched; recency only breaks near ties (see ``rerank_by_recency``). With them, why the
+    search was degraded (``None`` when it ran as asked)."""
+    found = recall(rt, user_id, query, limit, mode, memories=limit * FACTS_PER_HIT, shown=limit)
+    return found.episodes[:limit], found.degraded
+
+
 def search_episodes(
     rt: Services, user_id: str, query: str, limit: int = 10, mode: str | None = None
 ) -> list[SearchHit]:
-    """Episodes by hybrid (default), vector or BM25 search, best first, each ranked by its best
-    evidence (a turn that matched, its summary, a memory drawn from it) and shown with the turns
-    that matched; recency only breaks near ties (see ``rerank_by_recency``)."""
-    return recall(rt, user_id, query, limit, mode, memories=limit * FACTS_PER_HIT, shown=limit).episodes[:limit]
+    """The episodes of :func:`search`."""
+    return search(rt, user_id, query, limit, mode)[0]
 
 
 def search_memories(rt: Services, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[Memory]:

@@ -48,11 +48,15 @@ class SearchHitOut(EpisodeOut):
     highlights: list[HighlightOut] = Field(description="the session's turns that matched, best first")
 
 
+DEGRADED = "why the search was not the one asked for (keyword search only while the embedder is down); null if not"
+
+
 class SearchOut(ApiModel):
     query: str
     results: list[SearchHitOut]
     count: int
     available: bool
+    degraded: str | None = Field(default=None, description=DEGRADED)
 
 
 class ProfileOut(ApiModel):
@@ -75,6 +79,7 @@ class ContextOut(ApiModel):
     tokens: int
     items: list[ContextItemOut]
     available: bool
+    degraded: str | None = Field(default=None, description=DEGRADED)
 
 
 # -- insight ---------------------------------------------------------------------------

@@ -59,7 +59,7 @@ async def search(
 
 def _search(coordinator: MemoryCoordinator, user_id: str, q: str, limit: int, mode: str | None) -> Response:
     try:
-        hits = coordinator.search_episodes(user_id, q, limit, mode)
+        hits, degraded = coordinator.search(user_id, q, limit, mode)
     except StorageUnavailable:
         return json_model(SearchOut(query=q, results=[], count=0, available=False))
     # validated once, as one document (each hit's episode fields read off the episode, its highlights
@@ -75,7 +75,9 @@ def _search(coordinator: MemoryCoordinator, user_id: str, q: str, limit: int, mo
         for h in hits
     ]
     return json_model(
-        SearchOut.model_validate({"query": q, "results": results, "count": len(results), "available": True})
+        SearchOut.model_validate(
+            {"query": q, "results": results, "count": len(results), "available": True, "degraded": degraded}
+        )
     )
 
 
