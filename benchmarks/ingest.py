@@ -22,6 +22,10 @@ than one pass. In one run, on one coordinator (models loaded and warmed first):
   the queue is empty. Reported: wall per part, the worker's run sizes;
 * **batch, in process**: ``coordinator.ingest`` of the same sessions as turn items, ``--batch``
   sessions per call (summarise and save heuristics run in the pipeline's summarise step);
+* **HTTP back-fill**: the public batch route ``POST /api/memory/conversations`` (``{"sessions":
+  [{id, turns}]}``, each turn dated and named), up to ``--batch`` sessions of one user per POST
+  (the route takes one ``X-User-Id``); the same stages as the batch path, plus the time a request
+  spends outside ``coordinator.ingest`` (HTTP, validation, the check for stored session ids);
 * **Prefect ingestion flow**: ``ingestion_flow`` (the same steps as Prefect tasks, on a local
   ephemeral server) on the same batches; the server's start-up is excluded, reported apart;
 * **raw embedder**, right after the HTTP path: the bundled embedder alone on exactly the turn
@@ -51,9 +55,10 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +95,8 @@ SEARCH_SAMPLE = 40  # saved episodes searched for after each path
 PADDED = {"batch_size": 64, "batch_tokens": 64 * MINILM_MAX_TOKENS}  # the embedder before length buckets
 PADDED_SAMPLE = 8  # calls timed padded and bucketed (padded is ~10x slower: not all of them)
 SWEEP = [(1, 1 << 20), (8, 1 << 20), (16, 1 << 20), (64, 1 << 20), (8, 1024), (16, 1024), (16, 2048), (32, 4096)]
+BACKFILL = "HTTP back-fill (POST /api/memory/conversations,"  # the path's name, before its batch size
+OUTSIDE_INGEST = "HTTP request outside `coordinator.ingest` (validation, stored-id check, response)"
 STAGE_LABELS = {  # run_ingestion's steps (agtos/memory/ingestion_pipeline.py) as the README names them
     "summarise": "pipeline summarise step (a ready episode passes through)",
     "recognise": "spaCy NER",
@@ -108,6 +115,9 @@ class Session:
     user_id: str
     session_id: str
     turns: list[dict[str, Any]]
+
+
+Send = Callable[[list[Session], Any], int]  # a group of sessions and its payload → sessions stored
 
 
 def sessions(path: str, count: int | None, tag: str) -> list[Session]:
@@ -317,22 +327,71 @@ class Run:
         return res
 
     def batch(self, todo: list[Session]) -> PathResult:
+        """``coordinator.ingest`` in process, ``--batch`` sessions per call (users mixed in a call)."""
         res = PathResult(f"batch in process (`coordinator.ingest`, {self.args.batch} sessions per call)")
-        watch = Stopwatch()
+        groups = [
+            (chunk, [IngestItem(user_id=s.user_id, session_id=s.session_id, turns=s.turns) for s in chunk])
+            for chunk in chunks(todo, self.args.batch)
+        ]
+        return self.batched(res, groups, lambda _, items: self.coord.ingest(items).stored)
+
+    def backfill(self, todo: list[Session]) -> PathResult:
+        """The public back-fill route, ``POST /api/memory/conversations``: up to ``--batch`` sessions
+        of one user per request (the route takes one ``X-User-Id``), each turn dated and named."""
+        res = PathResult(f"{BACKFILL} {self.args.batch} sessions per POST)")
+        groups = [
+            (chunk, {"sessions": [{"id": s.session_id, "turns": s.turns} for s in chunk]})
+            for _, mine in groupby(todo, key=lambda s: s.user_id)
+            for chunk in chunks(list(mine), self.args.batch)
+        ]
+        with AsgiClient(create_app(coordinator=self.coord)) as client:
+
+            def post(chunk: list[Session], body: dict[str, Any]) -> int:
+                headers = {"X-User-Id": chunk[0].user_id}
+                r = client.post("/api/memory/conversations", json=body, headers=headers)
+                assert r.status_code == 200, r.text
+                return int(r.json()["stored"])
+
+            res = self.batched(res, groups, post, outside=OUTSIDE_INGEST)
+        sizes = Counter(len(chunk) for chunk, _ in groups)
+        res.note = (
+            f"back-fill path: {len(groups)} POSTs (sessions per POST: "
+            f"{', '.join(f'{n}×{k}' for k, n in sorted(sizes.items()))}; one user per POST, where the "
+            "batch path's calls mix users)"
+        )
+        return res
+
+    def batched(
+        self, res: PathResult, groups: list[tuple[list[Session], Any]], send: Send, outside: str = ""
+    ) -> PathResult:
+        """Each group's payload (built before the timing) sent in one timed call that returns the
+        sessions stored; stages as on the session end, "other (glue)" = the rest of
+        ``coordinator.ingest``, and the time outside it (``outside``: a request's HTTP, validation,
+        check for stored session ids and response) as a stage of its own."""
+        watch, inside = Stopwatch(), [0.0]
+        ingest = self.coord.ingest
+
+        def timed_ingest(items: list[IngestItem]) -> Any:
+            t = time.perf_counter()
+            try:
+                return ingest(items)
+            finally:
+                inside[0] += time.perf_counter() - t
+
         cpu0 = time.process_time()
-        with self.timed_session_end(watch):
-            for chunk in chunks(todo, self.args.batch):
-                items = [IngestItem(user_id=s.user_id, session_id=s.session_id, turns=s.turns) for s in chunk]
+        with self.timed_session_end(watch), patched(self.coord, ingest=timed_ingest):
+            for chunk, payload in groups:
                 t = time.perf_counter()
-                report = self.coord.ingest(items)
+                res.saved += send(chunk, payload)
                 res.wall_s += time.perf_counter() - t
-                res.saved += report.stored
                 res.sessions += len(chunk)
                 res.turns += sum(len(s.turns) for s in chunk)
         res.cpu_s = time.process_time() - cpu0
         stages = watch.take()
         res.texts_embedded = sum(len(call) for call in self.calls)
-        res.stages_wall = {**stages, "other (glue)": res.wall_s - sum(stages.values())}
+        res.stages_wall = {**stages, "other (glue)": inside[0] - sum(stages.values())}
+        if outside:
+            res.stages_wall[outside] = res.wall_s - inside[0]
         res.stages_cpu = watch.take_cpu()
         return res
 
@@ -572,8 +631,39 @@ def render(results: dict[str, Any]) -> str:
             ),
             f"| **total** | **{q['wall_s'] / q['sessions'] * 1e3:.1f}** | 100% |",
         ]
+    lines += stage_comparison(results["paths"])
     notes = [p["note"] for p in results["paths"] if p.get("note")]
     return "\n".join([*lines, "", *(f"- {n}" for n in notes), ""])
+
+
+def stage_comparison(paths: list[dict[str, Any]]) -> list[str]:
+    """The batch path's stages beside the HTTP back-fill's (ms per session, wall and CPU), when both ran."""
+    batch = next((p for p in paths if p["name"].startswith("batch in process")), None)
+    fill = next((p for p in paths if p["name"].startswith(BACKFILL)), None)
+    if batch is None or fill is None:
+        return []
+    names = list(dict.fromkeys([*batch["stages_wall"], *fill["stages_wall"]]))
+
+    def ms(p: dict[str, Any], key: str, name: str) -> str:
+        secs = p[key].get(name)
+        return "—" if secs is None else f"{secs / p['sessions'] * 1e3:.1f}"
+
+    return [
+        "",
+        f"The batch path beside the HTTP back-fill, stage by stage ({fill['sessions']} sessions each; exclusive, "
+        "stages + other = total):",
+        "",
+        "| stage | batch, ms per session (wall) | back-fill, wall | batch, CPU ms | back-fill, CPU ms |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {STAGE_LABELS.get(n, n)} | {ms(batch, 'stages_wall', n)} | {ms(fill, 'stages_wall', n)} "
+            f"| {ms(batch, 'stages_cpu', n)} | {ms(fill, 'stages_cpu', n)} |"
+            for n in names
+        ),
+        f"| **total** | **{batch['wall_s'] / batch['sessions'] * 1e3:.1f}** "
+        f"| **{fill['wall_s'] / fill['sessions'] * 1e3:.1f}** | {batch['cpu_s'] / batch['sessions'] * 1e3:.1f} "
+        f"| {fill['cpu_s'] / fill['sessions'] * 1e3:.1f} |",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -606,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
             ("queue", run.queue),
             ("queue-one-post", lambda todo: run.queue(todo, per_post=0)),
             ("batch", run.batch),
+            ("backfill", run.backfill),
             ("flow", run.flow),
         ):
             if tag == "flow" and args.no_flow:

@@ -29,6 +29,8 @@ HYBRID_STAGES = (
     "liveness + records (Redis)",
 )
 
+BACKFILL_ROW = "HTTP back-fill (POST /api/memory/conversations, 32 sessions per POST)"
+
 
 def _run(args: list[str]) -> None:
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
@@ -72,6 +74,20 @@ def test_ingest_benchmark_saves_and_finds_every_session_and_its_stages_add_up(re
     assert res["baseline"]["turn_texts"] == http["turns"]  # the raw embedder ran on the same turns
 
 
+def test_ingest_backfill_path_posts_the_sessions_to_the_public_route_and_times_its_stages(results: Path) -> None:
+    paths = {p["name"]: p for p in _load(results, "ingest.json")["paths"]}
+    fill = paths[BACKFILL_ROW]
+    assert fill["saved"] == fill["sessions"] == 4  # stored by the route: not "unchanged", not skipped
+    assert fill["searchable"] == "4 listed; 4/4 found by searching their summary"
+    assert fill["turns"] == paths["batch in process (`coordinator.ingest`, 32 sessions per call)"]["turns"]
+    assert fill["texts_embedded"] > fill["turns"]  # the turns, the episode's facts and entity names, counted
+    stages = fill["stages_wall"]
+    assert stages["embed"] > 0 and stages["recognise"] > 0  # the route's ingest ran the timed steps
+    assert stages["HTTP request outside `coordinator.ingest` (validation, stored-id check, response)"] > 0
+    assert sum(stages.values()) == pytest.approx(fill["wall_s"], rel=1e-6)
+    assert "back-fill path: 1 POSTs (sessions per POST: 1×4;" in fill["note"]
+
+
 def test_lint_benchmark_compares_pair_sets(results: Path) -> None:
     res = _load(results, "lint.json")
     assert res["pair_sets_equal"] is True and res["naive_pairs"] > 0
@@ -84,6 +100,8 @@ def test_readme_block_renders_from_the_results(results: Path, monkeypatch: pytes
     stamp = _load(results, "ingest.json")["stamp"]["date"]
     assert stamp in block and "4 sessions of convset.json" in block
     assert "| 400 |" in block  # the lint table's row
+    assert f"| {BACKFILL_ROW} |" in block and "| 4 / 4 | 4 listed; 4/4 found" in block.split(BACKFILL_ROW)[1]
+    assert "The batch path beside the HTTP back-fill, stage by stage (4 sessions each" in block
 
 
 def _mode(r1: float, r5: float, r10: float, mrr: float, update: float) -> dict[str, Any]:
