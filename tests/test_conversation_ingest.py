@@ -231,3 +231,21 @@ def test_cli_sends_the_log_to_a_running_api(cli_env: None, tmp_path: Path, clien
         server.wait(timeout=30)
     episodes = client.get("/api/memory/episodes", headers=user("remote")).json()["episodes"]
     assert sorted(e["timestamp"] for e in episodes) == [MAY_8 + 60_000, JUNE_12 + 1]
+
+
+def test_a_time_without_an_offset_is_utc_whatever_the_servers_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from agtos.schemas.records import to_ms
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9: a naive time read as local would be 9 h early
+    time.tzset()
+    try:
+        assert to_ms("2023-05-08T10:00:00") == MAY_8
+        assert to_ms("2023-05-08T19:00:00+09:00") == MAY_8
+        assert to_ms("2023-05-08T10:00:00.0004Z") == MAY_8  # to the nearest ms
+        assert to_ms("2023-05-08T10:00:00.0006Z") == MAY_8 + 1
+        assert to_ms(MAY_8) == MAY_8 and to_ms(str(MAY_8)) == str(MAY_8)  # ms pass through to the int check
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
