@@ -116,6 +116,9 @@ class Session:
     session_id: str
     turns: list[dict[str, Any]]
 
+    def typed_turns(self) -> list[Turn]:
+        return [Turn.model_validate(t) for t in self.turns]
+
 
 Send = Callable[[list[Session], Any], int]  # a group of sessions and its payload → sessions stored
 
@@ -190,7 +193,7 @@ class Run:
         """Load the embedder and spaCy, and run one of the dataset's sessions end to end through the
         session path (its Dreamer too) and one batch, under a user of their own (not measured). A
         one-turn session is not saved, so it left spaCy to load inside the first timed session end."""
-        turns = [Turn.model_validate(t) for t in session.turns]
+        turns = session.typed_turns()
         self.coord.ingest([IngestItem(user_id="bench-warmup", session_id="w1", turns=turns)])
         self.coord.add_turns("bench-warmup", "w2", turns)
         if not self.coord.end_session("bench-warmup", "w2").saved:
@@ -252,7 +255,7 @@ class Run:
         if self.queued is None:
             coord = self.queued = MemoryCoordinator(self.coord.settings.with_overrides(ingest_mode="queue"))
             warm = sessions(self.args.dataset, 1, "queue-warmup")[0]
-            coord.add_turns(warm.user_id, warm.session_id, [Turn.model_validate(t) for t in warm.turns])
+            coord.add_turns(warm.user_id, warm.session_id, warm.typed_turns())
             coord.end_session(warm.user_id, warm.session_id)
             coord.ingest_worker().drain()  # its models loaded and warm, outside the timing
         coord = self.queued
@@ -330,7 +333,7 @@ class Run:
         """``coordinator.ingest`` in process, ``--batch`` sessions per call (users mixed in a call)."""
         res = PathResult(f"batch in process (`coordinator.ingest`, {self.args.batch} sessions per call)")
         groups = [
-            (chunk, [IngestItem(user_id=s.user_id, session_id=s.session_id, turns=s.turns) for s in chunk])
+            (chunk, [IngestItem(user_id=s.user_id, session_id=s.session_id, turns=s.typed_turns()) for s in chunk])
             for chunk in chunks(todo, self.args.batch)
         ]
         return self.batched(res, groups, lambda _, items: self.coord.ingest(items).stored)
