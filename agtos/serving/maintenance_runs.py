@@ -16,9 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas.api import MaintenanceRun
 from agtos.schemas.records import new_id
-from agtos.tasks.url_credentials import mask_urls
+from agtos.tasks.url_credentials import mask_logged_urls, mask_urls
 
 log = logging.getLogger(__name__)
+mask_logged_urls("httpx")  # Prefect's client logs each request's URL, PREFECT_API_URL's credentials included, at INFO
 
 LINT_DEPLOYMENT = "memory-lint/nightly-lint"
 

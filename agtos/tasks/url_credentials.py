@@ -3,11 +3,12 @@
 ``mask_urls`` rewrites every ``scheme://user:password@host`` in a text to ``scheme://user:***@host``
 (a user name alone, often a token, becomes ``***``); ``split_userinfo`` takes the credentials out of a
 URL so an HTTP client sends them as Basic auth and never prints them (httpx logs and error messages
-name the request URL).
+name the request URL); ``mask_logged_urls`` masks them in what a third-party client logs.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -34,3 +35,21 @@ def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
     userinfo, _, host = parts.netloc.rpartition("@")
     user, _, password = userinfo.partition(":")
     return urlunsplit(parts._replace(netloc=host)), (unquote(user), unquote(password))
+
+
+class _MaskedRecords(logging.Filter):
+    """Rewrites a record whose message holds URL credentials to the masked message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask_urls(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def mask_logged_urls(logger_name: str) -> None:
+    """Mask URL credentials in every record ``logger_name`` logs (once per logger)."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, _MaskedRecords) for f in logger.filters):
+        logger.addFilter(_MaskedRecords())
