@@ -295,3 +295,19 @@ def test_the_guards_ollama_probe_waits_its_configured_timeout_only(silent_url: s
     decisions: list[Any] = []
     assert raised_within(4.0, lambda: decisions.append(guard.check())) is None
     assert decisions[0].reason == "idle"
+
+
+def test_an_embedder_url_with_an_invalid_port_degrades_health_and_search_instead_of_a_500(settings: Settings) -> None:
+    """A typo in AGTOS_EMBEDDING_BASE_URL's port: httpx raises InvalidURL (no HTTPError), which
+    answered 500 on /health and on every search before; now the embedder is unavailable (keyword search)."""
+    embedding = EmbeddingConfig(provider="ollama", model="nomic-embed-text", base_url="http://svc:pw@127.0.0.1:1x")
+    coordinator = MemoryCoordinator(settings.with_overrides(embedding=embedding))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            health = client.get("/health")
+            found = client.get("/api/memory/search", params={"q": "tea"}, headers=user("ann"))
+    finally:
+        coordinator.close()
+    assert health.status_code == 200 and health.json()["status"] == "degraded"
+    assert health.json()["tiers"]["semantic"]["error"] == "embedder unavailable (the server log has the reason)"
+    assert found.status_code == 200 and found.json()["degraded"] == "embedder unavailable: keyword search only"

@@ -119,7 +119,7 @@ class HTTPEmbedder:
             self.breaker.failed()
             waited = self.timeout_s if timeout_s is None else timeout_s
             raise EmbeddingTimeout(f"{self.name} embedding request to {url}: no answer within {waited:g} s") from exc
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: e.g. a typo in the port
             self.breaker.failed()
             raise EmbeddingError(f"{self.name} embedding request to {url} failed: {mask_urls(str(exc))}") from exc
         except BaseException:  # the breaker must not wait for a trial call that never reports
