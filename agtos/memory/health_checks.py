@@ -15,6 +15,7 @@ from agtos.config import LLM_SLOT_NAMES
 from agtos.providers.embedding_base import EmbeddingTimeout
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas.records import now_ms
+from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.url_credentials import mask_urls
 
@@ -29,6 +30,7 @@ MAINTENANCE_MAX_AGE_MS = 48 * 3600 * 1000
 REDIS_DOWN = "Redis unreachable"
 EMBEDDER_DOWN = "embedder unavailable (the server log has the reason)"  # its error names the service's URL
 EMBEDDER_SILENT = "embedder did not answer within {:g} s"
+EMBEDDER_BREAKER_OPEN = "embedder failed just now: calls fail at once until its cool-down ends (circuit breaker open)"
 EMBEDDER_PROBE_TIMEOUT_S = 2.0  # the longest /health waits on a remote embedder
 EMBEDDER_PROBE_TTL_S = 15.0  # a remote embedder's answer (or silence) is reused this long
 LOCAL_EMBEDDERS = ("onnx", "local")  # in process: loaded means available, never probed
@@ -44,6 +46,7 @@ def health(rt: Services) -> dict[str, Any]:
         "available": redis_info["available"] and embedder_ok,
         "searchMode": rt.settings.search_mode if embedder_ok else "bm25",
         "embedder": rt.semantic.embedder.name if embedder_ok else None,
+        "pendingVectors": _pending_vectors(rt) if redis_info["available"] else None,
     }
     if not embedder_ok:
         semantic["degradedTo"] = "keyword search (embedder unavailable)"
@@ -100,11 +103,32 @@ def embedder_status(rt: Services) -> str | None:
     asked directly (no model call); a remote one gets a bounded probe, its result cached a few seconds."""
     if rt.settings.embedding.provider in LOCAL_EMBEDDERS:
         return None if rt.semantic.embedder_available() else EMBEDDER_DOWN
+    breaker = breaker_state(rt.semantic)
+    if breaker == "open":  # the cached probe may predate the failures that opened it
+        return EMBEDDER_BREAKER_OPEN
     with _REMOTE_LOCK:
         probe = _REMOTE.get(rt.semantic)
         if probe is None:
             probe = _REMOTE[rt.semantic] = RemoteEmbedderProbe(rt.semantic)
-    return probe.status()
+    return probe.status(fresh=breaker == "half-open")  # half-open: the probe may be the trial that closes it
+
+
+def breaker_state(semantic: SemanticMemory) -> str:
+    """``closed``, ``open`` (in its cool-down: calls fail at once) or ``half-open`` (a trial call may go)
+    of the built embedder's circuit breaker; ``closed`` for one without."""
+    breaker = getattr(semantic._embedder, "breaker", None)
+    open_until = getattr(breaker, "_open_until", None)  # CircuitBreaker keeps its state private
+    if breaker is None or open_until is None:
+        return "closed"
+    return "open" if breaker._clock() < open_until else "half-open"
+
+
+def _pending_vectors(rt: Services) -> int | None:
+    """Records stored for keyword search only, waiting for their vectors (None: Redis did not answer)."""
+    try:
+        return PendingVectors(rt.connector, rt.keys).count()
+    except StorageUnavailable:
+        return None
 
 
 class RemoteEmbedderProbe:
@@ -125,10 +149,11 @@ class RemoteEmbedderProbe:
         self._result: str | None = None
         self._checked_at = float("-inf")
 
-    def status(self) -> str | None:
-        """The cached reason (None: answering) or a fresh probe's, waiting at most ``timeout_s``."""
+    def status(self, fresh: bool = False) -> str | None:
+        """The cached reason (None: answering) or, past ``ttl_s`` or ``fresh``, a new probe's, waiting at
+        most ``timeout_s``."""
         with self._lock:
-            if time.monotonic() - self._checked_at < self.ttl_s:
+            if not fresh and time.monotonic() - self._checked_at < self.ttl_s:
                 return self._result
             if self._future is None:
                 self._future = _PROBES.submit(self._probe)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from agtos.memory.episodic import EpisodeDraft, build_episode, session_episode_id
 from agtos.memory.ingestion_pipeline import run_ingestion
+from agtos.memory.vector_repair import fill_after_ingestion
 from agtos.schemas import IngestItem, Turn
 from agtos.storage.ingest_queue import IngestQueue, QueueEntry
 from agtos.storage.redis_conn import StorageUnavailable
@@ -63,8 +64,9 @@ def ingest_session(rt: Services, job: SessionJob, emit: Callable[[dict[str, Any]
     if not draft.decision.save or rt.privacy.is_opted_out(job.user_id):
         return draft
     item = IngestItem(user_id=job.user_id, session_id=job.session_id, turns=job.turns, episode=draft.episode)
-    run_ingestion(rt, [item])
+    report = run_ingestion(rt, [item])
     rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
+    fill_after_ingestion(rt, report)  # the embedder answered: records stored without vectors get theirs
     # the Dreamer (and any other subscriber); its Redis marker keeps it once per episode
     emit({"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id})
     return draft
@@ -83,12 +85,13 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         if draft.decision.save and not rt.privacy.is_opted_out(job.user_id)
     ]
     if kept:
-        run_ingestion(
+        report = run_ingestion(
             rt,
             [IngestItem(user_id=j.user_id, session_id=j.session_id, turns=j.turns, episode=d.episode) for j, d in kept],
         )
-    for job, _ in kept:
-        rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
+        for job, _ in kept:
+            rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
+        fill_after_ingestion(rt, report)  # the embedder answered: records stored without vectors get theirs
     for at, (job, draft) in enumerate(kept):  # after every step that can fail: a failed batch emits none
         event: dict[str, Any] = {"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id}
         if any(later.user_id == job.user_id for later, _ in kept[at + 1 :]):

@@ -19,6 +19,8 @@ from agtos.memory.episodic import build_episode
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory
 from agtos.schemas.api import ApiModel
+from agtos.schemas.records import now_ms
+from agtos.storage.pending_vectors import PendingVectors
 from agtos.tasks.distil import distil_memories
 from agtos.tasks.entity_records import entity_text
 from agtos.tasks.text import episode_text
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from agtos.memory.services import Services
 
 log = logging.getLogger(__name__)
+
+EMBEDDER_DEGRADED = "embedder unavailable, stored for keyword search only"
 
 
 class IngestionReport(ApiModel):
@@ -120,13 +124,15 @@ def upsert_entities(rt: Services, episodes: list[Episode], mentions: list[list[A
 INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch, upsert_entities)
 
 
-def _episode_rows_first(
+def episode_rows_first(
     episodes: list[Episode], own: list[Episode], memories: list[Memory], turns: TurnBatch, embedded: np.ndarray
 ) -> np.ndarray:
     """``embedded`` (the ``own`` episodes' rows, the memories', the turn units') as ``index_batch``
     takes it: a row per episode first, an episode with turns getting one made of its turns' and
     facts' vectors (:func:`episode_vectors`) instead of an embedding of its summary."""
     rest = embedded[len(own) :]
+    if not episodes:
+        return rest
     made = episode_vectors(turns.units, rest[len(memories) :], memories, rest[: len(memories)])
     made |= dict(zip((e.id for e in own), embedded[: len(own)], strict=True))
     return np.concatenate([np.stack([made[e.id] for e in episodes]), rest])
@@ -136,7 +142,8 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
     """The ingestion DAG: summarise → NER → distil → embed (one batch call) → index → entities.
 
     If embedding still fails after its retries, the batch is indexed for keyword search
-    only and the report says so: nothing is lost.
+    only, the report says so and its episodes and memories are noted as waiting for vectors
+    (:func:`note_missing_vectors`; :mod:`agtos.memory.vector_repair` fills them in later).
     """
     report = IngestionReport(received=len(items))
     episodes, report.skipped = steps.summarise(rt, items)
@@ -150,12 +157,14 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
     texts = [episode_text(e) for e in own] + [m.text for m in memories] + [u.text for u in turns.units]
     vectors: np.ndarray | None
     try:
-        vectors = _episode_rows_first(episodes, own, memories, turns, steps.embed(rt, texts))
+        vectors = episode_rows_first(episodes, own, memories, turns, steps.embed(rt, texts))
     except EmbeddingError as exc:  # the reason goes to the log only: it names the service's URL
         log.warning("embedder unavailable, %d episodes stored for keyword search only: %s", len(episodes), exc)
-        report.degraded = "embedder unavailable, stored for keyword search only"
+        report.degraded = EMBEDDER_DEGRADED
         vectors = None
     report.memories = steps.index(rt, episodes, memories, vectors, turns)
+    if vectors is None:  # after the records exist: a fill running meanwhile would skip them as gone
+        note_missing_vectors(rt, episodes, memories)
     report.stored = len(episodes)
     report.episode_ids = [e.id for e in episodes]
     try:
@@ -164,3 +173,20 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
         log.exception("entity graph not updated for %d episodes", len(episodes))
         report.degraded = report.degraded or "entity graph not updated (the server log has the reason)"
     return report
+
+
+def pending_vectors(rt: Services) -> PendingVectors:
+    """The per-user sets of records stored without vectors."""
+    return PendingVectors(rt.connector, rt.keys)
+
+
+def note_missing_vectors(rt: Services, episodes: list[Episode], memories: list[Memory]) -> None:
+    """Note a batch stored without vectors (its episodes, their turns with them, and its memories), per user."""
+    by_user: dict[str, list[tuple[str, str]]] = {}
+    for episode in episodes:
+        by_user.setdefault(episode.user_id, []).append(("episode", episode.id))
+    for memory in memories:
+        by_user.setdefault(memory.user_id, []).append(("memory", memory.id))
+    pending, at = pending_vectors(rt), now_ms()
+    for user_id, records in by_user.items():
+        pending.add(user_id, records, at)

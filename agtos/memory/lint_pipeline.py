@@ -23,6 +23,7 @@ from agtos.config import MaintenanceConfig
 from agtos.memory.contradiction_pipeline import detect_contradictions
 from agtos.memory.resource_guard import run_when_safe
 from agtos.memory.service_errors import MaintenanceDisabledError
+from agtos.memory.vector_repair import fill_user
 from agtos.schemas import Conclusion, Episode, MaintenanceReport, Memory
 from agtos.schemas.api import MaintenanceRun
 from agtos.schemas.records import now_ms
@@ -206,6 +207,7 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
         survivor, duplicate = state.memories[survivor_id], state.memories[duplicate_id]
         state.memories[survivor_id] = rt.semantic.merge_duplicate(survivor, duplicate, origin="lint")
     expired = prune_expired(rt, state.user_id)
+    filled = fill_user(rt, state.user_id)  # records stored while the embedder was down get their vectors
     summary = {
         "status": "completed",
         "conclusionsBefore": state.before,
@@ -214,6 +216,7 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
         **{s["step"]: s["count"] for s in state.steps},
         "contradictionPipeline": state.pipeline,
         "expiredIndexEntries": expired,
+        "vectorsFilled": {"filled": filled.filled, "gone": filled.skipped, "error": filled.error},
         "durationMs": now_ms() - started_ms,
         **({"runId": state.run_id} if state.run_id else {}),
     }

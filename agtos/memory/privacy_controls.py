@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agtos.storage.keys import check_record_id
+from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.polarity import polarity
 from agtos.tasks.text import normalise
@@ -85,6 +86,8 @@ class Privacy:
     def forget_all(self, user_id: str) -> dict[str, Any]:
         """Every key of the user (records, indexes, journals, counters) plus in-process state."""
         deleted = self.c.users.delete_all(user_id)
+        # the global list of users with records waiting for vectors names them (their set went above)
+        PendingVectors(self.c.connector, self.c.keys).forget_user(user_id)
         self.c.journal.forget_user(user_id)  # the global index of live journals names them
         self.c.working.drop(user_id)
         self._clear_query_cache()

@@ -25,6 +25,9 @@ class SemanticTierOut(ApiModel):
     embedder: str | None
     degraded_to: str | None = None
     error: str | None = None
+    pending_vectors: int | None = Field(
+        None, description="records stored for keyword search only while the embedder failed, waiting for vectors"
+    )
 
 
 class TiersOut(ApiModel):

@@ -1,0 +1,125 @@
+"""Vectors for the records an ingestion stored for keyword search only (the embedder was down).
+
+:func:`~agtos.memory.ingestion_pipeline.run_ingestion` notes them in
+:class:`~agtos.storage.pending_vectors.PendingVectors`; :func:`fill_pending` (after a successful
+ingestion: the worker's jobs, an inline session end) and :func:`fill_user` (the lint sweep) embed
+them later, a batch per embedding call, with their texts as stored now, and write the vectors as
+ingestion does: an episode with stored turns gets its turns' units embedded (the ``turn`` index)
+and a vector made of them and of its facts in the batch, others an embedding of their text. Records
+forgotten or expired meanwhile are skipped; if the embedder still fails, the rest stay pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agtos.memory.ingestion_pipeline import EMBEDDER_DEGRADED, IngestionReport, episode_rows_first, pending_vectors
+from agtos.providers.embeddings import EmbeddingError
+from agtos.schemas import Episode, Memory
+from agtos.storage.keys import RECORD_ID_PATTERN
+from agtos.storage.pending_vectors import PendingRecord
+from agtos.storage.turns import turn_doc_id
+from agtos.tasks.text import episode_text
+from agtos.tasks.verbatim_turns import TurnBatch, turn_units
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
+
+log = logging.getLogger(__name__)
+
+FILL_BATCH = 32  # records per embedding call
+AFTER_INGESTION_RECORDS = 32  # filled after a successful ingestion (one batch: a job, or a request, waits on it)
+SWEEP_RECORDS = 512  # filled per user by a lint sweep
+USERS_PER_FILL = 16  # users looked at after an ingestion
+
+
+@dataclass
+class FillReport:
+    """What a fill did: records given vectors, records skipped (gone meanwhile), and why it stopped early."""
+
+    filled: int = 0
+    skipped: int = 0
+    error: str | None = None
+
+    def add(self, other: FillReport) -> None:
+        self.filled += other.filled
+        self.skipped += other.skipped
+        self.error = self.error or other.error
+
+
+def fill_pending(rt: Services, max_records: int = AFTER_INGESTION_RECORDS) -> FillReport:
+    """Fill up to ``max_records`` pending records of any users (a random few of those waiting)."""
+    report = FillReport()
+    for user_id in pending_vectors(rt).users(USERS_PER_FILL):
+        left = max_records - report.filled - report.skipped
+        if left <= 0 or report.error:
+            break
+        report.add(fill_user(rt, user_id, left))
+    return report
+
+
+def fill_after_ingestion(rt: Services, ingested: IngestionReport) -> None:
+    """:func:`fill_pending` once an ingestion embedded its batch (the embedder answers again); a
+    failure is logged, never the job's: the pending records wait for the next try."""
+    if not ingested.stored or ingested.degraded == EMBEDDER_DEGRADED:
+        return
+    try:
+        filled = fill_pending(rt)
+    except Exception:
+        log.exception("pending vectors not filled")
+        return
+    if filled.filled or filled.skipped:
+        log.info("pending vectors: %d records filled, %d gone", filled.filled, filled.skipped)
+
+
+def fill_user(rt: Services, user_id: str, max_records: int = SWEEP_RECORDS) -> FillReport:
+    """Fill up to ``max_records`` of one user's pending records, oldest first, ``FILL_BATCH`` per
+    embedding call. Nothing is written for a user who opted out (theirs stay pending)."""
+    report = FillReport()
+    if rt.privacy.is_opted_out(user_id):
+        return report
+    pending = pending_vectors(rt)
+    while report.filled + report.skipped < max_records:
+        batch = pending.oldest(user_id, min(FILL_BATCH, max_records - report.filled - report.skipped))
+        if not batch:
+            break
+        try:
+            filled = _fill(rt, user_id, batch)
+        except (EmbeddingError, ValueError) as exc:  # ValueError: vectors the index refuses (its dimension)
+            log.warning("pending vectors of %d records not filled: %s", len(batch), exc)
+            report.error = "embedder unavailable" if isinstance(exc, EmbeddingError) else "vectors refused"
+            break
+        report.filled += filled
+        report.skipped += len(batch) - filled
+        if not pending.clear(user_id, batch):
+            break
+    return report
+
+
+def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> int:
+    """Embed and index one batch (one embedding call); returns the records that still exist."""
+    semantic = rt.semantic
+    wanted = {ns: [r.record_id for r in batch if r.namespace == ns] for ns in ("episode", "memory")}
+    episode_store, memory_store = semantic.store("episode"), semantic.store("memory")
+    episodes = [Episode.model_validate_json(raw) for raw in episode_store.get_many(user_id, wanted["episode"]).values()]
+    memories = [Memory.model_validate_json(raw) for raw in memory_store.get_many(user_id, wanted["memory"]).values()]
+    units = turn_units(semantic.turns.of_episodes(user_id, [e.id for e in episodes]))
+    with_turns = {u.episode_id for u in units}
+    own = [e for e in episodes if e.id not in with_turns]
+    texts = [episode_text(e) for e in own] + [m.text for m in memories] + [u.text for u in units]
+    if not texts:
+        return 0
+    rows = episode_rows_first(episodes, own, memories, TurnBatch([], units), semantic.embedder.embed(texts))
+    n_episodes, n_memories = len(episodes), len(memories)
+    if episodes:
+        episode_store.vectors.add_many(user_id, [e.id for e in episodes], rows[:n_episodes])
+    if memories:
+        memory_store.vectors.add_many(user_id, [m.id for m in memories], rows[n_episodes : n_episodes + n_memories])
+    unit_ids = [turn_doc_id(u.episode_id, u.position, u.chunk) for u in units]
+    picked = [i for i, doc_id in enumerate(unit_ids) if RECORD_ID_PATTERN.fullmatch(doc_id)]  # as TurnStore.save
+    if picked:
+        unit_rows = rows[n_episodes + n_memories :]
+        semantic.turns.vectors.add_many(user_id, [unit_ids[i] for i in picked], unit_rows[picked])
+    return n_episodes + n_memories

@@ -1,0 +1,147 @@
+"""Records stored without vectors (the embedder failed at ingestion), waiting for them.
+
+Per user, a sorted set ``{prefix}:u:{<user>}:vectors:_pending`` (:meth:`UserKeys.collection`): under
+the user's key family and hash tag, so forget-all's SCAN removes it with the records and it shares
+their Redis Cluster slot. A member is ``{namespace}:{record id}`` (``episode``: the episode and the
+units of its stored turns; ``memory``), its score the time it was added (ms); at most ``limit`` per
+user, the oldest dropped beyond (those records stay keyword-only, the log says how many). The global
+set ``{prefix}:meta:pending_vectors`` names the users that have any, so a worker finds them without
+walking every user; forget-all removes the user from it (:meth:`PendingVectors.forget_user`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from agtos.storage.keys import GlobalKeys, check_record_id
+from agtos.storage.redis_conn import RedisConnector, as_text, members
+
+log = logging.getLogger(__name__)
+
+PENDING_PER_USER = 10_000
+PENDING_NAMESPACES = ("episode", "memory")
+
+#: KEYS[1]: a user's pending set; ARGV: member, score, member, score... Removes each member still
+#: at that score (one added again meanwhile, by a later failure, stays); returns {removed, left}.
+_CLEAR_LUA = """
+local removed = 0
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
+    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+  end
+end
+return {removed, redis.call('ZCARD', KEYS[1])}
+"""
+
+
+@dataclass(frozen=True)
+class PendingRecord:
+    """One record waiting for its vector (``added_ms``: when it was noted, the sorted set's score)."""
+
+    namespace: str
+    record_id: str
+    added_ms: int
+
+    @property
+    def member(self) -> str:
+        return f"{self.namespace}:{self.record_id}"
+
+
+class PendingVectors:
+    """The per-user sets of records without vectors and the global list of their users."""
+
+    def __init__(self, connector: RedisConnector, keys: GlobalKeys, limit: int = PENDING_PER_USER) -> None:
+        self.connector = connector
+        self.keys = keys
+        self.limit = max(1, limit)
+
+    def key(self, user_id: str) -> str:
+        return self.keys.user(user_id).collection("vectors", "pending")
+
+    def _users_key(self) -> str:
+        return self.keys.meta("pending_vectors")
+
+    def add(self, user_id: str, records: Sequence[tuple[str, str]], at_ms: int) -> int:
+        """Note ``(namespace, record id)`` pairs of one user as waiting since ``at_ms``; returns how many
+        older ones were dropped to stay within ``limit``."""
+        if not records:
+            return 0
+        for namespace, record_id in records:
+            if namespace not in PENDING_NAMESPACES:
+                raise ValueError(f"pending namespace must be one of {PENDING_NAMESPACES}, not {namespace!r}")
+            check_record_id(record_id, f"{namespace} id")
+        key, scores = self.key(user_id), {f"{ns}:{rid}": at_ms for ns, rid in records}
+
+        def op(r: redis.Redis) -> int:
+            pipe = r.pipeline(transaction=True)
+            pipe.zadd(key, scores)
+            pipe.zremrangebyrank(key, 0, -(self.limit + 1))
+            dropped = int(pipe.execute()[1])
+            r.sadd(self._users_key(), user_id)  # a global key: outside the per-user transaction
+            return dropped
+
+        dropped = self.connector.run(op)
+        if dropped:
+            log.warning("%d records of one user dropped from the pending vectors (limit %d)", dropped, self.limit)
+        return dropped
+
+    def users(self, count: int) -> list[str]:
+        """Up to ``count`` users with records waiting (a random pick of them: none starves the rest)."""
+        picked: list[Any] = self.connector.run(lambda r: r.srandmember(self._users_key(), count))  # type: ignore[arg-type,return-value]
+        return members(picked)
+
+    def oldest(self, user_id: str, count: int) -> list[PendingRecord]:
+        """The user's ``count`` records that waited longest."""
+        rows: list[tuple[bytes, float]] = self.connector.run(
+            lambda r: r.zrange(self.key(user_id), 0, count - 1, withscores=True)  # type: ignore[arg-type,return-value]
+        )
+        out: list[PendingRecord] = []
+        for member, score in rows:
+            namespace, _, record_id = as_text(member).partition(":")
+            out.append(PendingRecord(namespace, record_id, int(score)))
+        return out
+
+    def clear(self, user_id: str, records: Sequence[PendingRecord]) -> int:
+        """Remove these records (those not noted again since), and the user from the global list once
+        none is left; returns how many are left."""
+        if not records:
+            return self.count_of(user_id)
+        key = self.key(user_id)
+        args = [str(part) for rec in records for part in (rec.member, rec.added_ms)]
+
+        def op(r: redis.Redis) -> int:
+            _, left = r.eval(_CLEAR_LUA, 1, key, *args)
+            if not left:
+                r.srem(self._users_key(), user_id)
+                if r.zcard(key):  # noted meanwhile by another process: listed again
+                    r.sadd(self._users_key(), user_id)
+            return int(left)
+
+        return self.connector.run(op)
+
+    def count_of(self, user_id: str) -> int:
+        return int(self.connector.run(lambda r: r.zcard(self.key(user_id))))
+
+    def count(self) -> int:
+        """Records waiting, all users together (one round trip after the list of users)."""
+        users = members(self.connector.run(lambda r: r.smembers(self._users_key())))
+        if not users:
+            return 0
+
+        def op(r: redis.Redis) -> list[int]:
+            pipe = r.pipeline(transaction=False)
+            for user_id in users:
+                pipe.zcard(self.key(user_id))
+            return pipe.execute()
+
+        return sum(int(n) for n in self.connector.run(op))
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop the user from the global list (forget-all: their set goes with their keys)."""
+        self.connector.run(lambda r: r.srem(self._users_key(), user_id))
