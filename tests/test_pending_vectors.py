@@ -20,6 +20,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import EmbeddingConfig, MaintenanceConfig, Settings
+from agtos.memory import vector_repair
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.providers.embeddings import Embedder, EmbeddingError
 from agtos.serving.app import create_app
@@ -42,6 +43,7 @@ class SwitchableEmbedder:
         self.real = real
         self.name, self.model = real.name, real.model
         self.down = False
+        self.sizes: list[int] = []  # texts of each call made while up
 
     @property
     def dim(self) -> int:
@@ -50,6 +52,7 @@ class SwitchableEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if self.down:
             raise EmbeddingError("test embedder is down")
+        self.sizes.append(len(texts))
         return self.real.embed(texts)
 
     def embed_one(self, text: str) -> np.ndarray:
@@ -198,6 +201,27 @@ def test_records_forgotten_meanwhile_are_skipped_and_a_failing_embedder_keeps_th
     vectors = f"{key_prefix}:u:{{{ANA}}}:episode:_idx:vec:data"
     assert not raw_redis.hexists(vectors, episode_id)  # no vector written for the forgotten episode
     assert raw_redis.hlen(vectors) == 1  # the garden's
+
+
+def test_a_sweep_embeds_long_sessions_a_few_texts_per_call(
+    onnx_api: tuple[TestClient, SwitchableEmbedder, MemoryCoordinator],
+    monkeypatch: pytest.MonkeyPatch,
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """Each episode brings a text per turn: a call takes fewer records rather than more texts than the bound."""
+    client, switch, _ = onnx_api
+    store_lisbon_while_down(client, switch)
+    talk(client, ANA, "bikes", ("user", "My bicycle has a flat tyre."), ("assistant", "Get a new inner tube."))
+    monkeypatch.setattr(vector_repair, "FILL_TEXTS", 3)
+    switch.down = False
+    switch.sizes.clear()
+    assert run_maintenance(client, ANA)["report"]["summary"]["vectorsFilled"]["error"] is None
+    assert switch.sizes and max(switch.sizes) <= 3, switch.sizes
+    assert pending(client) == 0
+    base = f"{key_prefix}:u:{{{ANA}}}"  # every record has its vectors: 3 episodes of 2 turns each
+    assert (raw_redis.hlen(f"{base}:episode:_idx:vec:data"), raw_redis.hlen(f"{base}:turn:_idx:vec:data")) == (3, 6)
+    assert search_sessions(client, PARAPHRASE, "vector")[:1] == ["lisbon"]
 
 
 def _episode_of(client: TestClient, session_id: str) -> str:

@@ -22,7 +22,7 @@ from agtos.storage.keys import RECORD_ID_PATTERN
 from agtos.storage.pending_vectors import PendingRecord
 from agtos.storage.turns import turn_doc_id
 from agtos.tasks.text import episode_text
-from agtos.tasks.verbatim_turns import TurnBatch, turn_units
+from agtos.tasks.verbatim_turns import TurnBatch, TurnUnit, turn_units
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FILL_BATCH = 32  # records per embedding call
+FILL_TEXTS = 256  # texts per embedding call (an episode brings one per turn unit): fewer records when they are long
 AFTER_INGESTION_RECORDS = 32  # filled after a successful ingestion (one batch: a job, or a request, waits on it)
 SWEEP_RECORDS = 512  # filled per user by a lint sweep
 USERS_PER_FILL = 16  # users looked at after an ingestion
@@ -75,8 +76,9 @@ def fill_after_ingestion(rt: Services, ingested: IngestionReport) -> None:
 
 
 def fill_user(rt: Services, user_id: str, max_records: int = SWEEP_RECORDS) -> FillReport:
-    """Fill up to ``max_records`` of one user's pending records, oldest first, ``FILL_BATCH`` per
-    embedding call. Nothing is written for a user who opted out (theirs stay pending)."""
+    """Fill up to ``max_records`` of one user's pending records, oldest first, at most ``FILL_BATCH``
+    records and ``FILL_TEXTS`` texts per embedding call. Nothing is written for a user who opted out
+    (theirs stay pending)."""
     report = FillReport()
     if rt.privacy.is_opted_out(user_id):
         return report
@@ -86,31 +88,52 @@ def fill_user(rt: Services, user_id: str, max_records: int = SWEEP_RECORDS) -> F
         if not batch:
             break
         try:
-            filled = _fill(rt, user_id, batch)
+            handled, filled = _fill(rt, user_id, batch)
         except (EmbeddingError, ValueError) as exc:  # ValueError: vectors the index refuses (its dimension)
             log.warning("pending vectors of %d records not filled: %s", len(batch), exc)
             report.error = "embedder unavailable" if isinstance(exc, EmbeddingError) else "vectors refused"
             break
         report.filled += filled
-        report.skipped += len(batch) - filled
-        if not pending.clear(user_id, batch):
+        report.skipped += len(handled) - filled
+        if not pending.clear(user_id, handled):
             break
     return report
 
 
-def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> int:
-    """Embed and index one batch (one embedding call); returns the records that still exist."""
+def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> tuple[list[PendingRecord], int]:
+    """Embed and index the first records of ``batch`` whose texts fit in ``FILL_TEXTS`` (one record at
+    least), in one embedding call; returns the records handled and how many of them still exist."""
     semantic = rt.semantic
     wanted = {ns: [r.record_id for r in batch if r.namespace == ns] for ns in ("episode", "memory")}
     episode_store, memory_store = semantic.store("episode"), semantic.store("memory")
-    episodes = [Episode.model_validate_json(raw) for raw in episode_store.get_many(user_id, wanted["episode"]).values()]
-    memories = [Memory.model_validate_json(raw) for raw in memory_store.get_many(user_id, wanted["memory"]).values()]
-    units = turn_units(semantic.turns.of_episodes(user_id, [e.id for e in episodes]))
-    with_turns = {u.episode_id for u in units}
-    own = [e for e in episodes if e.id not in with_turns]
+    found_episodes = {
+        i: Episode.model_validate_json(raw) for i, raw in episode_store.get_many(user_id, wanted["episode"]).items()
+    }
+    found_memories = {
+        i: Memory.model_validate_json(raw) for i, raw in memory_store.get_many(user_id, wanted["memory"]).items()
+    }
+    units_of: dict[str, list[TurnUnit]] = {}
+    for unit in turn_units(semantic.turns.of_episodes(user_id, list(found_episodes))):
+        units_of.setdefault(unit.episode_id, []).append(unit)
+    handled: list[PendingRecord] = []
+    episodes: list[Episode] = []
+    memories: list[Memory] = []
+    n_texts = 0
+    for record in batch:
+        episode = found_episodes.get(record.record_id) if record.namespace == "episode" else None
+        memory = found_memories.get(record.record_id) if record.namespace == "memory" else None
+        cost = (len(units_of.get(record.record_id, [])) or 1) if episode else int(memory is not None)
+        if handled and n_texts + cost > FILL_TEXTS:
+            break
+        handled.append(record)
+        n_texts += cost
+        episodes += [episode] if episode else []
+        memories += [memory] if memory else []
+    units = [u for e in episodes for u in units_of.get(e.id, [])]
+    own = [e for e in episodes if e.id not in units_of]
     texts = [episode_text(e) for e in own] + [m.text for m in memories] + [u.text for u in units]
     if not texts:
-        return 0
+        return handled, 0
     rows = episode_rows_first(episodes, own, memories, TurnBatch([], units), semantic.embedder.embed(texts))
     n_episodes, n_memories = len(episodes), len(memories)
     if episodes:
@@ -122,4 +145,4 @@ def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> int:
     if picked:
         unit_rows = rows[n_episodes + n_memories :]
         semantic.turns.vectors.add_many(user_id, [unit_ids[i] for i in picked], unit_rows[picked])
-    return n_episodes + n_memories
+    return handled, n_episodes + n_memories
