@@ -12,7 +12,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from agtos.config import LLM_SLOT_NAMES
-from agtos.providers.embedding_base import EmbeddingTimeout
+from agtos.providers.embedding_base import CircuitBreaker, EmbeddingTimeout
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas.records import now_ms
 from agtos.storage.pending_vectors import PendingVectors
@@ -117,10 +117,7 @@ def breaker_state(semantic: SemanticMemory) -> str:
     """``closed``, ``open`` (in its cool-down: calls fail at once) or ``half-open`` (a trial call may go)
     of the built embedder's circuit breaker; ``closed`` for one without."""
     breaker = getattr(semantic._embedder, "breaker", None)
-    open_until = getattr(breaker, "_open_until", None)  # CircuitBreaker keeps its state private
-    if breaker is None or open_until is None:
-        return "closed"
-    return "open" if breaker._clock() < open_until else "half-open"
+    return breaker.state if isinstance(breaker, CircuitBreaker) else "closed"
 
 
 def _pending_vectors(rt: Services) -> int | None:

@@ -123,6 +123,14 @@ class CircuitBreaker:
         self._open_until: float | None = None  # None: closed
         self._trial = False  # a half-open trial call is in flight
 
+    @property
+    def state(self) -> str:
+        """``closed``, ``open`` (in its cool-down: calls fail at once) or ``half-open`` (a trial may go)."""
+        with self._lock:
+            if self._open_until is None:
+                return "closed"
+            return "open" if self._clock() < self._open_until else "half-open"
+
     def allow(self) -> None:
         """Return if a call may go out now (closed, or this is the half-open trial), else raise
         :class:`EmbeddingCircuitOpen`."""
