@@ -6,6 +6,7 @@ runs it with the steps as tasks, the session-end path with the plain functions b
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,7 +91,12 @@ def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> li
     indexed = rt.conclusions.index.vectors.vectors(user_id, [c.id for c in merged if c.id in existing])
     fresh = [c for c in merged if c.id not in indexed]
     rt.conclusions.save_records([c for c in merged if c.id in indexed])
-    rt.conclusions.upsert_many(fresh, rt.semantic.embed_or_none([c.text for c in fresh]))
+    rt.semantic.embed_then_write(
+        "conclusion",
+        [(c.user_id, c.id) for c in fresh],
+        [c.text for c in fresh],
+        functools.partial(rt.conclusions.upsert_many, fresh),
+    )
     return merged
 
 

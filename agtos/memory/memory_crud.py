@@ -6,6 +6,7 @@ privacy before calling these.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -92,7 +93,8 @@ def create(
         valid_from=valid_from or stamp,
         valid_until=valid_until,
     )
-    rt.semantic.write_memories([memory], rt.semantic.embed_or_none([text]), origin="user")
+    write = functools.partial(rt.semantic.write_memories, [memory], origin="user")
+    rt.semantic.embed_then_write("memory", [(user_id, memory.id)], [text], write)
     _feed_entities(rt, memory)
     return MemoryWrite(get(rt, user_id, memory.id), True)
 
@@ -121,12 +123,14 @@ def update(
     new = Memory.model_validate(old.model_dump() | changes)
     if new.text == old.text:  # the stored vector stays
         vector = rt.semantic.store("memory").vectors.vectors(user_id, [mid]).get(mid)
-    else:
-        fresh = rt.semantic.embed_or_none([new.text])
-        vector = None if fresh is None else fresh[0]
-    memory = rt.semantic.replace_memory(old, new, vector)
-    if new.text != old.text:
-        _feed_entities(rt, memory)
+        return rt.semantic.replace_memory(old, new, vector)
+    memory = rt.semantic.embed_then_write(
+        "memory",
+        [(user_id, mid)],
+        [new.text],
+        lambda rows: rt.semantic.replace_memory(old, new, None if rows is None else rows[0]),
+    )
+    _feed_entities(rt, memory)
     return memory
 
 

@@ -12,18 +12,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from agtos.memory.memory_versions import MemoryVersions, rows_by_user
 from agtos.providers.embeddings import Embedder, EmbeddingError
 from agtos.schemas import Episode, Memory
-from agtos.schemas.records import ChangeOrigin
+from agtos.schemas.records import ChangeOrigin, now_ms
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.memory_history import MemoryHistory
+from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.semantic_store import (
     LiveRead,
@@ -49,6 +50,7 @@ EMBEDDER_RETRY_S = 30.0  # after a failed load/probe, wait this long before tryi
 TURN_RRF_WEIGHTS = (1.0, 0.5)
 #: query embeddings run here beside the keyword searches of the same search (a few at a time)
 _EMBEDDINGS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agtos-query-embed")
+_Written = TypeVar("_Written")
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,22 @@ class SemanticMemory:
             return self.embedder.embed(texts)
         except EmbeddingError:
             return None
+
+    def embed_then_write(
+        self,
+        namespace: str,
+        records: Sequence[tuple[str, str]],
+        texts: list[str],
+        write: Callable[[np.ndarray | None], _Written],
+    ) -> _Written:
+        """``write`` the ``(user id, record id)`` records with their ``texts``' vectors, or with None when
+        the embedder is unavailable: then, once written, they wait for vectors (:class:`PendingVectors`;
+        :mod:`agtos.memory.vector_repair` fills them)."""
+        vectors = self.embed_or_none(texts)
+        written = write(vectors)
+        if vectors is None and texts:
+            PendingVectors(self.connector, self.keys).add_of_users(namespace, records, now_ms())
+        return written
 
     def store(self, namespace: str) -> SemanticStore:
         """The namespace's store (vector index sized to the embedder, 384 if it is unavailable)."""

@@ -5,6 +5,7 @@ session titles, memory items, warnings) goes through ``redact_found`` before any
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,7 +74,8 @@ def import_sources(
     ]
     known_memories = set(rt.semantic.records("memory", user_id, [m.id for m in memories]))
     if memories:
-        rt.semantic.store_batch([], memories, rt.semantic.embed_or_none([m.text for m in memories]))
+        texts, write = [m.text for m in memories], functools.partial(rt.semantic.store_batch, [], memories)
+        rt.semantic.embed_then_write("memory", [(user_id, m.id) for m in memories], texts, write)
     stored = report.episode_ids if report else []
     return {
         "sessions": len(items),

@@ -1,12 +1,15 @@
-"""Vectors for the records an ingestion stored for keyword search only (the embedder was down).
+"""Vectors for the records stored for keyword search only (the embedder was down).
 
 :func:`~agtos.memory.ingestion_pipeline.run_ingestion` notes them in
-:class:`~agtos.storage.pending_vectors.PendingVectors`; :func:`fill_pending` (after a successful
+:class:`~agtos.storage.pending_vectors.PendingVectors`, and so do the other writers (memories created,
+edited or imported, the Dreamer's conclusions) through
+:meth:`~agtos.memory.semantic.SemanticMemory.embed_then_write`; :func:`fill_pending` (after a successful
 ingestion: the worker's jobs, an inline session end) and :func:`fill_user` (the lint sweep) embed
 them later, a batch per embedding call, with their texts as stored now, and write the vectors as
 ingestion does: an episode with stored turns gets its turns' units embedded (the ``turn`` index)
-and a vector made of them and of its facts in the batch, others an embedding of their text. Records
-forgotten or expired meanwhile are skipped; if the embedder still fails, the rest stay pending.
+and a vector made of them and of its facts in the batch, others (memories, conclusions) an embedding
+of their text. Records forgotten or expired meanwhile are skipped; if the embedder still fails, the
+rest stay pending. Nothing is written for a user who opted out: their pending records are dropped.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from agtos.memory.ingestion_pipeline import EMBEDDER_DEGRADED, IngestionReport, episode_rows_first, pending_vectors
 from agtos.providers.embeddings import EmbeddingError
-from agtos.schemas import Episode, Memory
+from agtos.schemas import Conclusion, Episode, Memory
 from agtos.storage.keys import RECORD_ID_PATTERN
 from agtos.storage.pending_vectors import PendingRecord
 from agtos.storage.turns import turn_doc_id
@@ -77,12 +82,13 @@ def fill_after_ingestion(rt: Services, ingested: IngestionReport) -> None:
 
 def fill_user(rt: Services, user_id: str, max_records: int = SWEEP_RECORDS) -> FillReport:
     """Fill up to ``max_records`` of one user's pending records, oldest first, at most ``FILL_BATCH``
-    records and ``FILL_TEXTS`` texts per embedding call. Nothing is written for a user who opted out
-    (theirs stay pending)."""
+    records and ``FILL_TEXTS`` texts per embedding call. Nothing is written for a user who opted out:
+    their pending records are dropped (and they leave the list of users waiting)."""
     report = FillReport()
-    if rt.privacy.is_opted_out(user_id):
-        return report
     pending = pending_vectors(rt)
+    if rt.privacy.is_opted_out(user_id):
+        pending.drop_user(user_id)
+        return report
     while report.filled + report.skipped < max_records:
         batch = pending.oldest(user_id, min(FILL_BATCH, max_records - report.filled - report.skipped))
         if not batch:
@@ -104,45 +110,68 @@ def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> tuple[list[
     """Embed and index the first records of ``batch`` whose texts fit in ``FILL_TEXTS`` (one record at
     least), in one embedding call; returns the records handled and how many of them still exist."""
     semantic = rt.semantic
-    wanted = {ns: [r.record_id for r in batch if r.namespace == ns] for ns in ("episode", "memory")}
-    episode_store, memory_store = semantic.store("episode"), semantic.store("memory")
-    found_episodes = {
-        i: Episode.model_validate_json(raw) for i, raw in episode_store.get_many(user_id, wanted["episode"]).items()
+    stores = {ns: semantic.store(ns) for ns in ("episode", "memory", "conclusion")}
+    raws = {
+        ns: store.get_many(user_id, [r.record_id for r in batch if r.namespace == ns]) for ns, store in stores.items()
     }
-    found_memories = {
-        i: Memory.model_validate_json(raw) for i, raw in memory_store.get_many(user_id, wanted["memory"]).items()
-    }
+    found_episodes = {i: Episode.model_validate_json(raw) for i, raw in raws["episode"].items()}
+    found_memories = {i: Memory.model_validate_json(raw) for i, raw in raws["memory"].items()}
+    found_conclusions = {i: Conclusion.model_validate_json(raw) for i, raw in raws["conclusion"].items()}
     units_of: dict[str, list[TurnUnit]] = {}
     for unit in turn_units(semantic.turns.of_episodes(user_id, list(found_episodes))):
         units_of.setdefault(unit.episode_id, []).append(unit)
     handled: list[PendingRecord] = []
     episodes: list[Episode] = []
     memories: list[Memory] = []
+    conclusions: list[Conclusion] = []
     n_texts = 0
     for record in batch:
         episode = found_episodes.get(record.record_id) if record.namespace == "episode" else None
         memory = found_memories.get(record.record_id) if record.namespace == "memory" else None
-        cost = (len(units_of.get(record.record_id, [])) or 1) if episode else int(memory is not None)
+        conclusion = found_conclusions.get(record.record_id) if record.namespace == "conclusion" else None
+        cost = (len(units_of.get(record.record_id, [])) or 1) if episode else int(bool(memory or conclusion))
         if handled and n_texts + cost > FILL_TEXTS:
             break
         handled.append(record)
         n_texts += cost
         episodes += [episode] if episode else []
         memories += [memory] if memory else []
+        conclusions += [conclusion] if conclusion else []
     units = [u for e in episodes for u in units_of.get(e.id, [])]
     own = [e for e in episodes if e.id not in units_of]
     texts = [episode_text(e) for e in own] + [m.text for m in memories] + [u.text for u in units]
-    if not texts:
+    if not texts and not conclusions:
         return handled, 0
-    rows = episode_rows_first(episodes, own, memories, TurnBatch([], units), semantic.embedder.embed(texts))
+    embedded = semantic.embedder.embed(texts + [c.text for c in conclusions])  # conclusions' rows last
+    if conclusions:
+        stores["conclusion"].vectors.add_many(user_id, [c.id for c in conclusions], embedded[len(texts) :])
+    if texts:
+        _index_ingested(rt, user_id, episodes, own, memories, units, embedded[: len(texts)])
+    return handled, len(episodes) + len(memories) + len(conclusions)
+
+
+def _index_ingested(
+    rt: Services,
+    user_id: str,
+    episodes: list[Episode],
+    own: list[Episode],
+    memories: list[Memory],
+    units: list[TurnUnit],
+    embedded: np.ndarray,
+) -> None:
+    """Write episode, memory and turn-unit vectors as ingestion does (``embedded``: the ``own``
+    episodes' rows, the memories', the units')."""
+    semantic = rt.semantic
+    rows = episode_rows_first(episodes, own, memories, TurnBatch([], units), embedded)
     n_episodes, n_memories = len(episodes), len(memories)
     if episodes:
-        episode_store.vectors.add_many(user_id, [e.id for e in episodes], rows[:n_episodes])
+        semantic.store("episode").vectors.add_many(user_id, [e.id for e in episodes], rows[:n_episodes])
     if memories:
-        memory_store.vectors.add_many(user_id, [m.id for m in memories], rows[n_episodes : n_episodes + n_memories])
+        semantic.store("memory").vectors.add_many(
+            user_id, [m.id for m in memories], rows[n_episodes : n_episodes + n_memories]
+        )
     unit_ids = [turn_doc_id(u.episode_id, u.position, u.chunk) for u in units]
     picked = [i for i, doc_id in enumerate(unit_ids) if RECORD_ID_PATTERN.fullmatch(doc_id)]  # as TurnStore.save
     if picked:
         unit_rows = rows[n_episodes + n_memories :]
         semantic.turns.vectors.add_many(user_id, [unit_ids[i] for i in picked], unit_rows[picked])
-    return handled, n_episodes + n_memories

@@ -3,7 +3,7 @@
 Per user, a sorted set ``{prefix}:u:{<user>}:vectors:_pending`` (:meth:`UserKeys.collection`): under
 the user's key family and hash tag, so forget-all's SCAN removes it with the records and it shares
 their Redis Cluster slot. A member is ``{namespace}:{record id}`` (``episode``: the episode and the
-units of its stored turns; ``memory``), its score the time it was added (ms); at most ``limit`` per
+units of its stored turns; ``memory``; ``conclusion``), its score the time it was added (ms); at most ``limit`` per
 user, the oldest dropped beyond (those records stay keyword-only, the log says how many). The global
 set ``{prefix}:meta:pending_vectors`` names the users that have any, so a worker finds them without
 walking every user; forget-all removes the user from it (:meth:`PendingVectors.forget_user`).
@@ -24,7 +24,7 @@ from agtos.storage.redis_conn import RedisConnector, as_text, members
 log = logging.getLogger(__name__)
 
 PENDING_PER_USER = 10_000
-PENDING_NAMESPACES = ("episode", "memory")
+PENDING_NAMESPACES = ("episode", "memory", "conclusion")
 
 #: KEYS[1]: a user's pending set; ARGV: member, score, member, score... Removes each member still
 #: at that score (one added again meanwhile, by a later failure, stays); returns {removed, left}.
@@ -91,6 +91,14 @@ class PendingVectors:
             log.warning("%d records of one user dropped from the pending vectors (limit %d)", dropped, self.limit)
         return dropped
 
+    def add_of_users(self, namespace: str, records: Sequence[tuple[str, str]], at_ms: int) -> None:
+        """Note ``(user id, record id)`` pairs of one namespace, any users, as waiting since ``at_ms``."""
+        by_user: dict[str, list[tuple[str, str]]] = {}
+        for user_id, record_id in records:
+            by_user.setdefault(user_id, []).append((namespace, record_id))
+        for user_id, pairs in by_user.items():
+            self.add(user_id, pairs, at_ms)
+
     def users(self, count: int) -> list[str]:
         """Up to ``count`` users with records waiting (a random pick of them: none starves the rest)."""
         picked: list[Any] = self.connector.run(lambda r: r.srandmember(self._users_key(), count))  # type: ignore[arg-type,return-value]
@@ -141,6 +149,16 @@ class PendingVectors:
             return pipe.execute()
 
         return sum(int(n) for n in self.connector.run(op))
+
+    def drop_user(self, user_id: str) -> None:
+        """Drop every record of the user waiting and the user from the global list (an opted-out user:
+        nothing more is written for them)."""
+
+        def op(r: redis.Redis) -> None:
+            r.delete(self.key(user_id))
+            r.srem(self._users_key(), user_id)
+
+        self.connector.run(op)
 
     def forget_user(self, user_id: str) -> None:
         """Drop the user from the global list (forget-all: their set goes with their keys)."""
