@@ -70,6 +70,10 @@ def test_fit_budget_writes_the_summary_without_what_the_turn_lines_said() -> Non
     assert [i.text for i in alone] == [SUMMARY]
     covered = ContextItem("episodic", "ep-2", "Assistant: Sunny, 19 degrees.", 0.9, day, "ep-2", "s2")
     assert [i.id for i in fit_budget([turn, covered], 500)[0]] == ["ep-1.t1"]
+    # what every chosen line said counts, not only the last one's words
+    said_first = ContextItem("turn", "ep-1.t0", TURNS[0]["content"], 0.95, day, "ep-1", "s1", position=0)
+    chosen, _ = fit_budget([said_first, turn, summary], 500)
+    assert [i.text for i in chosen][-1] == "User: I prefer metric units. My sister Ana moved to Lisbon last month."
 
 
 @pytest.fixture(scope="module")

@@ -184,3 +184,17 @@ def test_ingested_episode_vectors_and_float16_turn_vectors(
         for key in raw_redis.keys(f"{key_prefix}:u:{{alice}}:{kind}:*vec:data")
     }
     assert lengths == {"turn": {2 * 384}, "episode": {4 * 384}}
+
+
+def test_the_turn_list_key_memo_stays_within_its_bound(store: TurnStore, key_prefix: str) -> None:
+    """The per-process memo of episode turn-list keys is bounded (65,536 entries), and a key read from it
+    is the key layout's own (``{prefix}:u:{<user>}:turns:<id>``, the braces a hash tag)."""
+    from agtos.storage import turns
+
+    turns._LIST_KEYS.clear()
+    for n in range(65_536):
+        store._list_key("alice", f"ep-{n}")
+    assert len(turns._LIST_KEYS) == 65_536
+    assert store._list_key("alice", "ep-7") == f"{key_prefix}:u:{{alice}}:turns:ep-7"  # from the memo
+    assert store._list_key("alice", "ep-over") == f"{key_prefix}:u:{{alice}}:turns:ep-over"
+    assert len(turns._LIST_KEYS) <= 65_536
