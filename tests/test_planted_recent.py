@@ -574,3 +574,21 @@ def test_an_embedder_without_a_base_url_is_refused_with_its_name() -> None:
 )
 def test_split_userinfo_takes_the_last_at_and_the_first_colon(url: str, split: tuple[str, Any]) -> None:
     assert split_userinfo(url) == split
+
+
+def test_the_index_check_names_no_embedder_error(
+    coordinator: MemoryCoordinator, client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/health's index probe meets an embedder error (its text names the service's URL): the open
+    check says only that the embedder is unavailable."""
+
+    def failing(_namespace: str) -> Any:
+        raise EmbeddingError(f"ollama embedding request to http://svc:{PASSWORD}@10.0.0.5:11434/api/embed failed")
+
+    monkeypatch.setattr(coordinator.services.semantic, "store", failing)
+    body = client.get("/health").json()
+    assert body["checks"]["memory-semantic"] == {
+        "healthy": False,
+        "reason": "embedder unavailable (the server log has the reason)",
+    }
+    assert "10.0.0.5" not in str(body)
