@@ -592,3 +592,51 @@ def test_the_index_check_names_no_embedder_error(
         "reason": "embedder unavailable (the server log has the reason)",
     }
     assert "10.0.0.5" not in str(body)
+
+
+def test_an_embedder_caches_the_last_256_queries() -> None:
+    """``embed_one`` (a search's query) is served from a 256-entry LRU: the 257th distinct query
+    evicts the oldest, which then costs a request again."""
+    with StubModelServer() as stub:
+        embedder = OllamaEmbedder("nomic-embed-text", stub.url, timeout_s=5)
+        for i in range(256):
+            embedder.embed_one(f"query {i}")
+        embedder.embed_one("query 0")  # still cached
+        asked = len(stub.requests_to("/api/embed"))
+        embedder.embed_one("query 256")  # evicts "query 1", the least recently used
+        embedder.embed_one("query 0")
+        embedder.embed_one("query 1")
+        embedder.close()
+        requests = stub.requests_to("/api/embed")
+    assert asked == 256
+    assert [r.body["input"] for r in requests[256:]] == [["query 256"], ["query 1"]]
+
+
+def test_health_names_the_search_mode_hybrid_while_the_embedder_serves(client: TestClient) -> None:
+    """README: hybrid is the default search mode; /health says bm25 only when the embedder is down."""
+    semantic = client.get("/health").json()["tiers"]["semantic"]
+    assert (semantic["available"], semantic["searchMode"], semantic["embedder"]) == (True, "hybrid", "onnx")
+
+
+def test_an_embedders_answer_is_checked_and_each_fault_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the service answers (its ``embeddings``), faked behind the HTTP call: garbage, a wrong
+    count, no dimensions, a changed dimension and non-finite values are each an EmbeddingError that
+    says which; a one-dimensional answer is valid."""
+    embedder = OllamaEmbedder("nomic-embed-text", "http://127.0.0.1:9", timeout_s=5)
+    answers: list[Any] = []
+    monkeypatch.setattr(embedder, "_post", lambda payload, timeout_s=None: {"embeddings": answers.pop(0)})
+
+    def fault(answer: Any, texts: list[str]) -> str:
+        answers.append(answer)
+        with pytest.raises(EmbeddingError) as caught:
+            embedder.embed(texts)
+        return str(caught.value)
+
+    assert fault([["a", "b"]], ["x"]).startswith("ollama returned malformed embeddings: ")
+    assert fault([[1.0, 2.0]], ["x", "y"]) == "ollama returned embeddings of shape (1, 2) for 2 texts"
+    assert fault([[], []], ["x", "y"]) == "ollama returned embeddings of shape (2, 0) for 2 texts"
+    assert fault([[1.0, float("nan")]], ["x"]) == "ollama returned non-finite embedding values"
+    answers.append([[3.0]])
+    assert embedder.embed(["x"]).tolist() == [[1.0]]  # one dimension, normalised
+    assert fault([[1.0, 2.0]], ["x"]) == "ollama returned 2-dim embeddings, earlier 1-dim"
+    embedder.close()
