@@ -275,11 +275,16 @@ def test_an_openai_compatible_answer_without_data_names_the_provider_and_what_is
     assert str(caught.value).startswith("openai-compatible answered without data[].embedding/index: ")
 
 
-def test_an_llm_base_url_with_a_trailing_slash_reaches_the_chat_route() -> None:
+def test_an_llm_base_url_with_a_trailing_slash_reaches_the_chat_route(caplog: pytest.LogCaptureFixture) -> None:
+    """The stub (http.server) folds a leading ``//`` into ``/``; Ollama's Go server redirects it: the
+    request line httpx logs shows what was asked."""
+    caplog.set_level(logging.INFO, logger="httpx")
     with StubModelServer() as stub:
         llm = OllamaProvider("ollama", "llama3", with_credentials(stub.url) + "/", timeout_s=5)
         assert llm.chat([{"role": "user", "content": "hi"}]) == "stub reply"
         assert [r.path for r in stub.requests] == ["/api/chat"]
+        asked = f"HTTP Request: POST {stub.url}/api/chat "
+    assert next(r.getMessage() for r in caplog.records if r.name == "httpx").startswith(asked)
 
 
 def test_an_llm_call_waits_its_configured_timeout_only(silent_url: str) -> None:
