@@ -629,10 +629,10 @@ def test_an_embedders_answer_is_checked_and_each_fault_named(monkeypatch: pytest
     says which; a one-dimensional answer is valid."""
     embedder = OllamaEmbedder("nomic-embed-text", "http://127.0.0.1:9", timeout_s=5)
     answers: list[Any] = []
-    monkeypatch.setattr(embedder, "_post", lambda payload, timeout_s=None: {"embeddings": answers.pop(0)})
+    monkeypatch.setattr(embedder, "_post", lambda payload, timeout_s=None: answers.pop(0))
 
     def fault(answer: Any, texts: list[str]) -> str:
-        answers.append(answer)
+        answers.append({"embeddings": answer} if isinstance(answer, list) else answer)
         with pytest.raises(EmbeddingError) as caught:
             embedder.embed(texts)
         return str(caught.value)
@@ -641,7 +641,11 @@ def test_an_embedders_answer_is_checked_and_each_fault_named(monkeypatch: pytest
     assert fault([[1.0, 2.0]], ["x", "y"]) == "ollama returned embeddings of shape (1, 2) for 2 texts"
     assert fault([[], []], ["x", "y"]) == "ollama returned embeddings of shape (2, 0) for 2 texts"
     assert fault([[1.0, float("nan")]], ["x"]) == "ollama returned non-finite embedding values"
-    answers.append([[3.0]])
+    assert (
+        fault({"error": "model not found"}, ["x"])
+        == "ollama answered without 'embeddings': {'error': 'model not found'}"
+    )
+    answers.append({"embeddings": [[3.0]]})
     assert embedder.embed(["x"]).tolist() == [[1.0]]  # one dimension, normalised
     assert fault([[1.0, 2.0]], ["x"]) == "ollama returned 2-dim embeddings, earlier 1-dim"
     embedder.close()
