@@ -208,7 +208,9 @@ def test_prefect_refusing_a_run_logs_a_masked_one_line_reason_and_the_run_is_swe
     assert len(refused) == 1, caplog.text
     message = refused[0].getMessage()
     assert message.startswith(f"Prefect did not take {run.run_id} (memory-lint/nightly-lint): ObjectNotFound")
-    assert "PrefectHTTPStatusError: Client error '404 Not Found' for url" in message
+    assert (
+        ": ObjectNotFound: None; PrefectHTTPStatusError: Client error '404 Not Found' for url" in message
+    )  # and its cause
     assert f"'http://svc:***@{host_port}/api/deployments/" in message and message.endswith("; sweeping here")
     assert refused[0].exc_info is None and "\n" not in message  # one line, no traceback
     requests = [r.getMessage() for r in caplog.records if r.name == "httpx" and host_port in r.getMessage()]
