@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -142,3 +146,32 @@ def gina_jon_turns(start: datetime, lines: list[tuple[str, str]]) -> list[dict[s
         }
         for i, (name, text) in enumerate(lines)
     ]
+
+
+@contextmanager
+def silent_listener() -> Iterator[int]:
+    """A loopback port that accepts connections and never answers (a hung model server); yields the port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        for conn in held:
+            conn.close()
+        listener.close()

@@ -17,7 +17,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,7 +34,7 @@ from agtos.providers.embeddings import EmbeddingError, OllamaEmbedder
 from agtos.providers.llm import LLMError, OllamaProvider
 from agtos.serving.app import create_app
 from agtos.tasks.url_credentials import mask_urls, split_userinfo
-from tests.helpers import user
+from tests.helpers import silent_listener, user
 from tests.stub_servers import StubModelServer
 
 PASSWORD = "secret-Pa55"
@@ -56,30 +55,8 @@ def with_credentials(url: str) -> str:
 @pytest.fixture
 def silent_server() -> Iterator[int]:
     """A port that accepts connections and never answers (a hung model server)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        stop.set()
-        thread.join(timeout=2)
-        for conn in held:
-            conn.close()
-        listener.close()
+    with silent_listener() as port:
+        yield port
 
 
 # -- the masking helper --------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from agtos.providers.llm import LLMError, OllamaProvider
 from agtos.serving.app import create_app
 from agtos.tasks.url_credentials import mask_urls, split_userinfo
 from benchmarks import suite
-from tests.helpers import user
+from tests.helpers import silent_listener, user
 from tests.stub_servers import StubModelServer
 
 PASSWORD = "secret-Pa55"
@@ -52,30 +52,8 @@ def closed_port() -> int:
 @pytest.fixture
 def silent_url() -> Iterator[str]:
     """A service that accepts connections and never answers (a hung model server)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(timeout=2)
-        for conn in held:
-            conn.close()
-        listener.close()
+    with silent_listener() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def raised_within(seconds: float, call: Callable[[], Any]) -> BaseException | None:
