@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import prefect.context
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
@@ -160,6 +161,9 @@ def refused_by_prefect(
 
     with StubModelServer() as stub:  # answers 404 for every Prefect route
         monkeypatch.setenv("PREFECT_API_URL", with_credentials(stub.url) + "/api")
+        # Prefect reads its settings once, when prefect.context is first imported (by any earlier test of
+        # this process): its root context is built again from the environment for this test
+        monkeypatch.setattr(prefect.context, "GLOBAL_SETTINGS_CONTEXT", prefect.context.root_settings_context())
         coordinator = MemoryCoordinator(settings)
         try:
             with TestClient(create_app(coordinator=coordinator)) as client:
