@@ -604,8 +604,10 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
         for m in found.turns[:limit]
     ]
     evidence += [Evidence(h.episode.id, "episode", h.episode.summary, h.score) for h in found.episodes[:limit]]
-    # the best sentence(s) of the evidence, or "I don't know" below the relevance floor (tasks/answer_builder)
-    built = build_answer(question, evidence, rt.semantic.embed_or_none)
+    # the best sentence(s) of the evidence, or "I don't know" below the relevance floor (tasks/answer_builder);
+    # when the embedder just failed this question's search, by word overlap alone: a second call would
+    # wait the batch timeout (30 s) on a service that does not answer
+    built = build_answer(question, evidence, None if found.degraded else rt.semantic.embed_or_none)
     source, answer = "extractive", built.text
     if rt.dialectic_llm is not None and built.answered:
         try:
@@ -621,6 +623,7 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
         "source": source,
         "evidence": evidence,
         "evidenceIds": list(dict.fromkeys(e.id for e in evidence)),
+        "degraded": found.degraded,
     }
 
 

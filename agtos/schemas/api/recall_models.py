@@ -118,6 +118,7 @@ class AskOut(ApiModel):
     evidence: list[EvidenceOut]
     evidence_ids: list[str]
     available: bool = Field(default=True, description="false when Redis is down (no evidence could be read)")
+    degraded: str | None = Field(default=None, description=DEGRADED)
 
 
 class ScoreFactorOut(ApiModel):

@@ -1,0 +1,134 @@
+"""Probes from outside of the surface that landed last (issues 14/15), kept as regression tests.
+
+Through the HTTP API only: ``/ask`` while a remote embedder is silent (it answered after the query
+bound plus the 30 s batch timeout, and did not say it was degraded); times sent as ISO 8601 with
+offsets, mixed with ms, out of order, and the context's day headings for offsets that cross midnight
+(UTC days, computed here by ``datetime`` independently of the code under test).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.config import EmbeddingConfig, Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.app import create_app
+from tests.helpers import talk, user
+from tests.test_embedder_breaker import HangableEmbedServer
+
+QUERY_TIMEOUT_S = 0.5
+BATCH_TIMEOUT_S = 4.0  # a batch call's timeout (30 s by default): what /ask waited on top of the query bound
+COOLDOWN_S = 1.5
+SLACK_S = 1.5  # the request's own work on a shared 2-core box
+EMBEDDER_DOWN = "embedder unavailable: keyword search only"  # README: search/context's `degraded`
+
+
+def epoch_ms(text: str) -> int:
+    """An ISO 8601 date-time as ms since the epoch, UTC when it names no offset (the README's rule),
+    by ``datetime`` alone and integer arithmetic."""
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+@pytest.fixture
+def embed_server() -> Iterator[HangableEmbedServer]:
+    server = HangableEmbedServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def api(settings: Settings, embed_server: HangableEmbedServer) -> Iterator[TestClient]:
+    embedding = EmbeddingConfig(
+        provider="ollama",
+        model="in-house",
+        base_url=embed_server.url,
+        timeout_s=BATCH_TIMEOUT_S,
+        query_timeout_s=QUERY_TIMEOUT_S,
+        breaker_cooldown_s=COOLDOWN_S,
+    )
+    coordinator = MemoryCoordinator(settings.with_overrides(embedding=embedding))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            yield client
+    finally:
+        coordinator.close()
+
+
+def ask(api: TestClient, question: str) -> tuple[float, dict[str, Any]]:
+    started = time.monotonic()
+    response = api.post("/api/memory/ask", json={"question": question}, headers=user("ana"))
+    took = time.monotonic() - started
+    assert response.status_code == 200, response.text
+    return took, response.json()
+
+
+def test_ask_answers_within_the_query_bound_and_says_degraded_while_the_embedder_is_silent(
+    api: TestClient, embed_server: HangableEmbedServer
+) -> None:
+    talk(
+        api,
+        "ana",
+        "garden",
+        ("user", "I planted tomatoes and basil in the garden behind the house this spring."),
+        ("assistant", "Tomatoes and basil grow well together in a sunny garden."),
+    )
+    _, body = ask(api, "What did I plant in the garden?")
+    assert body["answered"] is True and "basil" in body["answer"]
+    assert body["degraded"] is None
+
+    embed_server.hang()
+    took, body = ask(api, "Which herbs grow behind my house?")  # a new question: its search asks the service
+    # before: the search waited the query bound, then the answer's scoring waited the batch timeout
+    assert took < QUERY_TIMEOUT_S + SLACK_S, f"/ask held {took:.1f} s by a silent embedder"
+    assert body["answered"] is True and "basil" in body["answer"]  # keyword evidence still answers
+    assert body["degraded"] == EMBEDDER_DOWN
+    assert "127.0.0.1" not in str(body) and "within" not in str(body)  # no URL, no error text
+
+    embed_server.answer()
+    time.sleep(COOLDOWN_S + 0.2)
+    _, body = ask(api, "What grows in my sunny garden?")  # the trial call after the cool-down closes it
+    assert body["degraded"] is None and body["answered"] is True
+
+
+def test_iso_times_with_offsets_mixed_with_ms_keep_their_instants_and_utc_days(client: TestClient) -> None:
+    late = "2023-05-08T23:30:00-05:00"  # 9 May 04:30 UTC
+    early = "2023-05-09T00:10:00+02:00"  # 8 May 22:10 UTC
+    turns: list[dict[str, Any]] = [
+        {"role": "user", "content": "Late at night I booked the ferry to Skye.", "timestamp": late},
+        {"role": "assistant", "content": "Ferry to Skye booked.", "timestamp": epoch_ms("2023-05-09T04:31:00")},
+        {"role": "user", "content": "Yesterday I also bought hiking boots.", "timestamp": early},
+        {"role": "assistant", "content": "Hiking boots noted.", "timestamp": "2023-05-08T09:00:00Z"},
+    ]
+    sent = [epoch_ms(late), epoch_ms("2023-05-09T04:31:00"), epoch_ms(early), epoch_ms("2023-05-08T09:00:00+00:00")]
+    stored = client.post(
+        "/api/memory/conversations", json={"sessions": [{"id": "skye", "turns": turns}]}, headers=user("bo")
+    )
+    assert stored.status_code == 200 and stored.json()["stored"] == 1, stored.text
+
+    episode = client.get("/api/memory/episodes", headers=user("bo")).json()["episodes"][0]
+    assert episode["timestamp"] == max(sent)  # the latest turn's time, not the last one sent
+    found = client.get("/api/memory/search", params={"q": "ferry Skye hiking boots"}, headers=user("bo")).json()
+    times = {h["text"]: h["timestamp"] for hit in found["results"] for h in hit["highlights"]}
+    for turn, ms in zip(turns, sent, strict=True):
+        if turn["content"] in times:
+            assert times[turn["content"]] == ms, turn
+
+    context = client.post(
+        "/api/memory/context", json={"query": "ferry to Skye and hiking boots"}, headers=user("bo")
+    ).json()["context"]
+    lines = context.splitlines()
+    # each turn under its UTC day; 'yesterday' is resolved against that UTC day
+    may_8, may_9 = lines.index("8 May 2023:"), lines.index("9 May 2023:")
+    assert may_8 < lines.index("- User: Yesterday [= 7 May 2023] I also bought hiking boots.") < may_9
+    assert may_9 < lines.index("- User: Late at night I booked the ferry to Skye.")
