@@ -132,3 +132,44 @@ def test_iso_times_with_offsets_mixed_with_ms_keep_their_instants_and_utc_days(c
     may_8, may_9 = lines.index("8 May 2023:"), lines.index("9 May 2023:")
     assert may_8 < lines.index("- User: Yesterday [= 7 May 2023] I also bought hiking boots.") < may_9
     assert may_9 < lines.index("- User: Late at night I booked the ferry to Skye.")
+
+
+def test_the_first_and_last_storable_instants_are_stored_found_and_dated(client: TestClient) -> None:
+    """1970-01-01T00:00:00Z (ms 0) and 9999-12-31T23:59:59.999Z (the largest time accepted): stored,
+    found, under their days; a relative date past year 9999 is left as said, not a 500."""
+    first, last = "1970-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z"
+    sessions = [
+        {
+            "id": "first",
+            "started_at": first,
+            "turns": [
+                {"role": "user", "content": "Yesterday I adopted a tabby cat named Pixel."},
+                {"role": "assistant", "content": "Pixel the tabby cat, adopted yesterday."},
+            ],
+        },
+        {
+            "id": "last",
+            "turns": [
+                {"role": "user", "content": "Tomorrow I paint the garden fence green.", "timestamp": last},
+                {"role": "assistant", "content": "The garden fence, green, tomorrow.", "timestamp": last},
+            ],
+        },
+    ]
+    stored = client.post("/api/memory/conversations", json={"sessions": sessions}, headers=user("di"))
+    assert stored.status_code == 200 and stored.json()["stored"] == 2, stored.text
+    episodes = client.get("/api/memory/episodes", headers=user("di")).json()["episodes"]
+    # started_at dates the turns sent without a time, 1 ms apart (README)
+    assert sorted(e["timestamp"] for e in episodes) == [epoch_ms(first[:-1]) + 1, epoch_ms(last[:-1])]
+    for query, session in (("tabby cat Pixel", "first"), ("garden fence green", "last")):
+        found = client.get("/api/memory/search", params={"q": query}, headers=user("di")).json()
+        assert found["results"][0]["sessionId"] == session
+
+    context = client.post(
+        "/api/memory/context", json={"query": "tabby cat Pixel and the garden fence"}, headers=user("di")
+    )
+    assert context.status_code == 200, context.text
+    lines = context.json()["context"].splitlines()
+    assert lines.index("1 January 1970:") < lines.index(
+        "- User: Yesterday [= 31 December 1969] I adopted a tabby cat named Pixel."
+    )
+    assert lines.index("31 December 9999:") < lines.index("- User: Tomorrow I paint the garden fence green.")
