@@ -167,11 +167,11 @@ def assert_no_trace(env: Env, gone: str, before: dict[str, Any], tmp_path: Path,
     owners = env.keys_by_owner()
     assert gone not in owners, sorted(owners[gone])[:10]
     tokens = [token(gone, n) for n in (1, 2, 3, 4)]
-    # global keys are the user set, the opt-out list, sweep counters and the index of live journals
-    # (``user:session``): nothing derived from a user's text (the NLI verdict cache, keyed by digests
-    # of their conclusions, lives in their key space)
+    # global keys are the user set, the opt-out list, sweep counters, the index of live journals
+    # (``user:session``) and the forget marks (a digest of the id, not the id): nothing derived from a
+    # user's text (the NLI verdict cache, keyed by digests of their conclusions, lives in their key space)
     allowed = {f"{env.prefix}:users", f"{env.prefix}:meta:privacy:opt-out", f"{env.prefix}:meta:maintenance"}
-    allowed.add(f"{env.prefix}:meta:journals:live")
+    allowed |= {f"{env.prefix}:meta:journals:live", f"{env.prefix}:meta:forget_fences"}
     assert owners.get(None, set()) <= allowed, sorted(owners.get(None, set()) - allowed)[:5]
     for key in owners.get(None, set()):  # no member, field or value of theirs
         content = env.content(key)

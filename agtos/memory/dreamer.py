@@ -40,7 +40,9 @@ class DreamerScheduler:
 
     def on_session_ended(self, payload: dict[str, Any]) -> None:
         user_id, session_id = str(payload["user_id"]), str(payload["session_id"])
+        privacy = self.services.privacy
         try:
+            since = {user_id: privacy.clock_ms()}  # what is written from now on goes if they forget meanwhile
             # a session id continued after its end gives a new episode, dreamed again
             if not self.services.dream_markers.claim(user_id, str(payload.get("episode_id") or session_id)):
                 return
@@ -50,15 +52,17 @@ class DreamerScheduler:
         if payload.get("more_for_user"):
             # marked consolidated: a later event of the same ingestion batch is this user's, and its
             # run reads the user's recent episodes, this one included (ingest_worker.ingest_sessions)
+            privacy.late_writes_removed(since)
             return
         if self.services.consolidation_llm is None:
             self.last_report = run_dreamer(self.services, user_id)  # rules: cheap, run now
+            privacy.late_writes_removed(since)
             return
-        thread = threading.Thread(target=self._guarded, args=(user_id,), name=f"dreamer-{user_id}", daemon=True)
+        thread = threading.Thread(target=self._guarded, args=(user_id, since), name=f"dreamer-{user_id}", daemon=True)
         self._threads.append(thread)
         thread.start()
 
-    def _guarded(self, user_id: str) -> None:
+    def _guarded(self, user_id: str, since: dict[str, int]) -> None:
         """LLM consolidation waits for the guard: retried with back-off, then given up."""
         outcome = run_when_safe(
             self.services.guard,
@@ -68,6 +72,7 @@ class DreamerScheduler:
             sleep=self.sleep,
             slot=self.services.settings.llm_slot("consolidation"),
         )
+        self.services.privacy.late_writes_removed(since)
         if outcome.ran:
             self.last_report = outcome.result
         else:

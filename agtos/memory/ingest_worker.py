@@ -29,7 +29,7 @@ from agtos.memory.episodic import EpisodeDraft, build_episode, session_episode_i
 from agtos.memory.ingestion_pipeline import run_ingestion
 from agtos.memory.vector_repair import fill_after_ingestion
 from agtos.schemas import IngestItem, Turn
-from agtos.storage.ingest_queue import IngestQueue, QueueEntry
+from agtos.storage.ingest_queue import IngestQueue, QueueEntry, entry_ms
 from agtos.storage.redis_conn import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -50,6 +50,9 @@ class SessionJob(BaseModel):
     session_id: str
     segment: str
     turns: list[Turn]
+    #: when it was queued (Redis clock, ms; the worker sets it from its entry id): a forget-all of the
+    #: user after that drops it
+    queued_ms: int | None = None
 
     @property
     def episode_id(self) -> str:
@@ -63,8 +66,9 @@ def ingest_session(rt: Services, job: SessionJob, emit: Callable[[dict[str, Any]
     draft = build_episode(job.user_id, job.session_id, job.turns, rt.summariser, job.segment)
     if not draft.decision.save or rt.privacy.is_opted_out(job.user_id):
         return draft
-    item = IngestItem(user_id=job.user_id, session_id=job.session_id, turns=job.turns, episode=draft.episode)
-    report = run_ingestion(rt, [item])
+    report = run_ingestion(rt, [job_item(job, draft)])
+    if draft.episode.id not in report.episode_ids:  # the user forgot everything after the job was queued
+        return draft
     rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
     fill_after_ingestion(rt, report)  # the embedder answered: records stored without vectors get theirs
     # the Dreamer (and any other subscriber); its Redis marker keeps it once per episode
@@ -85,10 +89,9 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         if draft.decision.save and not rt.privacy.is_opted_out(job.user_id)
     ]
     if kept:
-        report = run_ingestion(
-            rt,
-            [IngestItem(user_id=j.user_id, session_id=j.session_id, turns=j.turns, episode=d.episode) for j, d in kept],
-        )
+        report = run_ingestion(rt, [job_item(j, d) for j, d in kept])
+        stored = set(report.episode_ids)  # less the jobs of users who forgot everything after queueing them
+        kept = [(job, draft) for job, draft in kept if draft.episode.id in stored]
         for job, _ in kept:
             rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
         fill_after_ingestion(rt, report)  # the embedder answered: records stored without vectors get theirs
@@ -98,6 +101,18 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
             event["more_for_user"] = True  # the Dreamer may leave its run to this user's last event
         emit(event)
     return drafts
+
+
+def job_item(job: SessionJob, draft: EpisodeDraft) -> IngestItem:
+    """What :func:`run_ingestion` takes of a job: its turns, its episode and when it was queued."""
+    return IngestItem(
+        user_id=job.user_id, session_id=job.session_id, turns=job.turns, episode=draft.episode, since_ms=job.queued_ms
+    )
+
+
+def entry_job(entry: QueueEntry) -> SessionJob:
+    """The job a queue entry holds, with the time it was queued (its id's ms, the Redis clock)."""
+    return SessionJob.model_validate_json(entry.payload).model_copy(update={"queued_ms": entry_ms(entry.id)})
 
 
 def consumer_name() -> str:
@@ -179,7 +194,7 @@ class IngestWorker:
             self.queue.dead_letter(entry, f"delivered {entry.deliveries} times without success")
             return
         try:
-            job = SessionJob.model_validate_json(entry.payload)
+            job = entry_job(entry)
         except ValidationError as exc:
             self.queue.dead_letter(entry, f"unreadable job: {exc.error_count()} validation errors")
             return
@@ -202,7 +217,7 @@ class IngestWorker:
         jobs: list[tuple[QueueEntry, SessionJob]] = []
         for entry in entries:
             try:
-                jobs.append((entry, SessionJob.model_validate_json(entry.payload)))
+                jobs.append((entry, entry_job(entry)))
             except ValidationError as exc:
                 self.queue.dead_letter(entry, f"unreadable job: {exc.error_count()} validation errors")
         if not jobs:

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 EMBEDDER_DEGRADED = "embedder unavailable, stored for keyword search only"
 
 
+FORGOTTEN = "the user forgot everything after it was taken"
+
+
 class IngestionReport(ApiModel):
     """What a batch ingestion did (the ingestion flow's result: ``model_dump(by_alias=True)``, camelCase)."""
 
@@ -146,7 +149,10 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
     (:func:`note_missing_vectors`; :mod:`agtos.memory.vector_repair` fills them in later).
     """
     report = IngestionReport(received=len(items))
-    episodes, report.skipped = steps.summarise(rt, items)
+    start = rt.privacy.clock_ms()
+    items = without_forgotten(report, items, start, rt.privacy.forget_marks(i.user_id for i in items))
+    episodes, skipped = steps.summarise(rt, items)
+    report.skipped += skipped
     if not episodes:
         return report
     episodes, mentions = steps.recognise(rt, episodes)
@@ -172,7 +178,25 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
     except Exception:  # derived data: the stored batch stands without it (no 5xx, no re-ingest)
         log.exception("entity graph not updated for %d episodes", len(episodes))
         report.degraded = report.degraded or "entity graph not updated (the server log has the reason)"
+    # forgot everything while this batch was written: what it wrote for them is deleted again
+    gone = rt.privacy.late_writes_removed(dict.fromkeys((e.user_id for e in episodes), start))
+    if gone:
+        without_forgotten(report, items, start, dict.fromkeys(gone, start))
+        report.episode_ids = [e.id for e in episodes if e.user_id not in gone]
+        report.stored = len(report.episode_ids)
     return report
+
+
+def without_forgotten(
+    report: IngestionReport, items: list[IngestItem], start: int, marks: dict[str, int]
+) -> list[IngestItem]:
+    """``items`` less those whose user forgot everything (``marks``: user id → ms) after the item
+    was taken (its ``since_ms``, else ``start``); those are noted as skipped."""
+    gone = [i for i in items if marks.get(i.user_id, -1) >= (start if i.since_ms is None else i.since_ms)]
+    if not gone:
+        return items
+    report.skipped += [{"sessionId": i.session_id, "reason": FORGOTTEN} for i in gone]
+    return [i for i in items if i not in gone]
 
 
 def pending_vectors(rt: Services) -> PendingVectors:

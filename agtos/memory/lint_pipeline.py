@@ -253,6 +253,7 @@ def run_lint(
     if not cfg.enabled:
         raise MaintenanceDisabledError("memory maintenance is disabled (AGTOS_MAINTENANCE_ENABLED=false)")
     started_ms = now_ms()
+    since = {user_id: rt.privacy.clock_ms()}  # a forget-all during the sweep: what it wrote goes too
     state = steps.load(rt, user_id)
     state.run_id = run_id
     state = steps.stale(state, cfg)
@@ -261,7 +262,9 @@ def run_lint(
     state = steps.orphans(state, cfg)
     state = steps.contradictions(rt, state, cfg)
     state = steps.prune(state, cfg)
-    return steps.persist(rt, state, started_ms)
+    report = steps.persist(rt, state, started_ms)
+    rt.privacy.late_writes_removed(since)
+    return report
 
 
 def maintain(
@@ -298,6 +301,7 @@ def maintain_run(
     """Carry out a requested run: running, then completed/deferred with the report, or failed
     with the error (re-raised); each state is saved for ``GET /api/memory/maintain/runs/{id}``.
     ``sleep`` waits between the guard's checks (:func:`maintain`)."""
+    since = {run.user_id: rt.privacy.clock_ms()}  # forgot everything during the run: its record goes too
     run = run.model_copy(update={"status": "running", "started_at": now_ms()})
     rt.maintenance.save_run(run)
     try:
@@ -306,7 +310,9 @@ def maintain_run(
     except Exception as exc:
         failed = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "finished_at": now_ms()}
         rt.maintenance.save_run(run.model_copy(update=failed))
+        rt.privacy.late_writes_removed(since)
         raise
     run = run.model_copy(update={"status": report.summary["status"], "report": report, "finished_at": now_ms()})
     rt.maintenance.save_run(run)
+    rt.privacy.late_writes_removed(since)
     return run

@@ -7,9 +7,12 @@ written to Redis. The opt-out list itself is a global set outside every user's k
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id
 from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import StorageUnavailable
@@ -84,14 +87,38 @@ class Privacy:
         return {"forgotten": {"kind": kind, "id": item_id}}
 
     def forget_all(self, user_id: str) -> dict[str, Any]:
-        """Every key of the user (records, indexes, journals, counters) plus in-process state."""
-        deleted = self.c.users.delete_all(user_id)
-        # the global list of users with records waiting for vectors names them (their set went above)
-        PendingVectors(self.c.connector, self.c.keys).forget_user(user_id)
+        """Every key of the user (records, indexes, journals, counters), their session ends still
+        queued or dead-lettered, plus in-process state. Marked first (:meth:`late_writes_removed`):
+        work that took the user's data before this stores nothing of it after."""
+        self.c.fences.mark(user_id)
+        deleted = self._delete_stored(user_id)
         self.c.journal.forget_user(user_id)  # the global index of live journals names them
+        IngestQueue(self.c.connector, self.c.keys).drop_where(lambda job: _job_user(job) == user_id)
         self.c.working.drop(user_id)
         self._clear_query_cache()
         return {"forgotten": "all", "userId": user_id, "keysDeleted": deleted}
+
+    def clock_ms(self) -> int:
+        """The Redis clock: when a piece of work takes a user's data (compare with forget-all's mark)."""
+        return self.c.fences.now_ms()
+
+    def forget_marks(self, user_ids: Iterable[str]) -> dict[str, int]:
+        """When each of these users last forgot everything (Redis clock, ms), for those who did lately."""
+        return self.c.fences.marks(user_ids)
+
+    def late_writes_removed(self, since: Mapping[str, int]) -> set[str]:
+        """For work that read users' data at ``since`` (user id → ms) and has written since: the users
+        who forgot everything meanwhile, with whatever was written for them deleted again."""
+        gone = self.c.fences.forgotten_since(since)
+        for user_id in gone:
+            self._delete_stored(user_id)
+        return gone
+
+    def _delete_stored(self, user_id: str) -> int:
+        deleted = self.c.users.delete_all(user_id)
+        # the global list of users with records waiting for vectors names them (their set went above)
+        PendingVectors(self.c.connector, self.c.keys).forget_user(user_id)
+        return deleted
 
     def _clear_query_cache(self) -> None:
         """Query embeddings and the contradiction heuristics' text caches are keyed by text: drop
@@ -102,3 +129,12 @@ class Privacy:
         cache = getattr(embedder, "cache", None)
         if cache is not None and hasattr(cache, "clear"):
             cache.clear()
+
+
+def _job_user(payload: bytes) -> str | None:
+    """The user a queued session end belongs to (its JSON's ``user_id``); None if unreadable."""
+    try:
+        job = json.loads(payload)
+    except ValueError:
+        return None
+    return job.get("user_id") if isinstance(job, dict) else None

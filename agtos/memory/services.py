@@ -25,6 +25,7 @@ from agtos.providers.llm import LLMProvider, build_llm
 from agtos.storage.conclusions import ConclusionStore
 from agtos.storage.dream_markers import DreamMarkers
 from agtos.storage.episodes import EpisodeStore
+from agtos.storage.forget_fences import ForgetFences
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.maintenance_store import MaintenanceStore
 from agtos.storage.nli_cache import NLICache
@@ -76,6 +77,7 @@ class Services:
         self.opt_outs = OptOutStore(conn, keys)
         self.dream_markers = DreamMarkers(conn, keys)
         self.users = UserDirectory(conn, keys)
+        self.fences = ForgetFences(conn, keys)
         self.reads = RecordReads(conn, keys)
         self.query_ingest = QueryIngestGate(
             conn,

@@ -89,6 +89,16 @@ def fill_user(rt: Services, user_id: str, max_records: int = SWEEP_RECORDS) -> F
     if rt.privacy.is_opted_out(user_id):
         pending.drop_user(user_id)
         return report
+    since = {user_id: rt.privacy.clock_ms()}
+    try:
+        _fill_batches(rt, user_id, max_records, report)
+    finally:  # forgot everything meanwhile: the vectors written since are deleted again
+        rt.privacy.late_writes_removed(since)
+    return report
+
+
+def _fill_batches(rt: Services, user_id: str, max_records: int, report: FillReport) -> None:
+    pending = pending_vectors(rt)
     while report.filled + report.skipped < max_records:
         batch = pending.oldest(user_id, min(FILL_BATCH, max_records - report.filled - report.skipped))
         if not batch:
@@ -103,7 +113,6 @@ def fill_user(rt: Services, user_id: str, max_records: int = SWEEP_RECORDS) -> F
         report.skipped += len(handled) - filled
         if not pending.clear(user_id, handled):
             break
-    return report
 
 
 def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> tuple[list[PendingRecord], int]:
@@ -147,7 +156,26 @@ def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> tuple[list[
         stores["conclusion"].vectors.add_many(user_id, [c.id for c in conclusions], embedded[len(texts) :])
     if texts:
         _index_ingested(rt, user_id, episodes, own, memories, units, embedded[: len(texts)])
-    return handled, len(episodes) + len(memories) + len(conclusions)
+    written = {"episode": [e.id for e in episodes], "memory": [m.id for m in memories]}
+    written["conclusion"] = [c.id for c in conclusions]
+    return handled, len(episodes) + len(memories) + len(conclusions) - _forgotten_meanwhile(rt, user_id, written)
+
+
+def _forgotten_meanwhile(rt: Services, user_id: str, written: dict[str, list[str]]) -> int:
+    """Remove the vectors just written for records forgotten while they were computed; returns how
+    many. A forget deletes the record before its index entries: a record still there now is safe
+    (a forget from now on removes the vector written)."""
+    semantic, gone = rt.semantic, 0
+    for namespace, ids in written.items():
+        store = semantic.store(namespace)
+        missing = sorted(set(ids) - set(store.get_many(user_id, ids)))
+        if missing:
+            store.vectors.remove_many(user_id, missing)
+        if namespace == "episode":
+            for episode_id in missing:
+                semantic.turns.delete_episode(user_id, episode_id)
+        gone += len(missing)
+    return gone
 
 
 def _index_ingested(

@@ -153,6 +153,9 @@ class IngestItem(Record):
     session_id: str = Field(default="", max_length=128)
     turns: list[Turn] = Field(default_factory=list)
     episode: Episode | None = None
+    #: when its data was taken (Redis clock, ms; a queued session end: when it was queued), if before
+    #: the ingestion: a forget-all of the user since then drops it
+    since_ms: int | None = None
 
 
 class MemoryKind(StrEnum):

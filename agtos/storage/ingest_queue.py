@@ -5,13 +5,15 @@ A session end adds its job (the turns to ingest) with ``XADD``; workers read new
 depth), and take over entries left pending by a dead consumer, or handed back after a failure,
 with ``XAUTOCLAIM``. An entry delivered ``max_attempts`` times without success moves to a
 dead-letter stream with its last error. Workers beat a heartbeat hash, so ``/health`` can tell
-whether one is alive, and add their job times, so a session end can estimate its wait.
+whether one is alive, and add their job times, so a session end can estimate its wait. A
+forget-all deletes the user's entries from both streams (:meth:`IngestQueue.drop_where`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,7 @@ GROUP = "ingest-workers"
 DEAD_LETTERS_KEPT = 10_000
 ALIVE_WITHIN_S = 15.0  # a worker whose heartbeat is older counts as gone
 ERROR_CHARS = 2_000
+DROP_PAGE = 500  # entries read per XRANGE when a forget walks the streams
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,33 @@ class IngestQueue:
             | {"id": as_text(i)}
             for i, fields in reply
         ]
+
+    def drop_where(self, owned: Callable[[bytes], bool]) -> int:
+        """Delete every queued, in-progress and dead-lettered entry whose job ``owned`` says yes to
+        (a forgotten user's: the entries hold their turns); returns how many. A worker holding one
+        finishes it (its ack of a deleted entry is a no-op); forget's fence drops what it stores."""
+
+        def op(r: redis.Redis) -> int:
+            dropped = 0
+            for stream in (self.stream, self.dead):
+                start = "-"
+                while True:
+                    page: Any = r.xrange(stream, start, "+", count=DROP_PAGE)
+                    ids = [as_text(i) for i, fields in page if owned(_job(fields))]
+                    if ids:
+                        pipe = r.pipeline(transaction=True)
+                        if stream == self.stream:
+                            pipe.xack(stream, GROUP, *ids)
+                            pipe.hdel(self.errors, *ids)
+                        pipe.xdel(stream, *ids)
+                        pipe.execute()
+                        dropped += len(ids)
+                    if len(page) < DROP_PAGE:
+                        break
+                    start = "(" + as_text(page[-1][0])
+            return dropped
+
+        return self.connector.run(op)  # no ensure_group: a forget creates no stream
 
     def heartbeat(self, consumer: str) -> None:
         self.connector.run(lambda r: r.hset(self.workers_key, consumer, repr(time.time())))
