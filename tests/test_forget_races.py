@@ -27,11 +27,12 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.lint_pipeline import INLINE_STEPS, LintState, maintain_run
 from agtos.memory.services import Services
 from agtos.memory.vector_repair import fill_user
-from agtos.providers.embeddings import Embedder, EmbeddingError
+from agtos.providers.embeddings import Embedder
 from agtos.schemas import Conclusion, Episode
 from agtos.schemas.api.admin_models import MaintenanceRun
 from agtos.serving.app import create_app
 from tests.helpers import user, user_key_names
+from tests.test_pending_vectors import SwitchableEmbedder
 
 PIN = [
     {"role": "user", "content": "My bank PIN is 4417 and I moved to 12 Elm Street in Leeds."},
@@ -47,30 +48,19 @@ GARDEN = [
 ]
 
 
-class HookedEmbedder:
-    """The real embedder; ``hook`` (if set) runs once at the start of the next batch call: the moment
-    a job has read its data and not written yet. ``down``: every call fails."""
+class HookedEmbedder(SwitchableEmbedder):
+    """The real embedder (failing while ``down``); ``hook`` (if set) runs once at the start of the
+    next batch call: the moment a job has read its data and not written yet."""
 
     def __init__(self, real: Embedder) -> None:
-        self.real = real
-        self.name, self.model = real.name, real.model
+        super().__init__(real)
         self.hook: Callable[[], None] | None = None
-        self.down = False
-
-    @property
-    def dim(self) -> int:
-        return self.real.dim
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if self.down:
-            raise EmbeddingError("test embedder is down")
-        hook, self.hook = self.hook, None
+        hook, self.hook = (None, self.hook) if self.down else (self.hook, None)
         if hook is not None:
             hook()
-        return self.real.embed(texts)
-
-    def embed_one(self, text: str) -> np.ndarray:
-        return self.real.embed_one(text)
+        return super().embed(texts)
 
 
 @pytest.fixture
