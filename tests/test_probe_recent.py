@@ -173,3 +173,56 @@ def test_the_first_and_last_storable_instants_are_stored_found_and_dated(client:
         "- User: Yesterday [= 31 December 1969] I adopted a tabby cat named Pixel."
     )
     assert lines.index("31 December 9999:") < lines.index("- User: Tomorrow I paint the garden fence green.")
+
+
+def test_a_time_is_ms_or_a_date_time_never_a_number_read_as_seconds(client: TestClient) -> None:
+    """A numeric string with a fraction went to pydantic's date-time parser, which reads numbers as
+    seconds since the epoch (ms above 2e10): '1683540000.5' was stored as 8 May 2023, 1,000 times the
+    '1683540000' beside it (20 Jan 1970); a JSON true was stored as 1 ms."""
+    accepted = client.post(
+        "/api/memory/sessions/units/turns",
+        json={"turns": [{"role": "user", "content": "ms as a string", "timestamp": "1683540000"}]},
+        headers=user("cy"),
+    )
+    assert accepted.status_code == 200, accepted.text
+    live = client.get("/api/memory/sessions/units", headers=user("cy")).json()
+    assert [m["timestamp"] for m in live["messages"]] == [1_683_540_000]  # digits are ms, as documented
+    for bad in ("1683540000.5", "1683540000000.5", "-1683540000", "+1683540000", True, False):
+        refused = client.post(
+            "/api/memory/sessions/units/turns",
+            json={"turns": [{"role": "user", "content": "x", "timestamp": bad}]},
+            headers=user("cy"),
+        )
+        assert refused.status_code == 422, (bad, refused.text)
+        assert refused.json()["errors"][0]["field"] == "turns.0.timestamp"
+        backfill = client.post(
+            "/api/memory/conversations",
+            json={"sessions": [{"id": "units", "started_at": bad, "turns": [{"role": "user", "content": "x y z"}]}]},
+            headers=user("cy"),
+        )
+        assert backfill.status_code == 422, (bad, backfill.text)
+        assert backfill.json()["errors"][0]["field"] == "sessions.0.started_at"
+
+
+def test_the_openapi_time_admits_no_date_time_before_1970(client: TestClient) -> None:
+    """schemathesis sent '0834-11-01T00:05:23+09:12', valid by the document, refused (ms >= 0): the
+    document now bounds the year, and a time in the years it admits is accepted."""
+    import re
+
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    for sent in (
+        schema["TurnIn"]["properties"]["timestamp"],
+        schema["ConversationSession"]["properties"]["started_at"],
+    ):
+        time_schema = sent["anyOf"][0]
+        pattern = re.compile(time_schema["pattern"])  # JSON Schema: applies to strings only
+        assert not pattern.search("0834-11-01T00:05:23+09:12") and not pattern.search("1969-12-31T23:59:59Z")
+        assert pattern.search("1970-01-01T00:00:00Z") and pattern.search("9999-12-31T23:59:59.999Z")
+    for edge, ms in (("1970-01-01T00:00:00Z", 0), ("9999-12-31T23:59:59.999Z", 253_402_300_799_999)):
+        posted = client.post(
+            "/api/memory/sessions/edges/turns",
+            json={"turns": [{"role": "user", "content": "edge", "timestamp": edge}]},
+            headers=user("cy"),
+        )
+        assert posted.status_code == 200, posted.text
+        assert client.get("/api/memory/sessions/edges", headers=user("cy")).json()["messages"][-1]["timestamp"] == ms

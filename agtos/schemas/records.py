@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from datetime import UTC, datetime
@@ -25,17 +26,24 @@ MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: every stored
 
 
 _DATETIME = TypeAdapter(datetime)  # pydantic's RFC 3339 / ISO 8601 parser
+_DATE_START = re.compile(r"\d{4}-\d\d-\d\d", re.ASCII)  # a date-time string starts with its date
 EXAMPLE_TIME = "2023-05-08T18:00:00Z"
 
 
 def to_ms(value: Any) -> Any:
     """A time as sent: ms since the epoch (as is), or an ISO 8601 date-time (a ``datetime``, or a string
-    such as ``2023-05-08T18:00:00Z``; UTC when it names no offset) turned into ms."""
+    such as ``2023-05-08T18:00:00Z``; UTC when it names no offset) turned into ms. Another number as a
+    string (``1683540000.5``, which pydantic's date-time parser reads as seconds) and a boolean are refused."""
+    expected = f"expected ms since the epoch or an ISO 8601 date-time such as {EXAMPLE_TIME}"
+    if isinstance(value, bool):  # JSON true is not 1 ms
+        raise ValueError(expected)
     if isinstance(value, str) and not value.strip().isdigit():
+        if not _DATE_START.match(value.strip()):  # pydantic's parser would read another number as seconds
+            raise ValueError(expected)
         try:
             value = _DATETIME.validate_python(value.strip())
         except ValidationError:
-            raise ValueError(f"expected ms since the epoch or an ISO 8601 date-time such as {EXAMPLE_TIME}") from None
+            raise ValueError(expected) from None
     if not isinstance(value, datetime):
         return value
     moment = value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -53,7 +61,9 @@ SentTime = Annotated[
                 {"type": "integer", "minimum": 0, "maximum": MAX_TIMESTAMP_MS},
                 {"type": "string", "format": "date-time"},
             ],
-            "description": "ms since the epoch, or an ISO 8601 date-time (UTC when it names no offset)",
+            "pattern": r"^(19[7-9]\d|[2-9]\d{3})-",  # a string's year: 1970-9999 (integers: their bounds)
+            "description": "ms since the epoch, or an ISO 8601 date-time (UTC when it names no offset) from "
+            "1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z",
         }
     ),
 ]
