@@ -108,7 +108,9 @@ def test_forget_one_record_answers_and_refuses_precisely(client: TestClient, coo
     assert [h.episode.id for h in coordinator.search_episodes("hugo", query, 5, "vector")] == ["ep-hugo"]
     assert coordinator.semantic.embedder.cache.get(query) is not None
     gone = client.post("/api/memory/forget", json={"kind": "episode", "id": "ep-hugo"}, headers=user("hugo"))
-    assert gone.status_code == 200 and gone.json() == {"forgotten": {"kind": "episode", "id": "ep-hugo"}}
+    derived = {"memories": 0, "conclusions": 0, "entities": 1}  # learnt from it alone: the person "Hugo"
+    assert gone.status_code == 200
+    assert gone.json() == {"forgotten": {"kind": "episode", "id": "ep-hugo"}, "derived": derived}
     assert coordinator.semantic.embedder.cache.get(query) is None  # no forgotten text lingers in memory
     again = client.post("/api/memory/forget", json={"kind": "episode", "id": "ep-hugo"}, headers=user("hugo"))
     assert again.status_code == 404 and again.json() == {"message": "no episode 'ep-hugo' for this user"}
@@ -129,8 +131,10 @@ def test_forget_episode_drops_its_dreamer_marker(
     coordinator.privacy.forget_item("dina", "episode", "ep-dina")
     assert not {k for k in user_key_names(raw_redis, key_prefix, "dina") if k.endswith(":ep-dina")}
     assert {k for k in user_key_names(raw_redis, key_prefix, "dina") if k.endswith(":dreamed:ep-dina-2")}
-    # the record gone already (deleted by the store, as a prune or an expiry would): 404, and no marker left
+    # the record gone already (deleted by the store, as a prune or an expiry would): what was learnt
+    # from it alone still goes (the entity "Dina", no longer named by ep-dina), then 404; no marker left
     assert coordinator.semantic.delete("episode", "dina", "ep-dina-2")
+    assert coordinator.privacy.forget_item("dina", "episode", "ep-dina-2")["derived"]["entities"] == 1
     with pytest.raises(NotFoundError, match=r"^no episode 'ep-dina-2' for this user$"):
         coordinator.privacy.forget_item("dina", "episode", "ep-dina-2")
     assert not {k for k in user_key_names(raw_redis, key_prefix, "dina") if k.endswith(":ep-dina-2")}
@@ -148,7 +152,7 @@ def test_forget_conclusion_clears_that_users_verdict_cache(client: TestClient, c
         coordinator.conclusions.upsert_many(conclusions, np.eye(2, dim, dtype=np.float32))
         coordinator.nli_cache.put_many(uid, verdict)
     gone = client.post("/api/memory/forget", json={"kind": "conclusion", "id": "cora-0"}, headers=user("cora"))
-    assert gone.json() == {"forgotten": {"kind": "conclusion", "id": "cora-0"}}
+    assert gone.json() == {"forgotten": {"kind": "conclusion", "id": "cora-0"}, "derived": None}
     assert [c.id for c in coordinator.list_conclusions("cora")] == ["cora-1"]
     assert coordinator.nli_cache.get_many("cora", ["k1"]) == {}
     assert coordinator.nli_cache.get_many("cole", ["k1"])["k1"].label == "contradiction"  # another user's stays

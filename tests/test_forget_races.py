@@ -279,7 +279,8 @@ def test_an_episode_forgotten_during_the_vector_repair_keeps_no_vector(
 
     hooked.hook = forget_pin
     report = fill_user(coordinator.services, "alice")
-    assert report.skipped == 1 and report.filled >= 1  # the forgotten episode; the rest (memories too) filled
+    # skipped: the forgotten episode and the memories learnt from it alone (forgotten with it); the rest filled
+    assert report.skipped >= 1 and report.filled >= 1
     semantic = coordinator.services.semantic
     episode_vectors = set(semantic.store("episode").vectors.ids("alice"))
     turn_vectors = set(semantic.turns.vectors.ids("alice"))

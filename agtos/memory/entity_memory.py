@@ -247,6 +247,30 @@ class EntityMemory(EntityGraph):
             self._set_vector(user_id, entity_id, None)
         return True
 
+    def drop_episode(self, user_id: str, entity_id: str, episode_id: str) -> int:
+        """A forgotten episode leaves the entity (others still mention it): it no longer names the
+        episode, and its edges stated only there are deleted; returns how many edges."""
+        with self._lock:
+            for _ in range(WRITE_RETRIES):
+                raw = self.store.get_raw(user_id, entity_id)
+                if raw is None:
+                    return 0
+                old = Entity.model_validate_json(raw)
+                new = old.model_copy(update={"episode_ids": [e for e in old.episode_ids if e != episode_id]})
+                keys = name_keys(new)
+                if self.store.save_entity(new, keys, expect=raw, old=old, old_keys=keys, force=True).status == "ok":
+                    break
+            out_ids, in_ids = self.store.edge_ids(user_id, entity_id)
+            stated_there = [
+                rel
+                for rel in self.store.rels(user_id, [*out_ids, *in_ids]).values()
+                if rel.source_episode_ids == [episode_id]
+            ]
+            for rel in stated_there:
+                sym = rel.type in SYMMETRIC_TYPES
+                self.store.delete_rel(rel, triple_key(rel.source_id, rel.type, rel.target_id, sym))
+        return len(stated_there)
+
     def merge(self, user_id: str, survivor_id: str, duplicate_id: str) -> MergeReport:
         """Fold ``duplicate_id`` into ``survivor_id``: aliases, episodes and edges move over
         (re-pointed; self-loops dropped; same triples merged), then the duplicate is removed."""

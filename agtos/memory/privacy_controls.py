@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agtos.memory.episode_cascade import forget_derived
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id
 from agtos.storage.pending_vectors import PendingVectors
@@ -79,12 +80,15 @@ class Privacy:
             found = self.c.entities.forget(user_id, item_id)
         else:
             found = self.c.semantic.delete(kind, user_id, item_id)
-            if kind == "episode":  # even when the record is gone already: the marker's key names the episode
-                self.c.dream_markers.forget(user_id, item_id)
+        derived = None
+        if kind == "episode":  # even when the record is gone already: the marker and what was learnt name it
+            self.c.dream_markers.forget(user_id, item_id)
+            derived = forget_derived(self.c, user_id, item_id)
+            found = found or any(derived.values())
         if not found:
             raise NotFoundError(f"no {kind} {item_id!r} for this user")
         self._clear_query_cache()
-        return {"forgotten": {"kind": kind, "id": item_id}}
+        return {"forgotten": {"kind": kind, "id": item_id}, "derived": derived}
 
     def forget_all(self, user_id: str) -> dict[str, Any]:
         """Every key of the user (records, indexes, journals, counters), their session ends still

@@ -42,8 +42,20 @@ class ForgottenItemOut(ApiModel):
     id: str
 
 
+class ForgottenDerivedOut(ApiModel):
+    """What was learnt from a forgotten episode alone, forgotten with it."""
+
+    memories: int = Field(ge=0)
+    conclusions: int = Field(ge=0)
+    entities: int = Field(ge=0)
+
+
 class ForgetItemOut(ApiModel):
     forgotten: ForgottenItemOut
+    derived: ForgottenDerivedOut | None = Field(
+        default=None,
+        description="an episode: the memories, conclusions and entities only it supported, forgotten with it",
+    )
 
 
 class ForgetAllOut(ApiModel):

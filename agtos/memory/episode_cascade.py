@@ -1,0 +1,84 @@
+"""Forgetting an episode forgets what was learnt from it alone.
+
+A session's facts (memories), the Dreamer's conclusions and the entities its NER found name the
+episodes they come from. When the episode is forgotten, a record whose only source it is goes with
+it (its text repeats what was said there); a record other episodes support too stays and no longer
+names it. The profile's derived lines are then rebuilt from the conclusions left (lines the user
+set stay). Memories the user wrote or imported name no episode and are not touched.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agtos.schemas import Conclusion, Memory
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
+
+ENTITY_PAGE = 500  # entities read per page while looking for the episode's
+
+
+def forget_derived(rt: Services, user_id: str, episode_id: str) -> dict[str, int]:
+    """Forget the memories, conclusions and entities only ``episode_id`` supports, and drop it from
+    the sources of the others; returns how many of each kind were forgotten."""
+    counts = {
+        "memories": _memories(rt, user_id, episode_id),
+        "conclusions": _conclusions(rt, user_id, episode_id),
+        "entities": _entities(rt, user_id, episode_id),
+    }
+    if counts["conclusions"]:
+        rt.nli_cache.clear(user_id)  # cached verdicts are keyed by digests of conclusion texts
+        from agtos.memory.dreamer_pipeline import load_recent_episodes, refresh_profile
+
+        refresh_profile(rt, user_id, load_recent_episodes(rt, user_id))
+    return counts
+
+
+def _memories(rt: Services, user_id: str, episode_id: str) -> int:
+    store = rt.semantic.store("memory")
+    ids = sorted(set(store.bm25.ids(user_id)) | set(rt.semantic.history.timeline_ids(user_id)))
+    found = [Memory.model_validate_json(raw) for raw in store.get_many(user_id, ids).values()]
+    sourced = [m for m in found if episode_id in m.source_episode_ids]
+    kept: dict[str, str] = {}
+    for memory in sourced:
+        rest = [e for e in memory.source_episode_ids if e != episode_id]
+        if rest:
+            kept[memory.id] = memory.model_copy(update={"source_episode_ids": rest}).model_dump_json()
+        else:
+            rt.semantic.delete_memory(user_id, memory.id)
+    store.put_records(user_id, kept)
+    return len(sourced) - len(kept)
+
+
+def _conclusions(rt: Services, user_id: str, episode_id: str) -> int:
+    sourced = [c for c in rt.conclusions.all(user_id) if episode_id in c.source_episode_ids]
+    kept: list[Conclusion] = []
+    for conclusion in sourced:
+        rest = [e for e in conclusion.source_episode_ids if e != episode_id]
+        if rest:
+            turns = [t for t in conclusion.source_turn_ids if not t.startswith(f"{episode_id}.")]
+            kept.append(conclusion.model_copy(update={"source_episode_ids": rest, "source_turn_ids": turns}))
+        else:
+            rt.conclusions.delete(user_id, conclusion.id)
+    if kept:
+        rt.conclusions.save_records(kept)
+    return len(sourced) - len(kept)
+
+
+def _entities(rt: Services, user_id: str, episode_id: str) -> int:
+    store, ids, offset = rt.entities.store, [], 0
+    while True:  # every id first: forgetting one shifts the pages
+        page, total = store.page(user_id, None, offset, ENTITY_PAGE)
+        ids += page
+        offset += ENTITY_PAGE
+        if offset >= total or not page:
+            break
+    forgotten = 0
+    for at in range(0, len(ids), ENTITY_PAGE):
+        for entity in store.get_many(user_id, ids[at : at + ENTITY_PAGE]).values():
+            if entity.episode_ids == [episode_id]:
+                forgotten += int(rt.entities.forget(user_id, entity.id))
+            elif episode_id in entity.episode_ids:
+                rt.entities.drop_episode(user_id, entity.id, episode_id)
+    return forgotten
