@@ -203,6 +203,9 @@ class EmbeddingConfig(_Section):
     # a remote embedder on the query path: a search's embedding (and the first dimension probe) waits at
     # most this long (capped by timeout_s), then the search answers from the keyword index
     query_timeout_s: float = env("AGTOS_EMBEDDING_QUERY_TIMEOUT_S", 2.0, gt=0)
+    # a remote embedder's other calls while a request is served (/ask scoring its evidence sentences,
+    # ~10-25 texts): the longest wait (capped by timeout_s) before the request goes on without vectors
+    request_timeout_s: float = env("AGTOS_EMBEDDING_REQUEST_TIMEOUT_S", 5.0, gt=0)
     # this many failed or silent calls in a row make every call fail at once for the cool-down (0: never)
     breaker_failures: int = env("AGTOS_EMBEDDING_BREAKER_FAILURES", 2, ge=0, description="0: off")
     breaker_cooldown_s: float = env("AGTOS_EMBEDDING_BREAKER_COOLDOWN_S", 10.0, gt=0)

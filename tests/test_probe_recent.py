@@ -8,18 +8,21 @@ offsets, mixed with ms, out of order, and the context's day headings for offsets
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.config import EmbeddingConfig, Settings
+from agtos.config import EmbeddingConfig, LLMSlot, Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from tests.helpers import talk, user
+from tests.stub_servers import StubModelServer
 from tests.test_embedder_breaker import HangableEmbedServer
 
 QUERY_TIMEOUT_S = 0.5
@@ -226,3 +229,126 @@ def test_the_openapi_time_admits_no_date_time_before_1970(client: TestClient) ->
         )
         assert posted.status_code == 200, posted.text
         assert client.get("/api/memory/sessions/edges", headers=user("cy")).json()["messages"][-1]["timestamp"] == ms
+
+
+# A request waits on a remote embedder at most AGTOS_EMBEDDING_REQUEST_TIMEOUT_S (issue 15): the
+# worker's batches keep the call timeout, here well above it so that either wait shows
+REQUEST_TIMEOUT_S = 1.0
+LONG_BATCH_TIMEOUT_S = 6.0
+
+
+@contextmanager
+def served(settings: Settings, embed_server: HangableEmbedServer, **overrides: Any) -> Iterator[TestClient]:
+    embedding = EmbeddingConfig(
+        provider="ollama",
+        model="in-house",
+        base_url=embed_server.url,
+        timeout_s=LONG_BATCH_TIMEOUT_S,
+        query_timeout_s=QUERY_TIMEOUT_S,
+        request_timeout_s=REQUEST_TIMEOUT_S,
+        breaker_cooldown_s=COOLDOWN_S,
+    )
+    coordinator = MemoryCoordinator(settings.with_overrides(embedding=embedding, **overrides))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            yield client
+    finally:
+        coordinator.close()
+
+
+@pytest.fixture
+def bounded_api(settings: Settings, embed_server: HangableEmbedServer) -> Iterator[TestClient]:
+    with served(settings, embed_server) as client:
+        yield client
+
+
+def test_a_repeated_ask_waits_the_request_bound_not_the_batch_timeout_on_a_silent_embedder(
+    bounded_api: TestClient, embed_server: HangableEmbedServer
+) -> None:
+    """A repeated question's vector comes from the query cache, so its search does not find the silent
+    embedder out; the answer's scoring of the evidence sentences waited the batch timeout (30 s by
+    default, 6 s here) and said nothing. Now it waits the request bound, then scores by word overlap."""
+    talk(
+        bounded_api,
+        "ana",
+        "garden",
+        ("user", "I planted tomatoes and basil in the garden behind the house this spring."),
+        ("assistant", "Tomatoes and basil grow well together in a sunny garden."),
+    )
+    question = "What did I plant in the garden?"
+    _, body = ask(bounded_api, question)
+    assert body["answered"] is True and "basil" in body["answer"] and body["degraded"] is None
+
+    embed_server.hang()
+    for _ in range(2):  # the second silence opens the circuit breaker: no wait at all after it
+        took, body = ask(bounded_api, question)
+        assert took < REQUEST_TIMEOUT_S + SLACK_S, f"/ask held {took:.1f} s by a silent embedder"
+        assert body["answered"] is True and "basil" in body["answer"]  # by word overlap
+        assert body["degraded"] == EMBEDDER_DOWN
+        assert "127.0.0.1" not in str(body) and "within" not in str(body)  # no URL, no error text
+
+    embed_server.answer()
+    time.sleep(COOLDOWN_S + 0.2)
+    asked = embed_server.requests
+    _, body = ask(bounded_api, question)
+    assert embed_server.requests > asked  # the evidence was embedded again
+    assert body["answered"] is True and "basil" in body["answer"] and body["degraded"] is None
+
+
+def test_a_search_with_rephrasings_waits_the_query_bound_on_a_silent_embedder(
+    settings: Settings, embed_server: HangableEmbedServer
+) -> None:
+    """With query expansion the query and its rephrasings are embedded in one batch call, which waited
+    the batch timeout; they now wait the query bound, like a single query."""
+    with (
+        StubModelServer() as llm,
+        served(
+            settings,
+            embed_server,
+            query_expansion=True,
+            llm_slots={"expansion": LLMSlot(provider="ollama", model="qwen3:4b", base_url=llm.url)},
+        ) as api,
+    ):
+        talk(api, "ana", "router", ("user", "I configured the XJ-9000 router firmware in the attic."))
+        embed_server.hang()
+        llm.queue_chat(json.dumps({"queries": ["XJ-9000 firmware", "home network router"]}))
+        started = time.monotonic()
+        response = api.get("/api/memory/search", params={"q": "my attic router"}, headers=user("ana"))
+        took = time.monotonic() - started
+        assert llm.requests_to("/api/chat")  # it was rephrased
+    assert response.status_code == 200, response.text
+    assert took < QUERY_TIMEOUT_S + SLACK_S, f"/search held {took:.1f} s by a silent embedder"
+    body = response.json()
+    assert body["degraded"] == EMBEDDER_DOWN and body["count"] >= 1
+    assert body["results"][0]["matchType"] == "keyword"
+    assert "127.0.0.1" not in str(body) and "within" not in str(body)
+
+
+def test_the_workers_batches_keep_the_call_timeout_beyond_the_request_bound(
+    bounded_api: TestClient, embed_server: HangableEmbedServer
+) -> None:
+    """An embedder slower than the request bound but within the call timeout: a session's ingestion
+    still stores its vectors (none left pending), only a request's scoring goes without them."""
+    talk(bounded_api, "ana", "warm", ("user", "I keep bees on the roof of my flat."))
+    embed_server.delay_s = REQUEST_TIMEOUT_S + 0.5
+    talk(bounded_api, "ana", "bees", ("user", "My bees made twelve jars of honey in August."))
+    assert bounded_api.get("/health").json()["tiers"]["semantic"]["pendingVectors"] == 0
+
+
+def test_a_bounded_embedding_of_several_batches_waits_the_bound_in_all(embed_server: HangableEmbedServer) -> None:
+    """The bound is the whole call's, not each batch request's: three requests of 0.4 s each with a
+    1 s bound give up on the third, not after 1.2 s."""
+    from agtos.providers.embedding_base import EmbeddingTimeout
+    from agtos.providers.http_embedders import OllamaEmbedder
+
+    embedder = OllamaEmbedder("in-house", embed_server.url, timeout_s=LONG_BATCH_TIMEOUT_S, batch_size=2)
+    try:
+        assert embedder.embed(["a b", "c d", "e f", "g h", "i j", "k l"], timeout_s=1.0).shape[0] == 6
+        embed_server.delay_s = 0.4
+        started = time.monotonic()
+        with pytest.raises(EmbeddingTimeout):
+            embedder.embed(["a b", "c d", "e f", "g h", "i j", "k l"], timeout_s=1.0)
+        assert time.monotonic() - started < 1.0 + 0.3
+        assert embedder.embed(["a b", "c d", "e f", "g h", "i j", "k l"]).shape[0] == 6  # the call timeout: 6 s
+    finally:
+        embedder.close()

@@ -49,6 +49,8 @@ from agtos.tasks.text import content_words
 from agtos.tasks.validity import about, after_replacements, asks_about_the_past
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from agtos.memory.semantic import SemanticSearch
     from agtos.memory.services import Services
 
@@ -606,8 +608,20 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
     evidence += [Evidence(h.episode.id, "episode", h.episode.summary, h.score) for h in found.episodes[:limit]]
     # the best sentence(s) of the evidence, or "I don't know" below the relevance floor (tasks/answer_builder);
     # when the embedder just failed this question's search, by word overlap alone: a second call would
-    # wait the batch timeout (30 s) on a service that does not answer
-    built = build_answer(question, evidence, None if found.degraded else rt.semantic.embed_or_none)
+    # wait on a service that does not answer. Else a remote embedder is waited on at most the request
+    # bound, not its batch timeout (30 s): a repeated question's vector comes from the query cache, so
+    # its search does not find a silent embedder out; scoring then falls back to word overlap too
+    degraded = found.degraded
+    wait_s = rt.settings.embedding.request_timeout_s
+
+    def embed(texts: list[str]) -> np.ndarray | None:
+        nonlocal degraded
+        vectors = rt.semantic.embed_or_none(texts, wait_s)
+        if vectors is None and texts:
+            degraded = EMBEDDER_DOWN
+        return vectors
+
+    built = build_answer(question, evidence, None if found.degraded else embed)
     source, answer = "extractive", built.text
     if rt.dialectic_llm is not None and built.answered:
         try:
@@ -623,7 +637,7 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
         "source": source,
         "evidence": evidence,
         "evidenceIds": list(dict.fromkeys(e.id for e in evidence)),
-        "degraded": found.degraded,
+        "degraded": degraded,
     }
 
 

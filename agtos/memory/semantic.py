@@ -18,6 +18,7 @@ import numpy as np
 
 from agtos.memory.memory_versions import MemoryVersions, rows_by_user
 from agtos.providers.embeddings import Embedder, EmbeddingError
+from agtos.providers.http_embedders import HTTPEmbedder
 from agtos.schemas import Episode, Memory
 from agtos.schemas.records import ChangeOrigin, now_ms
 from agtos.storage.bm25_index import BM25Index
@@ -142,15 +143,25 @@ class SemanticMemory:
             return False
         return True
 
-    def embed_or_none(self, texts: list[str]) -> np.ndarray | None:
+    def embed_or_none(self, texts: list[str], wait_s: float | None = None) -> np.ndarray | None:
         """Vectors for ``texts``, or None when there are none or the embedder is unavailable
-        (callers then index text only)."""
+        (callers then index text only). ``wait_s``: the longest a remote embedder is waited on
+        (:meth:`embed_within`), for a request being served; without it, its call timeout."""
         if not texts:
             return None
         try:
-            return self.embedder.embed(texts)
+            return self.embedder.embed(texts) if wait_s is None else self.embed_within(texts, wait_s)
         except EmbeddingError:
             return None
+
+    def embed_within(self, texts: list[str], wait_s: float) -> np.ndarray:
+        """``texts``' vectors for a request being served: a remote embedder is waited on at most
+        ``wait_s`` (then ``EmbeddingTimeout``, a circuit-breaker failure), not its batch timeout; the
+        bundled model has no service to wait on."""
+        embedder = self.embedder
+        if isinstance(embedder, HTTPEmbedder):
+            return embedder.embed(texts, timeout_s=wait_s)
+        return embedder.embed(texts)
 
     def embed_then_write(
         self,
@@ -370,7 +381,10 @@ class SemanticMemory:
     def _embed_queries(self, queries: list[str]) -> list[np.ndarray | None]:
         """The vector of each query (one cached single-text call for one query)."""
         if len(queries) > 1:
-            return list(self.embedder.embed(queries))
+            embedder = self.embedder
+            if isinstance(embedder, HTTPEmbedder):  # a query and its rephrasings wait as long as one query
+                return list(embedder.embed(queries, timeout_s=embedder.query_timeout_s))
+            return list(embedder.embed(queries))
         return [self.embedder.embed_one(queries[0])]
 
     def prepare(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import httpx
@@ -44,8 +45,9 @@ class HTTPEmbedder:
     """Shared plumbing of the HTTP embedders: batching, validation, errors, dim discovery.
 
     A query (:meth:`embed_one`) and the dimension probe wait at most ``query_timeout_s``, batches
-    ``timeout_s``; every call goes through one :class:`CircuitBreaker` (``breaker_failures`` silent
-    or failed calls in a row open it for ``breaker_cooldown_s``), so a service that stops answering
+    ``timeout_s`` unless the caller bounds them (:meth:`embed`'s ``timeout_s``, while serving a
+    request); every call goes through one :class:`CircuitBreaker` (``breaker_failures`` silent or
+    failed calls in a row open it for ``breaker_cooldown_s``), so a service that stops answering
     holds one call per cool-down, not every search."""
 
     path = ""
@@ -158,13 +160,22 @@ class HTTPEmbedder:
         self._dim = int(matrix.shape[1])
         return l2_normalise(matrix)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """``(len(texts), dim)`` float32 unit rows, in ``batch_size`` requests."""
+    def embed(self, texts: list[str], timeout_s: float | None = None) -> np.ndarray:
+        """``(len(texts), dim)`` float32 unit rows, in ``batch_size`` requests, each waiting at most the
+        call timeout (the worker's batches). Given ``timeout_s`` (while serving a request), the whole call
+        waits at most that long (capped by the call timeout), each request what is left of it; a silent
+        service then raises ``EmbeddingTimeout``, a circuit-breaker failure like any other."""
         items = check_texts(texts)
         if not items:
             dim = self._dim or KNOWN_DIMS.get(self.model.rsplit("/", 1)[-1].split(":", 1)[0], 0)
             return np.zeros((0, dim), dtype=np.float32)
-        parts = [self._vectors(items[i : i + self.batch_size]) for i in range(0, len(items), self.batch_size)]
+        deadline = None if timeout_s is None else time.monotonic() + min(timeout_s, self.timeout_s)
+        parts = []
+        for i in range(0, len(items), self.batch_size):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise EmbeddingTimeout(f"{self.name} embedding of {len(items)} texts: not done within {timeout_s:g} s")
+            parts.append(self._vectors(items[i : i + self.batch_size], timeout_s=left))
         return np.concatenate(parts, axis=0)
 
     def embed_one(self, text: str) -> np.ndarray:
