@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from agtos.cli_keys import auth_is_on, is_loopback, keys_app
@@ -9,9 +11,21 @@ from agtos.cli_memory import register as register_memory_commands
 from agtos.cli_worker import IngestModeOption, serve_ingest_env, shared_embedded_redis
 from agtos.cli_worker import register as register_worker_command
 from agtos.cli_worker_process import WorkerLayout, cleanup_on_sigterm, worker_child, worker_layout
-from agtos.config import Settings
+from agtos.config import Settings, SettingsError
 
-app = typer.Typer(help="agtos: memory for AI agents.", no_args_is_help=True)
+
+class _Cli(typer.Typer):
+    """An invalid environment variable ends any command with its one-line message (exit 2), not a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except SettingsError as exc:
+            typer.echo(f"agtos: invalid setting: {exc}", err=True)
+            raise SystemExit(2) from None
+
+
+app = _Cli(help="agtos: memory for AI agents.", no_args_is_help=True)
 memory_app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 app.add_typer(keys_app, name="keys")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -71,7 +72,10 @@ def register(memory_app: typer.Typer) -> None:
         from agtos.importers import resolve_home, scan_sources
 
         home = resolve_home(Settings.from_env().import_home)
-        found = [s for s in scan_sources(home) if s.item_count > 0]
+        scanned = scan_sources(home)
+        for warning in (w for s in scanned for w in s.warnings):  # paths left out, malformed lines, failures
+            console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
+        found = [s for s in scanned if s.item_count > 0]
         if not found:
             console.print("No importable memories found.")
             raise typer.Exit(0)
@@ -90,6 +94,7 @@ def register(memory_app: typer.Typer) -> None:
             console.print(f"[red]not found here: {', '.join(unknown)}[/red]")
             raise typer.Exit(2)
         totals = {"episodesAdded": 0, "episodesUpdated": 0, "memoriesAdded": 0}
+        skipped: list[dict[str, str]] = []
         with coordinator_from_env() as coordinator, _progress() as progress:
             bar = progress.add_task("importing", total=len(chosen))
             for name in chosen:
@@ -97,11 +102,15 @@ def register(memory_app: typer.Typer) -> None:
                 report = coordinator.import_sources(user, [name])
                 for key in totals:
                     totals[key] += report[key]
+                skipped += report["skipped"]
                 progress.advance(bar)
         console.print(
             f"added {totals['episodesAdded']} episode(s), updated {totals['episodesUpdated']}, "
             f"added {totals['memoriesAdded']} memory item(s)"
+            + (f", skipped {len(skipped)} session(s)" if skipped else "")
         )
+        for item in skipped:  # the save heuristics' reason (greetings, trivial lookups...)
+            console.print(f"  skipped {escape(item['sessionId'])}: {escape(item['reason'])}")
 
     @memory_app.command("maintain")
     def maintain(
