@@ -147,6 +147,13 @@ def register(memory_app: typer.Typer) -> None:
                 str(s.get("orphans", "-")),
             )
         console.print(summary)
+        for r in reports:  # say why a lint that was asked for now did nothing
+            if r.summary.get("status") == "deferred":
+                reasons = ", ".join(dict.fromkeys(r.summary.get("reasons", [])))
+                console.print(
+                    f"[yellow]{escape(r.user_id)}: deferred by the ResourceGuard after {r.summary.get('attempts')} "
+                    f"check(s) ({reasons}), nothing changed; AGTOS_BACKGROUND_WORK_POLICY=always runs it now[/yellow]"
+                )
         if verbose:
             for r in reports:
                 steps = Table("step", "count", "ms", "ids", title=f"{r.user_id} @ {r.timestamp}")

@@ -78,3 +78,30 @@ def test_memory_import_prints_what_it_left_out(
     assert "warning: claude_code: .claude/projects/-home-dev-shop/cc1.jsonl: skipped 1 malformed line(s)" in said
     assert "added 1 episode(s), updated 0, added 0 memory item(s), skipped 1 session(s)" in said
     assert "greeting or small talk only" in said
+
+
+def test_memory_maintain_says_why_it_was_deferred(
+    settings: Settings, redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agtos memory maintain` ("lint now") on a busy machine: the guard defers it (README: load average >
+    cores × 0.3 for `idle-only`); the table said only `deferred`, with no reason, even with --verbose."""
+    for name, value in {
+        "REDIS_URL": redis_url,
+        "AGTOS_KEY_PREFIX": key_prefix,
+        "AGTOS_CONFIG_DIR": str(settings.config_dir),
+        "AGTOS_DATA_DIR": str(settings.data_dir),
+        "AGTOS_BACKGROUND_WORK_POLICY": "idle-only",
+        "AGTOS_MAINTENANCE_GUARD_RETRIES": "1",
+        "AGTOS_MAINTENANCE_GUARD_DELAY_S": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("os.getloadavg", lambda: (64.0, 64.0, 64.0))  # the machine, not our code
+    done = CliRunner().invoke(app, ["memory", "maintain", "--user", "readme"])
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.output.split())
+    assert "readme: deferred by the ResourceGuard after 2 check(s) (cpu-load), nothing changed" in said
+    assert "AGTOS_BACKGROUND_WORK_POLICY=always runs it now" in said
+    monkeypatch.setenv("AGTOS_BACKGROUND_WORK_POLICY", "always")
+    done = CliRunner().invoke(app, ["memory", "maintain", "--user", "readme"])
+    assert done.exit_code == 0, done.output
+    assert "deferred" not in done.output and "completed" in done.output
