@@ -167,6 +167,15 @@ app.add_typer(flows_app, name="flows")
 @flows_app.command("serve")
 def serve_flows() -> None:
     """Serve the ingestion, Dreamer and nightly-lint deployments (needs PREFECT_API_URL)."""
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:  # else Prefect serves them on a throwaway in-process server
+        typer.echo(
+            "agtos flows serve needs a Prefect server: start one (prefect server start) and set PREFECT_API_URL, "
+            "e.g. http://127.0.0.1:4200/api",
+            err=True,
+        )
+        raise typer.Exit(2)
     from agtos.flows.deployments import serve_deployments
 
     serve_deployments()

@@ -105,3 +105,14 @@ def test_memory_maintain_says_why_it_was_deferred(
     done = CliRunner().invoke(app, ["memory", "maintain", "--user", "readme"])
     assert done.exit_code == 0, done.output
     assert "deferred" not in done.output and "completed" in done.output
+
+
+def test_flows_serve_without_a_prefect_server_says_so(tmp_path: Path) -> None:
+    """README: `agtos flows serve  # serve the Prefect deployments (needs PREFECT_API_URL)`. Without it,
+    it served them on Prefect's throwaway in-process server (no UI, nothing else can reach it) and
+    printed ~390 lines of ConnectError tracebacks when stopped."""
+    agtos = Path(sys.executable).parent / "agtos"
+    env = {"PATH": str(agtos.parent), "HOME": str(tmp_path)}  # no PREFECT_API_URL, no Prefect profile
+    done = subprocess.run([str(agtos), "flows", "serve"], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "set PREFECT_API_URL" in done.stderr and "Traceback" not in done.stderr
