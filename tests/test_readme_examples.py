@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -113,6 +115,15 @@ def test_flows_serve_without_a_prefect_server_says_so(tmp_path: Path) -> None:
     printed ~390 lines of ConnectError tracebacks when stopped."""
     agtos = Path(sys.executable).parent / "agtos"
     env = {"PATH": str(agtos.parent), "HOME": str(tmp_path)}  # no PREFECT_API_URL, no Prefect profile
-    done = subprocess.run([str(agtos), "flows", "serve"], env=env, capture_output=True, text=True, timeout=30)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "set PREFECT_API_URL" in done.stderr and "Traceback" not in done.stderr
+    proc = subprocess.Popen(
+        [str(agtos), "flows", "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # so a serving one is stopped with the Prefect server it started
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 2, out + err
+    assert "set PREFECT_API_URL" in err and "Traceback" not in err
