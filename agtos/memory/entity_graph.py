@@ -66,13 +66,15 @@ class EntityGraph:
                 self._vectors = VectorIndex(self.connector, self.keys, "entity", dim)
             return self._vectors
 
-    def embed_names(self, names: Sequence[str]) -> dict[str, np.ndarray]:
-        """One embedding call for ``names``; empty when the embedder is unavailable."""
+    def embed_names(self, names: Sequence[str], wait_s: float | None = None) -> dict[str, np.ndarray]:
+        """One embedding call for ``names``; empty when the embedder is unavailable. ``wait_s``: a
+        request's bound on a remote embedder (:meth:`SemanticMemory.embed_within`)."""
         names = list(dict.fromkeys(names))
         if not names:
             return {}
+        semantic = self.semantic
         try:
-            matrix = self.semantic.embedder.embed(names)
+            matrix = semantic.embedder.embed(names) if wait_s is None else semantic.embed_within(names, wait_s)
         except EmbeddingError as exc:
             log.warning("entity names not embedded (alias dedup only): %s", exc)
             return {}

@@ -71,11 +71,15 @@ class EntityMemory(EntityGraph):
 
     # -- ingestion --------------------------------------------------------------------
     def ingest(
-        self, episodes: Sequence[Episode], found: Sequence[Sequence[Mention]] | EntityRecognizer
+        self,
+        episodes: Sequence[Episode],
+        found: Sequence[Sequence[Mention]] | EntityRecognizer,
+        wait_s: float | None = None,
     ) -> EntityIngestReport:
         """Upsert the entities and relationships mentioned in each episode.
 
-        ``found`` is each episode's mentions (from the ingestion NER step), or a recognizer to run.
+        ``found`` is each episode's mentions (from the ingestion NER step), or a recognizer to run;
+        ``wait_s``: a request's bound on a remote embedder for the new names' vectors.
         """
         report = EntityIngestReport()
         texts = [entity_text(e) for e in episodes]
@@ -86,7 +90,7 @@ class EntityMemory(EntityGraph):
             self.extractor.extract(text, mentions) if len(cands) > 1 else []
             for text, mentions, cands in zip(texts, found, candidates, strict=True)
         ]
-        vectors = self._new_name_vectors(episodes, candidates)
+        vectors = self._new_name_vectors(episodes, candidates, wait_s)
         with self._lock:
             for episode, cands, extracted in zip(episodes, candidates, relations, strict=True):
                 ids: dict[str, str] = {}
@@ -105,7 +109,7 @@ class EntityMemory(EntityGraph):
         return report
 
     def _new_name_vectors(
-        self, episodes: Sequence[Episode], candidates: Sequence[list[EntityCandidate]]
+        self, episodes: Sequence[Episode], candidates: Sequence[list[EntityCandidate]], wait_s: float | None = None
     ) -> dict[str, np.ndarray]:
         """Vectors for the candidate names no alias resolves (one call for the batch)."""
         by_user: dict[str, list[EntityCandidate]] = {}
@@ -115,7 +119,7 @@ class EntityMemory(EntityGraph):
         for user_id, cands in by_user.items():
             known = self.store.owners(user_id, list(dict.fromkeys(c.key for c in cands)))
             names += [c.name for c in cands if c.key not in known]
-        return self.embed_names(names)
+        return self.embed_names(names, wait_s)
 
     def observe(self, episode: Episode, cand: EntityCandidate, vector: np.ndarray | None) -> tuple[str | None, bool]:
         """Merge one mention into its entity (or create it): ``(entity id, created)``.

@@ -94,7 +94,7 @@ def create(
         valid_until=valid_until,
     )
     write = functools.partial(rt.semantic.write_memories, [memory], origin="user")
-    rt.semantic.embed_then_write("memory", [(user_id, memory.id)], [text], write)
+    rt.semantic.embed_then_write("memory", [(user_id, memory.id)], [text], write, _request_wait(rt))
     _feed_entities(rt, memory)
     return MemoryWrite(get(rt, user_id, memory.id), True)
 
@@ -129,6 +129,7 @@ def update(
         [(user_id, mid)],
         [new.text],
         lambda rows: rt.semantic.replace_memory(old, new, None if rows is None else rows[0]),
+        _request_wait(rt),
     )
     _feed_entities(rt, memory)
     return memory
@@ -179,6 +180,11 @@ def _backfill_timeline(rt: Services, user_id: str) -> None:
     rt.semantic.history.set_times(user_id, {i: Memory.model_validate_json(raw).valid_from for i, raw in raws.items()})
 
 
+def _request_wait(rt: Services) -> float:
+    """How long a memory written over HTTP waits on a remote embedder (then it waits for its vector)."""
+    return rt.settings.embedding.request_timeout_s
+
+
 def _feed_entities(rt: Services, memory: Memory) -> None:
     """The entities and relationships the memory names, into the entity graph (as ingestion does)."""
     if rt.recognizer is None:
@@ -191,6 +197,6 @@ def _feed_entities(rt: Services, memory: Memory) -> None:
         timestamp=memory.valid_from,
     )
     try:
-        rt.entities.ingest([episode], rt.recognizer.recognize_many([entity_text(episode)]))
+        rt.entities.ingest([episode], rt.recognizer.recognize_many([entity_text(episode)]), _request_wait(rt))
     except Exception:  # derived data: the memory stands without it
         log.exception("entity graph not updated for memory %s", memory.id)

@@ -169,11 +169,12 @@ class SemanticMemory:
         records: Sequence[tuple[str, str]],
         texts: list[str],
         write: Callable[[np.ndarray | None], _Written],
+        wait_s: float | None = None,
     ) -> _Written:
         """``write`` the ``(user id, record id)`` records with their ``texts``' vectors, or with None when
         the embedder is unavailable: then, once written, they wait for vectors (:class:`PendingVectors`;
-        :mod:`agtos.memory.vector_repair` fills them)."""
-        vectors = self.embed_or_none(texts)
+        :mod:`agtos.memory.vector_repair` fills them). ``wait_s``: a request's bound on a remote embedder."""
+        vectors = self.embed_or_none(texts, wait_s)
         written = write(vectors)
         if vectors is None and texts:
             PendingVectors(self.connector, self.keys).add_of_users(namespace, records, now_ms())
