@@ -127,3 +127,20 @@ def test_flows_serve_without_a_prefect_server_says_so(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 2, out + err
     assert "set PREFECT_API_URL" in err and "Traceback" not in err
+
+
+def test_nli_pinning_command_answers_a_wrong_call_in_one_line(tmp_path: Path) -> None:
+    """README: `python -m agtos.providers.transformers_nli DIR` writes `manifest.json`. Without DIR it was an
+    IndexError traceback, with a missing directory a ModelDirError traceback."""
+    missing = tmp_path / "nope"
+    for args, said in (
+        ([], "usage: python -m agtos.providers.transformers_nli DIR  (writes DIR/manifest.json)"),
+        ([str(missing)], f"cannot pin {missing}: model directory {missing} does not exist"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "agtos.providers.transformers_nli", *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.strip().splitlines() == [said]
+    assert not missing.exists()

@@ -201,6 +201,11 @@ class TransformersNLIModel:
 
 
 if __name__ == "__main__":  # python -m agtos.providers.transformers_nli DIR: pin a trusted directory
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: python -m agtos.providers.transformers_nli DIR  (writes DIR/manifest.json)")
     target = Path(sys.argv[1])
-    read_config(target)
+    try:
+        read_config(target)
+    except ModelDirError as exc:  # one line, not a traceback
+        sys.exit(f"cannot pin {target}: {exc}")
     print(json.dumps(pin(target), indent=1))
