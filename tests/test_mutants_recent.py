@@ -11,6 +11,7 @@ Redis, the bundled ONNX model as the embedder that is back and a failing one swa
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator
 
@@ -29,7 +30,9 @@ from agtos.storage.keys import GlobalKeys
 from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import RedisConnector, as_text
 from tests.helpers import run_maintenance, talk, user
+from tests.stub_servers import StubModelServer
 from tests.test_embedder_breaker import HangableEmbedServer
+from tests.test_health_secrets import closed_port
 from tests.test_pending_vectors import SwitchableEmbedder, pending, swap_embedder, sweep_settings
 
 Api = tuple[TestClient, SwitchableEmbedder, MemoryCoordinator]
@@ -297,6 +300,7 @@ def test_records_dropped_beyond_the_limit_are_logged(settings: Settings, caplog:
     assert [r.getMessage() for r in caplog.records] == [
         "2 records of one user dropped from the pending vectors (limit 3)"
     ]
+    assert pending_set.clear("ana", []) == 3  # nothing cleared: how many are left
 
 
 class NotedMeanwhile(redis.Redis):
@@ -355,3 +359,44 @@ def test_a_query_never_waits_longer_than_the_batch_timeout() -> None:
         assert time.monotonic() - started < 1.5
     finally:
         server.close()
+
+
+def test_an_open_breaker_names_its_embedder() -> None:
+    """The error a caller logs while the breaker is open says which embedder (a refused connection
+    here: the breaker of threshold 1 opens at the first failure)."""
+    embedder = OllamaEmbedder(
+        "in-house", f"http://127.0.0.1:{closed_port()}", breaker_failures=1, breaker_cooldown_s=30.0
+    )
+    with pytest.raises(EmbeddingError, match=r"embedding request to .* failed"):
+        embedder.embed_one("first question")
+    with pytest.raises(EmbeddingCircuitOpen) as caught:
+        embedder.embed_one("second question")
+    assert re.fullmatch(r"ollama embedder did not answer just now; retrying in (30\.0|29\.\d) s", str(caught.value))
+
+
+@pytest.mark.parametrize("status", [500, 429])
+def test_a_service_that_cannot_serve_opens_the_breaker(status: int) -> None:
+    """A 5xx or 429 answer counts as a failure: two of them open the breaker (the third call fails
+    at once, unsent); an answer closes it again."""
+    with StubModelServer() as stub:
+        embedder = OllamaEmbedder("in-house", stub.url, breaker_failures=2, breaker_cooldown_s=30.0)
+        stub.fail_next(status, times=2)
+        for question in ("first", "second"):
+            with pytest.raises(EmbeddingError, match=f"failed: HTTP {status} "):
+                embedder.embed_one(question)
+        with pytest.raises(EmbeddingCircuitOpen):
+            embedder.embed_one("third")
+        assert len(stub.requests_to("/api/embed")) == 2
+
+
+def test_a_client_error_does_not_open_the_breaker() -> None:
+    """A 400 or 404 shows the service is there (the request was wrong): it fails that call, named as
+    the HTTP error, and never opens the breaker (threshold 1 here)."""
+    with StubModelServer() as stub:
+        embedder = OllamaEmbedder("in-house", stub.url, breaker_failures=1, breaker_cooldown_s=30.0)
+        for status in (400, 404):
+            stub.fail_next(status)
+            with pytest.raises(EmbeddingError, match=f"failed: HTTP {status} "):
+                embedder.embed_one(f"question {status}")
+        assert embedder.embed_one("answered").shape == (64,)
+        assert len(stub.requests_to("/api/embed")) == 3
