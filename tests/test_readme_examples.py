@@ -8,6 +8,9 @@
   or a transcript's malformed lines vanished silently, and a session the save heuristics skip
   (README: "greetings and single-turn trivial lookups skipped") was listed with 1 item and then
   imported as 0 without a word. Both are printed now.
+- `agtos memory maintain` says why the ResourceGuard deferred it; `agtos flows serve` needs PREFECT_API_URL;
+  the NLI pinning command answers a wrong call in one line; a second POST /maintain while the user's run is
+  still queued returns that run.
 """
 
 from __future__ import annotations
@@ -17,13 +20,24 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from agtos.cli import app
 from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.app import create_app
+from tests import test_prefect_submit
+from tests.helpers import user
+from tests.test_prefect_deployments import api_client
+from tests.test_prefect_submit import cancel_flow_runs, flow_runs, use_prefect_api
+
+lint_deployment = test_prefect_submit.lint_deployment  # its Prefect server with the lint deployment, no worker
 
 
 def test_invalid_setting_stops_serve_with_one_line_naming_it(tmp_path: Path) -> None:
@@ -144,3 +158,41 @@ def test_nli_pinning_command_answers_a_wrong_call_in_one_line(tmp_path: Path) ->
         assert done.returncode == 1 and done.stdout == ""
         assert done.stderr.strip().splitlines() == [said]
     assert not missing.exists()
+
+
+def test_asking_again_while_the_lint_run_is_queued_returns_that_run(
+    lint_deployment: tuple[str, str], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: "a second request while the user's run is still queued returns that run". It did only while
+    the run waited for the maintenance thread: once the thread took it (through agtos serve: two POSTs
+    190 ms apart got two runs, the first still `queued`) or handed it to Prefect, where it stays queued
+    until a worker runs the flow, every request queued another run and another flow run."""
+    api, deployment_id = lint_deployment
+    use_prefect_api(monkeypatch, api)
+    coordinator = MemoryCoordinator(settings.with_overrides(background_work_policy="always"))
+    prefect_api = api_client(api)
+    app_stopped = threading.Event()
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            first = client.post("/api/memory/maintain", headers=user("ann"))
+            assert first.status_code == 202, first.text
+            run_id = first.json()["runId"]
+            deadline = time.monotonic() + 30
+            while not flow_runs(prefect_api, deployment_id):  # the thread has handed it to Prefect
+                assert time.monotonic() < deadline, "the run never reached Prefect"
+                time.sleep(0.25)
+            try:
+                again = client.post("/api/memory/maintain", headers=user("ann"))
+                assert again.status_code == 202, again.text
+                assert again.json()["runId"] == run_id and again.json()["status"] == "queued"
+                assert again.headers["location"] == f"/api/memory/maintain/runs/{run_id}"
+                assert len(flow_runs(prefect_api, deployment_id)) == 1
+                other = client.post("/api/memory/maintain", headers=user("bob"))  # another user: a run of its own
+                assert other.status_code == 202 and other.json()["runId"] != run_id
+            except AssertionError:  # a thread waiting on a flow run returns once that run is final
+                threading.Thread(target=cancel_flow_runs, args=(api, deployment_id, app_stopped), daemon=True).start()
+                raise
+    finally:
+        app_stopped.set()
+        prefect_api.close()
+        coordinator.close()

@@ -35,11 +35,22 @@ class MaintenanceRunner:
         self.coordinator = coordinator
         self._pool = _pool()
         self._queued: dict[str, MaintenanceRun] = {}
+        self._handed: dict[str, str] = {}  # user -> the run last handed on (to the thread or to Prefect)
         self._lock = threading.Lock()
         self._stopping = threading.Event()  # set by drain: a run the guard defers stops waiting
 
     def submit(self, user_id: str) -> MaintenanceRun:
-        """Record a queued run for ``user_id`` and hand it to the worker thread."""
+        """Record a queued run for ``user_id`` and hand it to the worker thread; while the user's last run
+        is still queued (waiting for the thread, taken but not started, or held by Prefect until a worker
+        runs it), that run."""
+        with self._lock:
+            waiting, handed = self._queued.get(user_id), self._handed.get(user_id)
+        if waiting is not None:
+            return waiting
+        if handed is not None:
+            stored = self.coordinator.maintenance.get_run(user_id, handed)
+            if stored is not None and stored.status == "queued":
+                return stored
         with self._lock:
             waiting = self._queued.get(user_id)
             if waiting is not None:
@@ -47,6 +58,7 @@ class MaintenanceRunner:
             run = MaintenanceRun(run_id=new_id("run"), user_id=user_id)
             self.coordinator.maintenance.save_run(run)
             self._queued[user_id] = run
+            self._handed[user_id] = run.run_id
             self._pool.submit(self._execute, run, self._stopping)
         return run
 
@@ -72,11 +84,18 @@ class MaintenanceRunner:
         def pause(seconds: float) -> None:  # the guard's wait, cut short by drain
             stopping.wait(seconds)
 
+        submitted = False
         try:
-            if not self._submitted_to_prefect(run):
+            submitted = self._submitted_to_prefect(run)
+            if not submitted:
                 self.coordinator.maintain_run(run, pause)
         except Exception:
             log.exception("maintenance run %s of %s failed", run.run_id, run.user_id)
+        finally:
+            if not submitted:  # over here (a record left queued by a failure is not handed out again)
+                with self._lock:
+                    if self._handed.get(run.user_id) == run.run_id:
+                        del self._handed[run.user_id]
 
     def _submitted_to_prefect(self, run: MaintenanceRun) -> bool:
         """True when the deployment took the run; False without a Prefect API or when it refused."""
