@@ -400,3 +400,31 @@ def test_a_client_error_does_not_open_the_breaker() -> None:
                 embedder.embed_one(f"question {status}")
         assert embedder.embed_one("answered").shape == (64,)
         assert len(stub.requests_to("/api/embed")) == 3
+
+
+def test_a_session_end_that_fills_pending_records_logs_how_many(api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    client, switch, _ = api
+    switch.down = True
+    for text in ANA_TEXTS[:2]:
+        post_memory(client, "ana", text)
+    switch.down = False
+    caplog.set_level(logging.INFO, logger="agtos.memory.vector_repair")
+    ended = talk(client, "bea", "cello", ("user", BEA_TEXTS[0]), ("user", "Her teacher lives in Porto."))
+    assert ended["saved"] is True, ended
+    assert [r.getMessage() for r in caplog.records if r.name == "agtos.memory.vector_repair"] == [
+        "pending vectors: 2 records filled, 0 gone"
+    ]
+    assert pending(client) == 0
+
+
+def test_a_fill_after_ingestion_stops_at_its_bound_over_its_users(api: Api) -> None:
+    """``max_records`` bounds the fill over all its users (a job waits on it): 3 of Ana's and Bea's 4."""
+    client, switch, coordinator = api
+    switch.down = True
+    for who, texts in (("ana", ANA_TEXTS[:2]), ("bea", BEA_TEXTS)):
+        for text in texts:
+            post_memory(client, who, text)
+    switch.down = False
+    report = vector_repair.fill_pending(coordinator.services, max_records=3)
+    assert (report.filled, report.skipped, report.error) == (3, 0, None)
+    assert pending(client) == 1
