@@ -56,6 +56,21 @@ CASES = [
         conv(("user", "Add a docstring to the login function."), ("tool", "Applied edit to app/auth.py")),
     ),
     (
+        "coding task done, said by the agent in full",  # an Aider session (README: task completions saved)
+        True,
+        "task_outcome",
+        conv(
+            ("user", "Refactor the payment module to use the new gateway client."),
+            ("assistant", "I have refactored the payment module; the calls now go through GatewayClient."),
+        ),
+    ),
+    (
+        "coding task done, the agent's own verb",
+        True,
+        "task_outcome",
+        conv(("user", "Move the retry logic into its own helper."), ("assistant", "I've moved it into retry.py.")),
+    ),
+    (
         "greeting only",
         False,
         "conversation",

@@ -39,7 +39,10 @@ CORRECTION_RE = re.compile(
 TASK_DONE_RE = re.compile(
     r"\b(done|completed|finished|booked|scheduled|sent|created|saved|ordered|set (a|the|an) |"
     r"applied edit|committed|commit [0-9a-f]{7,40}|fixed|deployed|merged|tests? pass(ed|es)?|"
-    r"i've (added|booked|scheduled|sent|created|set|updated|ordered)|task (is )?complete)\b",
+    r"implemented|refactored|migrated|installed|configured|resolved|"
+    # the agent saying what it did: "I've added", "I have now refactored", "I've rewritten"
+    r"i(?:'ve| have) (?:now |just |already |also )?(?:\w+ed|set up|set|written|rewritten|built|made|run)|"
+    r"task (is )?complete)\b",
     re.I,
 )
 SMALL_TALK_WORDS = frozenset(
