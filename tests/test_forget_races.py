@@ -310,3 +310,18 @@ def test_a_forget_during_a_maintenance_run_leaves_no_run_record(
     assert run.status == "completed"
     assert user_key_names(raw, key_prefix, "alice") == set()
     assert client.get("/api/memory/maintain/runs/run-0123456789ab", headers=user("alice")).status_code == 404
+
+
+def test_a_forget_all_passes_over_unreadable_queue_entries(
+    api: tuple[TestClient, MemoryCoordinator, HookedEmbedder], raw: redis.Redis, key_prefix: str
+) -> None:
+    """Entries whose job is not a session end's JSON object (what a worker dead-letters as unreadable)
+    are left alone; the user's own goes."""
+    client, _, _ = api
+    queue_end(client, "alice", "s1", PIN)
+    stream = f"{key_prefix}:meta:ingest-queue"
+    for junk in (b"not json", b"[1, 2]", b'"alice"', b'{"user": "alice"}'):
+        raw.xadd(stream, {"job": junk})
+    forget_all(client, "alice")
+    left = [fields[b"job"] for _id, fields in raw.xrange(stream)]
+    assert left == [b"not json", b"[1, 2]", b'"alice"', b'{"user": "alice"}']
