@@ -189,7 +189,7 @@ def register(memory_app: typer.Typer) -> None:
             except (NotFoundError, ValueError) as exc:
                 console.print(f"[red]{exc}[/red]")
                 raise typer.Exit(1) from exc
-        console.print(result)
+        console.print_json(data=result)  # the HTTP answer's JSON, not a Python dict
 
 
 def ingest_file(

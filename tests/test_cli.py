@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,9 @@ def test_import_search_maintain_forget(cli_env: Path) -> None:
     refused = runner.invoke(app, ["memory", "forget", "--user", "cli", "--kind", "all", "--id", "x", "--yes"])
     assert refused.exit_code == 2
     forgotten = runner.invoke(app, ["memory", "forget", "--user", "cli", "--yes"])
-    assert forgotten.exit_code == 0 and "keysDeleted" in forgotten.output
+    assert forgotten.exit_code == 0, forgotten.output
+    answer = json.loads(forgotten.output)  # JSON, as the HTTP route answers (not a Python dict's repr)
+    assert answer["forgotten"] == "all" and answer["userId"] == "cli" and answer["keysDeleted"] > 0
     empty = runner.invoke(app, ["memory", "search", "login docstring", "--user", "cli"])
     assert "0 result(s)" in empty.output
 
