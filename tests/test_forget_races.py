@@ -325,3 +325,23 @@ def test_a_forget_all_passes_over_unreadable_queue_entries(
     forget_all(client, "alice")
     left = [fields[b"job"] for _id, fields in raw.xrange(stream)]
     assert left == [b"not json", b"[1, 2]", b'"alice"', b'{"user": "alice"}']
+
+
+def test_an_opt_out_made_in_another_process_a_moment_ago_stops_the_worker(
+    api: tuple[TestClient, MemoryCoordinator, HookedEmbedder], raw: redis.Redis, key_prefix: str
+) -> None:
+    """The worker runs in its own process (``agtos serve`` starts one), whose opt-out cache read the
+    user as not opted out a moment ago; the user opts out through the API: their queued session end
+    is not stored (the worker reads the opt-out list afresh, not its cached answer)."""
+    client, coordinator, _ = api
+    worker_process = MemoryCoordinator(coordinator.services.settings)
+    try:
+        queue_end(client, "alice", "s1", PIN)
+        assert worker_process.privacy.is_opted_out("alice") is False  # cached there for a moment
+        opted = client.put("/api/memory/privacy", json={"opt_out": True}, headers=user("alice"))
+        assert opted.status_code == 200, opted.text
+        assert worker_process.ingest_worker().drain() == 1
+        assert not [k for k in user_key_names(raw, key_prefix, "alice") if ":episode:" in k or ":turn" in k]
+        assert search_hits(client, "alice", "bank PIN Elm Street") == []
+    finally:
+        worker_process.close()

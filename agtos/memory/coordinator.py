@@ -128,7 +128,7 @@ class MemoryCoordinator:
 
     def ingest(self, items: list[IngestItem]) -> IngestionReport:
         """Run the ingestion steps in-process (the Prefect flow runs the same steps as tasks)."""
-        allowed = [i for i in items if not self.privacy.is_opted_out(i.user_id)]
+        allowed = [i for i in items if not self.privacy.is_opted_out(i.user_id, fresh=True)]
         report = run_ingestion(self.services, allowed) if allowed else IngestionReport()
         report.received = len(items)
         report.skipped += [

@@ -64,7 +64,7 @@ def ingest_session(rt: Services, job: SessionJob, emit: Callable[[dict[str, Any]
 
     A user who opted out after the session ended gets nothing stored."""
     draft = build_episode(job.user_id, job.session_id, job.turns, rt.summariser, job.segment)
-    if not draft.decision.save or rt.privacy.is_opted_out(job.user_id):
+    if not draft.decision.save or rt.privacy.is_opted_out(job.user_id, fresh=True):
         return draft
     report = run_ingestion(rt, [job_item(job, draft)])
     if draft.episode.id not in report.episode_ids:  # the user forgot everything after the job was queued
@@ -86,7 +86,7 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
     kept = [
         (job, draft)
         for job, draft in zip(jobs, drafts, strict=True)
-        if draft.decision.save and not rt.privacy.is_opted_out(job.user_id)
+        if draft.decision.save and not rt.privacy.is_opted_out(job.user_id, fresh=True)
     ]
     if kept:
         report = run_ingestion(rt, [job_item(j, d) for j, d in kept])

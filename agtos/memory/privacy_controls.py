@@ -41,11 +41,13 @@ class Privacy:
         self._opt_out_cache: dict[str, tuple[float, bool]] = {}
 
     # -- opt-out ----------------------------------------------------------------------
-    def is_opted_out(self, user_id: str) -> bool:
-        """Cached for a moment; if Redis is down we cannot write anyway, so False is safe."""
+    def is_opted_out(self, user_id: str, fresh: bool = False) -> bool:
+        """Cached for a moment (``fresh``: read now, as the writers of queued or batched data do: an
+        opt-out made in another process a moment ago counts); if Redis is down we cannot write
+        anyway, so False is safe."""
         now = time.monotonic()
         hit = self._opt_out_cache.get(user_id)
-        if hit and now - hit[0] < OPT_OUT_CACHE_S:
+        if hit and not fresh and now - hit[0] < OPT_OUT_CACHE_S:
             return hit[1]
         try:
             value = self.c.opt_outs.contains(user_id)

@@ -86,7 +86,7 @@ def fill_user(rt: Services, user_id: str, max_records: int = SWEEP_RECORDS) -> F
     their pending records are dropped (and they leave the list of users waiting)."""
     report = FillReport()
     pending = pending_vectors(rt)
-    if rt.privacy.is_opted_out(user_id):
+    if rt.privacy.is_opted_out(user_id, fresh=True):
         pending.drop_user(user_id)
         return report
     since = {user_id: rt.privacy.clock_ms()}
