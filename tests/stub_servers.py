@@ -61,6 +61,7 @@ class _Fault:
     status: int
     malformed: bool
     path_suffix: str | None
+    body: bytes | None = None  # the answer's raw body (else a short JSON error, or the malformed JSON)
 
 
 @dataclass
@@ -130,15 +131,17 @@ class StubModelServer:
         with self._lock:
             self._chat_queue.extend(replies)
 
-    def fail_next(self, status: int = 500, *, times: int = 1, path_suffix: str | None = None) -> None:
-        """The next ``times`` requests (optionally only paths ending so) get HTTP ``status``."""
+    def fail_next(
+        self, status: int = 500, *, times: int = 1, path_suffix: str | None = None, body: bytes | None = None
+    ) -> None:
+        """The next ``times`` requests (optionally only paths ending so) get HTTP ``status`` (with ``body``)."""
         with self._lock:
-            self._faults.extend(_Fault(status, False, path_suffix) for _ in range(times))
+            self._faults.extend(_Fault(status, False, path_suffix, body) for _ in range(times))
 
-    def malformed_next(self, *, times: int = 1, path_suffix: str | None = None) -> None:
-        """The next ``times`` requests get HTTP 200 with a body that is not valid JSON."""
+    def malformed_next(self, *, times: int = 1, path_suffix: str | None = None, body: bytes | None = None) -> None:
+        """The next ``times`` requests get HTTP 200 with a body that is not valid JSON (``body``)."""
         with self._lock:
-            self._faults.extend(_Fault(200, True, path_suffix) for _ in range(times))
+            self._faults.extend(_Fault(200, True, path_suffix, body) for _ in range(times))
 
     def requests_to(self, path_suffix: str) -> list[RecordedRequest]:
         """Recorded requests whose path ends with ``path_suffix``."""
@@ -210,7 +213,9 @@ class _Handler(BaseHTTPRequestHandler):
         fault = stub._take_fault(path)
         if fault is not None:
             if fault.malformed:
-                self._send(200, raw=b'{"this is": not json', ctype="application/json")
+                self._send(200, raw=fault.body or b'{"this is": not json', ctype="application/json")
+            elif fault.body is not None:
+                self._send(fault.status, raw=fault.body, ctype="text/plain")
             else:
                 self._send(fault.status, {"error": f"stub failure {fault.status}"})
             return

@@ -428,3 +428,31 @@ def test_a_fill_after_ingestion_stops_at_its_bound_over_its_users(api: Api) -> N
     report = vector_repair.fill_pending(coordinator.services, max_records=3)
     assert (report.filled, report.skipped, report.error) == (3, 0, None)
     assert pending(client) == 1
+
+
+def test_an_embedder_error_names_its_url_and_what_went_wrong() -> None:
+    """A refused connection: the message names the request's URL (credentials masked) and the
+    transport's own reason after it."""
+    port = closed_port()
+    embedder = OllamaEmbedder("in-house", f"http://127.0.0.1:{port}", breaker_failures=0)
+    with pytest.raises(EmbeddingError) as caught:
+        embedder.embed_one("question")
+    prefix = f"ollama embedding request to http://127.0.0.1:{port}/api/embed failed: "
+    assert str(caught.value).startswith(prefix), str(caught.value)
+    assert len(str(caught.value)) > len(prefix) + 5  # the reason itself, not an empty tail
+
+
+def test_an_embedder_error_quotes_the_first_200_characters_of_the_answer() -> None:
+    """A long error page or a long invalid answer is quoted, cut at 200 characters."""
+    page = "".join(chr(ord("a") + i % 26) for i in range(300))
+    with StubModelServer() as stub:
+        embedder = OllamaEmbedder("in-house", stub.url, breaker_failures=0)
+        url = f"{stub.url}/api/embed"
+        stub.fail_next(502, body=page.encode())
+        with pytest.raises(EmbeddingError) as caught:
+            embedder.embed_one("first")
+        assert str(caught.value) == f"ollama embedding request to {url} failed: HTTP 502 {page[:200]!r}"
+        stub.malformed_next(body=page.encode())
+        with pytest.raises(EmbeddingError) as caught:
+            embedder.embed_one("second")
+        assert str(caught.value) == f"ollama answered {url} with invalid JSON: {page[:200]!r}"
