@@ -18,6 +18,7 @@ from mutation_report import (
     pin_state,
     read_equivalent_entries,
     read_equivalents,
+    stale_entries,
 )
 
 MUTANTS = """
@@ -112,3 +113,19 @@ def test_the_lower_bound_is_wilsons_95_percent_interval() -> None:
     # 27 of 30 (p = 0.9): (p + z^2/2n - z*sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n) = 0.7438
     assert lower_bound(27, 30) == pytest.approx(74.38, abs=0.05)
     assert lower_bound(0, 5) == 0.0
+
+
+
+def test_only_the_mutated_modules_entries_can_be_stale() -> None:
+    """An entry of a core module whose mutant mutmut no longer makes is reported; one of a file the
+    core run does not mutate (listed by a run over that file) is not; nothing when nothing ran."""
+    entries = [
+        Equivalent("pkg.mod.x_f__mutmut_1", "same", None),
+        Equivalent("pkg.mod.x_f__mutmut_9", "renamed since", None),
+        Equivalent("pkg.other.x_g__mutmut_1", "not in the core", None),
+        Equivalent("pkg.module.x_h__mutmut_1", "a module whose name extends mod's", None),
+    ]
+    known = {"pkg.mod.x_f__mutmut_1", "pkg.mod.x_f__mutmut_2"}
+    assert stale_entries(entries, ["pkg/mod.py"], known) == ["pkg.mod.x_f__mutmut_9"]
+    assert stale_entries(entries, ["pkg/mod.py"], set()) == []
+

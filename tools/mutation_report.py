@@ -141,6 +141,16 @@ def pin_equivalents(path: Path = EQUIVALENT_FILE, root: Path = ROOT) -> int:
     return pinned
 
 
+def stale_entries(entries: list[Equivalent], modules: list[str], known: set[str]) -> list[str]:
+    """Listed equivalents of the ``modules`` mutated whose mutant mutmut no longer makes (``known``:
+    the names it made; none known: nothing judged). Entries of other files (a run over them listed
+    them) are not this run's to judge."""
+    if not known:
+        return []
+    prefixes = tuple(m.removesuffix(".py").replace("/", ".") + "." for m in modules)
+    return sorted({e.name for e in entries if e.name.startswith(prefixes)} - known)
+
+
 def module_results(module: str, root: Path = ROOT) -> dict[str, str]:
     """``{mutant name: status}`` of one module (empty when mutmut never ran on it)."""
     meta = root / "mutants" / f"{module}.meta"
@@ -245,8 +255,7 @@ def main(argv: list[str] | None = None) -> int:
 
     known = {name for m in modules for name in module_results(m)}
     entries = read_equivalent_entries()
-    stale = sorted({e.name for e in entries} - known) if known else []
-    for name in stale:
+    for name in stale_entries(entries, modules, known):
         print(f"warning: equivalent mutant {name} no longer exists; remove it from {EQUIVALENT_FILE.name}")
     for entry in entries:
         state = pin_state(entry)
