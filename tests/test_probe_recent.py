@@ -23,7 +23,9 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from tests.helpers import talk, user
 from tests.stub_servers import StubModelServer
-from tests.test_embedder_breaker import HangableEmbedServer
+from tests.test_embedder_breaker import HangableEmbedServer, embed_server
+
+__all__ = ["embed_server"]  # the fixture, used here by name
 
 QUERY_TIMEOUT_S = 0.5
 BATCH_TIMEOUT_S = 4.0  # a batch call's timeout (30 s by default): what /ask waited on top of the query bound
@@ -41,31 +43,41 @@ def epoch_ms(text: str) -> int:
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
-@pytest.fixture
-def embed_server() -> Iterator[HangableEmbedServer]:
-    server = HangableEmbedServer()
-    try:
-        yield server
-    finally:
-        server.close()
+REQUEST_TIMEOUT_S = 1.0
+LONG_BATCH_TIMEOUT_S = 6.0
 
 
-@pytest.fixture
-def api(settings: Settings, embed_server: HangableEmbedServer) -> Iterator[TestClient]:
+@contextmanager
+def served(
+    settings: Settings,
+    embed_server: HangableEmbedServer,
+    batch_timeout_s: float = LONG_BATCH_TIMEOUT_S,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    **overrides: Any,
+) -> Iterator[TestClient]:
+    """The API with the stub as its Ollama embedder (bounds above), ``overrides`` on the settings."""
     embedding = EmbeddingConfig(
         provider="ollama",
         model="in-house",
         base_url=embed_server.url,
-        timeout_s=BATCH_TIMEOUT_S,
+        timeout_s=batch_timeout_s,
         query_timeout_s=QUERY_TIMEOUT_S,
+        request_timeout_s=request_timeout_s,
         breaker_cooldown_s=COOLDOWN_S,
     )
-    coordinator = MemoryCoordinator(settings.with_overrides(embedding=embedding))
+    coordinator = MemoryCoordinator(settings.with_overrides(embedding=embedding, **overrides))
     try:
         with TestClient(create_app(coordinator=coordinator)) as client:
             yield client
     finally:
         coordinator.close()
+
+
+@pytest.fixture
+def api(settings: Settings, embed_server: HangableEmbedServer) -> Iterator[TestClient]:
+    # a request bound no shorter than the batch timeout: what /ask's evidence embedding waited before 458d130
+    with served(settings, embed_server, BATCH_TIMEOUT_S, request_timeout_s=BATCH_TIMEOUT_S) as client:
+        yield client
 
 
 def ask(api: TestClient, question: str) -> tuple[float, dict[str, Any]]:
@@ -233,29 +245,6 @@ def test_the_openapi_time_admits_no_date_time_before_1970(client: TestClient) ->
 
 # A request waits on a remote embedder at most AGTOS_EMBEDDING_REQUEST_TIMEOUT_S (issue 15): the
 # worker's batches keep the call timeout, here well above it so that either wait shows
-REQUEST_TIMEOUT_S = 1.0
-LONG_BATCH_TIMEOUT_S = 6.0
-
-
-@contextmanager
-def served(settings: Settings, embed_server: HangableEmbedServer, **overrides: Any) -> Iterator[TestClient]:
-    embedding = EmbeddingConfig(
-        provider="ollama",
-        model="in-house",
-        base_url=embed_server.url,
-        timeout_s=LONG_BATCH_TIMEOUT_S,
-        query_timeout_s=QUERY_TIMEOUT_S,
-        request_timeout_s=REQUEST_TIMEOUT_S,
-        breaker_cooldown_s=COOLDOWN_S,
-    )
-    coordinator = MemoryCoordinator(settings.with_overrides(embedding=embedding, **overrides))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            yield client
-    finally:
-        coordinator.close()
-
-
 @pytest.fixture
 def bounded_api(settings: Settings, embed_server: HangableEmbedServer) -> Iterator[TestClient]:
     with served(settings, embed_server) as client:
