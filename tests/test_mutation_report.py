@@ -115,7 +115,6 @@ def test_the_lower_bound_is_wilsons_95_percent_interval() -> None:
     assert lower_bound(0, 5) == 0.0
 
 
-
 def test_only_the_mutated_modules_entries_can_be_stale() -> None:
     """An entry of a core module whose mutant mutmut no longer makes is reported; one of a file the
     core run does not mutate (listed by a run over that file) is not; nothing when nothing ran."""
@@ -128,4 +127,3 @@ def test_only_the_mutated_modules_entries_can_be_stale() -> None:
     known = {"pkg.mod.x_f__mutmut_1", "pkg.mod.x_f__mutmut_2"}
     assert stale_entries(entries, ["pkg/mod.py"], known) == ["pkg.mod.x_f__mutmut_9"]
     assert stale_entries(entries, ["pkg/mod.py"], set()) == []
-
