@@ -1,0 +1,96 @@
+"""Planted-bug audit of the privacy and derived-knowledge code mutmut does not cover (issue 20).
+
+Each test here kills a realistic one-line bug that the rest of the suite let through (planted one
+at a time in a copy, docs/testing.md "Planted bugs in the privacy and derived-knowledge code"):
+forget-all fences kept too briefly or compared one millisecond off, an episode forget that does not
+rebuild the profile, ... Real Redis and the bundled models, through HTTP where practical.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import redis
+from fastapi.testclient import TestClient
+
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.export import export_snapshot
+from tests.helpers import end_session, user
+
+DAY_MS = 86_400_000
+
+
+def get(client: TestClient, who: str, path: str) -> Any:
+    response = client.get(path, headers=user(who))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# -- forget-all fences (agtos/storage/forget_fences.py) --------------------------------------
+
+
+def test_a_forget_all_mark_is_kept_31_days_then_pruned(
+    coordinator: MemoryCoordinator, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """The module's spec: marks older than 31 days (longer than the 30-day episodic TTL) are pruned
+    at each new mark, younger ones stay (a queued job up to 30 days old must still be fenced)."""
+    fences, key = coordinator.services.fences, f"{key_prefix}:meta:forget_fences"
+    fences.mark("olga")
+    [member] = raw_redis.zrange(key, 0, -1)
+    raw_redis.zincrby(key, -30 * DAY_MS, member)  # she forgot everything 30 days ago
+    fences.mark("piet")  # someone else forgets: the prune runs
+    assert set(fences.marks(["olga", "piet"])) == {"olga", "piet"}
+    raw_redis.zincrby(key, -2 * DAY_MS, member)  # 32 days ago
+    fences.mark("piet")
+    assert set(fences.marks(["olga", "piet"])) == {"piet"}
+    assert raw_redis.zcard(key) == 1
+
+
+def test_work_that_took_its_data_in_the_forget_millisecond_is_fenced(coordinator: MemoryCoordinator) -> None:
+    """ "At or after": data read in the very millisecond of the mark may predate the deletion."""
+    fences = coordinator.services.fences
+    at = fences.mark("olga")
+    assert fences.forgotten_since({"olga": at}) == {"olga"}
+    assert fences.forgotten_since({"olga": at - 1}) == {"olga"}
+    assert fences.forgotten_since({"olga": at + 1}) == set()
+    assert fences.forgotten_since({"piet": at - 1}) == set()  # no mark: never fenced
+
+
+# -- forgetting an episode (agtos/memory/episode_cascade.py) ---------------------------------
+
+ALLERGY = [
+    {"role": "user", "content": "I am allergic to peanuts."},
+    {"role": "assistant", "content": "Noted, no peanuts."},
+]
+
+
+def test_an_episode_forget_rebuilds_the_profile_when_only_conclusions_go(client: TestClient) -> None:
+    """The user deleted the memory first; forgetting the episode then forgets only its conclusion,
+    and the profile fact built on it must go too (the profile is rebuilt on a conclusion count)."""
+    episode = end_session(client, "ines", "s1", ALLERGY)["episodeId"]
+    assert [line for line in get(client, "ines", "/api/memory/profile")["profile"]["facts"] if "peanuts" in line]
+    for memory in get(client, "ines", "/api/memory/memories?limit=100")["memories"]:
+        deleted = client.delete(f"/api/memory/memories/{memory['id']}", headers=user("ines"))
+        assert deleted.status_code == 200, deleted.text
+    gone = client.post("/api/memory/forget", json={"kind": "episode", "id": episode}, headers=user("ines"))
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["derived"]["memories"] == 0 and gone.json()["derived"]["conclusions"] >= 1
+    profile = get(client, "ines", "/api/memory/profile")["profile"]
+    assert not [line for line in profile["facts"] if "peanut" in line.lower()], profile
+    assert not [s for s in profile["sources"] if "peanut" in s.lower()], profile
+
+
+# -- export (agtos/memory/export.py) ---------------------------------------------------------
+
+
+def test_an_export_of_no_users_holds_no_one(client: TestClient, coordinator: MemoryCoordinator, tmp_path: Path) -> None:
+    """``users=[]`` (a caller's filtered list that came out empty) exports nobody, not every user."""
+    stored = client.post("/api/memory/memories", json={"text": "User takes their coffee black"}, headers=user("ines"))
+    assert stored.status_code in (200, 201), stored.text
+    assert export_snapshot(coordinator.services, tmp_path / "one", users=["ines"])["memories"] == 1
+    counts = export_snapshot(coordinator.services, tmp_path / "none", users=[])
+    assert sum(counts.values()) == 0, counts
+    manifest = json.loads((tmp_path / "none" / "manifest.json").read_text())
+    assert manifest["users"] == 0 and set(manifest["counts"].values()) == {0}
