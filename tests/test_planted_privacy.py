@@ -82,6 +82,32 @@ def test_an_episode_forget_rebuilds_the_profile_when_only_conclusions_go(client:
     assert not [s for s in profile["sources"] if "peanut" in s.lower()], profile
 
 
+def asks_about_divorce(n: int) -> list[dict[str, str]]:
+    said = [
+        "I need advice on my divorce. My divorce lawyer wants more documents for the divorce filing.",
+        "I need advice on my divorce hearing. My divorce lawyer says the divorce hearing is on Friday.",
+    ][n]
+    return [{"role": "user", "content": said}, {"role": "assistant", "content": "Sure: gather documents, list assets."}]
+
+
+def test_a_pattern_learnt_from_forgotten_episodes_leaves_the_profile(client: TestClient) -> None:
+    """A recurring topic becomes the pattern 'User regularly asks about divorce' (an inductive
+    conclusion on both sessions); forgetting both episodes forgets it, and its profile line must go
+    too (it stayed, patterns were never rebuilt), while a pattern the user set stays."""
+    put = client.put("/api/memory/profile", json={"patterns": ["User journals every night"]}, headers=user("ines"))
+    assert put.status_code == 200, put.text
+    episodes = [end_session(client, "ines", f"s{n}", asks_about_divorce(n))["episodeId"] for n in (0, 1)]
+    profile = get(client, "ines", "/api/memory/profile")["profile"]
+    assert profile["patterns"] == ["User journals every night", "User regularly asks about divorce"], profile
+    for episode in episodes:
+        gone = client.post("/api/memory/forget", json={"kind": "episode", "id": episode}, headers=user("ines"))
+        assert gone.status_code == 200, gone.text
+    assert get(client, "ines", "/api/memory/conclusions")["conclusions"] == []
+    profile = get(client, "ines", "/api/memory/profile")["profile"]
+    assert profile["patterns"] == ["User journals every night"], profile
+    assert not [line for line in profile["sources"] if "divorce" in line], profile
+
+
 # -- export (agtos/memory/export.py) ---------------------------------------------------------
 
 

@@ -57,10 +57,11 @@ def _single_valued(conclusions: list[Conclusion]) -> list[Conclusion]:
 
 def profile_update(current: UserProfile, conclusions: list[Conclusion], episodes: list[Episode]) -> ProfileUpdate:
     """Fields to merge: the name, a style, the real likes/dislikes/preferences (``preferences``) and
-    key facts (``facts``) of the explicit conclusions, each with its sources, and the patterns.
-    Derived lines are rebuilt from the stored conclusions each time; what the user set stays."""
+    key facts (``facts``) of the explicit conclusions and the patterns (inductive, abductive), each
+    with its sources. Derived lines are rebuilt from the stored conclusions each time, so a line whose
+    conclusion was forgotten goes; what the user set stays."""
     explicit = [c for c in conclusions if c.type == "explicit" and not c.stale]
-    patterns = [c.text for c in conclusions if c.type in ("inductive", "abductive")]
+    patterns = [c for c in conclusions if c.type in ("inductive", "abductive")]
     facts = [f for e in episodes for f in e.facts]
     changes: dict[str, object] = {}
     if not current.name:
@@ -74,13 +75,13 @@ def profile_update(current: UserProfile, conclusions: list[Conclusion], episodes
     derived = {c.text for c in conclusions} | set(current.sources)
     liked = [c for c in explicit if c.category == "preference" and len(c.text.split()) <= MAX_WORDS]
     known = _single_valued([c for c in explicit if c.category in KEY_FACTS])
-    sources = {c.text: _cited(c) for c in liked + known}
+    sources = {c.text: _cited(c) for c in liked + known + patterns}
     for field, new in (
         ("preferences", [c.text for c in liked]),
         ("facts", [c.text for c in known]),
-        ("patterns", patterns),
+        ("patterns", [c.text for c in patterns]),
     ):
-        kept = [line for line in getattr(current, field) if line not in derived or field == "patterns"]
+        kept = [line for line in getattr(current, field) if line not in derived]
         merged = list(dict.fromkeys([*kept, *new]))[:MAX_LIST_ITEMS]
         if merged != getattr(current, field):
             changes[field] = merged
