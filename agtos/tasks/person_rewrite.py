@@ -12,7 +12,11 @@ _TIME = (
     r"(?:this|last|next|on|in|over|during|earlier|later|every)\s+[\w-]+(?:\s+(?:morning|afternoon|evening|night))?)"
 )
 LEAD = rf"^((?:{_TIME},?\s+){{0,3}})"
-_ADVERBS = r"((?:\w+ly |just |now |still |also |never |always |often |even |already |ever |finally |kinda )*)"
+# "-ly" words that are verbs, not adverbs: "I fly to Lisbon" is not the adverb "fly" before the verb "to"
+_LY_VERBS = r"(?:fly|apply|reply|rely|supply|comply|imply|multiply|ally|rally|bully|tally|sully)"
+_ADVERBS = (
+    rf"((?:(?!{_LY_VERBS} )\w+ly |just |now |still |also |never |always |often |even |already |ever |finally |kinda )*)"
+)
 _VERB = r"(\w+(?:n't)?)"
 _SUBJECT_VERB = re.compile(LEAD + rf"(i|we) {_ADVERBS}{_VERB}", re.I)
 _CLAUSE_I = re.compile(rf"\b(and|but|so|because) i {_ADVERBS}(\w+)\b(?!')", re.I)
