@@ -47,3 +47,20 @@ def test_a_verb_ending_in_ly_is_conjugated_not_taken_for_an_adverb(client: TestC
     texts = memory_texts(client, "probe-ly")
     assert "Zoë flies to Lisbon every summer for the jazz festival" in texts, texts
     assert "Omar relies on their sister for babysitting on Fridays" in texts, texts
+
+
+def test_an_unpunctuated_long_turn_shows_the_words_that_match_in_the_context(client: TestClient) -> None:
+    """A long turn without sentence ends (a dictated message) is one 'sentence' too long for a line:
+    the context cut it from its start and the answer at its end was never shown."""
+    chatter = "the weather in the valley was mild that week and my cousin repaired the fence behind the barn "
+    said = chatter * 40 + "and the wifi password is tangerine kestrel"
+    end(
+        client,
+        "probe-long",
+        "dictated",
+        [
+            {"role": "user", "name": "Ann", "content": said, "timestamp": "2019-06-10T10:00:00Z"},
+            {"role": "assistant", "name": "Bob", "content": "Noted.", "timestamp": "2019-06-10T10:01:00Z"},
+        ],
+    )
+    assert "the wifi password is tangerine kestrel" in context(client, "probe-long", "What is the wifi password?")

@@ -58,6 +58,7 @@ NEIGHBOUR_TOKENS = 60  # a neighbour turn is cut to its first tokens
 UNDATED = ("profile", "working")
 DAY_MS = 86_400_000
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+_WORD = re.compile(r"\w+")
 _LABEL = re.compile(r"([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,3}): ")  # a summary's "Gina: " or "User: "
 
 
@@ -153,13 +154,30 @@ def focus(text: str, terms: AbstractSet[str], max_tokens: int, around: int = 0) 
             picked.append(i)
             used += cost
     if not picked:
-        return clip(text, max_tokens, spans[max(range(len(spans)), key=lambda i: shared[i])][0])
+        start, end = spans[max(range(len(spans)), key=lambda i: shared[i])]
+        window = clip(text, max_tokens, start)
+        at, held = _densest(text, start, end, terms, 3 * max_tokens)
+        if len(_term_set(window) & terms) >= held:
+            return window
+        return clip(text, max_tokens, at)  # a long sentence (unpunctuated text): where its terms are
     out = []
     for n, i in enumerate(sorted(picked)):
         if i > 0 and (n == 0 or sorted(picked)[n - 1] != i - 1):
             out.append("…")
         out.append(text[spans[i][0] : spans[i][1]].strip())
     return " ".join(out) + (" …" if sorted(picked)[-1] < len(spans) - 1 else "")
+
+
+def _densest(text: str, start: int, end: int, terms: AbstractSet[str], width: int) -> tuple[int, int]:
+    """Where in ``text[start:end]`` the most distinct query ``terms`` occur within ``width`` characters,
+    and how many."""
+    found = [(m.start(), t) for m in _WORD.finditer(text, start, end) for t in _term_set(m.group()) & terms]
+    best, at = 0, start
+    for i, (position, _) in enumerate(found):
+        held = len({t for p, t in found[i:] if p < position + width})
+        if held > best:
+            best, at = held, position
+    return at, best
 
 
 def chunk_offset(turn: StoredTurn, chunk: int) -> int:
