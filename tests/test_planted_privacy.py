@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 
@@ -82,6 +83,20 @@ def test_an_episode_forget_rebuilds_the_profile_when_only_conclusions_go(client:
     assert not [s for s in profile["sources"] if "peanut" in s.lower()], profile
 
 
+def test_an_episode_forget_finds_a_memory_no_keyword_index_holds(client: TestClient) -> None:
+    """A memory citing the episode (``source``) in a script the keyword index has no terms for is
+    still found by the episode's forget (the memory timeline, not only the BM25 ids)."""
+    episode = end_session(client, "ines", "s1", ALLERGY)["episodeId"]
+    body = {"text": "Пароль от почты: сова", "source": episode}
+    stored = client.post("/api/memory/memories", json=body, headers=user("ines"))
+    assert stored.status_code in (200, 201), stored.text
+    texts = [m["text"] for m in get(client, "ines", "/api/memory/memories?limit=100")["memories"]]
+    assert "Пароль от почты: сова" in texts
+    gone = client.post("/api/memory/forget", json={"kind": "episode", "id": episode}, headers=user("ines"))
+    assert gone.status_code == 200, gone.text
+    assert get(client, "ines", "/api/memory/memories?limit=100")["memories"] == []
+
+
 def asks_about_divorce(n: int) -> list[dict[str, str]]:
     said = [
         "I need advice on my divorce. My divorce lawyer wants more documents for the divorce filing.",
@@ -120,3 +135,22 @@ def test_an_export_of_no_users_holds_no_one(client: TestClient, coordinator: Mem
     assert sum(counts.values()) == 0, counts
     manifest = json.loads((tmp_path / "none" / "manifest.json").read_text())
     assert manifest["users"] == 0 and set(manifest["counts"].values()) == {0}
+
+
+def test_an_export_replaces_a_previous_snapshot_and_nothing_else(
+    client: TestClient, coordinator: MemoryCoordinator, tmp_path: Path
+) -> None:
+    """The module's rule: an existing ``out_dir`` is replaced only when empty or a previous snapshot."""
+    services, out = coordinator.services, tmp_path / "snap"
+    out.mkdir()
+    assert export_snapshot(services, out, users=["ines"])["memories"] == 0  # an empty directory: used
+    stored = client.post("/api/memory/memories", json={"text": "User takes their coffee black"}, headers=user("ines"))
+    assert stored.status_code in (200, 201), stored.text
+    assert export_snapshot(services, out, users=["ines"])["memories"] == 1  # the previous snapshot: replaced
+    assert json.loads((out / "manifest.json").read_text())["counts"]["memories"] == 1
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "diary.txt").write_text("mine")
+    with pytest.raises(FileExistsError):
+        export_snapshot(services, other, users=["ines"])
+    assert [p.name for p in other.iterdir()] == ["diary.txt"]
