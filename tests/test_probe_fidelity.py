@@ -49,6 +49,47 @@ def test_a_verb_ending_in_ly_is_conjugated_not_taken_for_an_adverb(client: TestC
     assert "Omar relies on their sister for babysitting on Fridays" in texts, texts
 
 
+def test_relative_dates_resolve_on_the_local_day_the_offset_names(client: TestClient) -> None:
+    """A turn sent as 2023-05-09T01:00+09:00 was said on Tuesday 9 May in Tokyo (8 May in UTC):
+    its 'yesterday' is 8 May and its line sits under 9 May. One sent as 2023-05-08T20:00-07:00 was
+    said on Monday 8 May (9 May in UTC): 'yesterday' is 7 May. Both were read in UTC, a day off."""
+    end(
+        client,
+        "probe-tz",
+        "tokyo",
+        [
+            {
+                "role": "user",
+                "content": "I visited the aquarium yesterday with my nephew.",
+                "timestamp": "2023-05-09T01:00:00+09:00",
+            },
+            {"role": "assistant", "content": "Sounds fun.", "timestamp": "2023-05-09T01:01:00+09:00"},
+        ],
+    )
+    end(
+        client,
+        "probe-tz",
+        "oregon",
+        [
+            {
+                "role": "user",
+                "content": "I ran a marathon yesterday in the rain.",
+                "timestamp": "2023-05-08T20:00:00-07:00",
+            },
+            {"role": "assistant", "content": "Well done.", "timestamp": "2023-05-08T20:01:00-07:00"},
+        ],
+    )
+    found = client.get("/api/memory/search", params={"q": "aquarium nephew"}, headers=user("probe-tz")).json()
+    top = found["results"][0]
+    assert top["sessionId"] == "tokyo"
+    assert top["highlights"][0]["text"] == "I visited the aquarium yesterday [= 8 May 2023] with my nephew."
+    aquarium = context(client, "probe-tz", "When did I visit the aquarium?")
+    assert "9 May 2023:\n- User: I visited the aquarium yesterday [= 8 May 2023] with my nephew." in aquarium, aquarium
+    marathon = context(client, "probe-tz", "When did I run the marathon?")
+    assert "8 May 2023:\n- User: I ran a marathon yesterday [= 7 May 2023] in the rain." in marathon, marathon
+    assert "User ran a marathon yesterday [= 7 May 2023] in the rain" in memory_texts(client, "probe-tz")
+
+
 def test_an_unpunctuated_long_turn_shows_the_words_that_match_in_the_context(client: TestClient) -> None:
     """A long turn without sentence ends (a dictated message) is one 'sentence' too long for a line:
     the context cut it from its start and the answer at its end was never shown."""
@@ -64,3 +105,21 @@ def test_an_unpunctuated_long_turn_shows_the_words_that_match_in_the_context(cli
         ],
     )
     assert "the wifi password is tangerine kestrel" in context(client, "probe-long", "What is the wifi password?")
+
+
+def test_a_back_filled_session_started_with_an_offset_dates_its_turns_on_that_local_day(client: TestClient) -> None:
+    """Turns sent without a time take the session's ``started_at``, and with it the day it names."""
+    session = {
+        "id": "tokyo-log",
+        "started_at": "2023-05-09T01:00:00+09:00",
+        "turns": [
+            {"role": "user", "content": "I bought a bonsai tree yesterday at the night market."},
+            {"role": "assistant", "content": "Lovely."},
+        ],
+    }
+    stored = client.post("/api/memory/conversations", json={"sessions": [session]}, headers=user("probe-tz-log"))
+    assert stored.status_code == 200, stored.text
+    found = client.get("/api/memory/search", params={"q": "bonsai tree"}, headers=user("probe-tz-log")).json()
+    assert found["results"][0]["highlights"][0]["text"] == (
+        "I bought a bonsai tree yesterday [= 8 May 2023] at the night market."
+    )

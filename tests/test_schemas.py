@@ -44,6 +44,7 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("timestamp", I64, OPTIONAL),
             ("name", S, OPTIONAL),
             ("is_summary", BOOL, OPTIONAL),
+            ("utc_offset", I64, OPTIONAL),  # minutes east of UTC where it was said
         ],
     ),
     "stored_turn": (
@@ -58,6 +59,7 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("content", S, REQUIRED),
             ("timestamp", I64, REQUIRED),
             ("dates", STRS, OPTIONAL),  # a list of ResolvedDate, one JSON text each
+            ("utc_offset", I64, OPTIONAL),
         ],
     ),
     "memory": (

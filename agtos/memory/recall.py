@@ -517,7 +517,7 @@ def dated_turns(rt: Services, user_id: str, query: str, days: list[date], neighb
     wanted = {d.isoformat() for d in days}
     picked: list[StoredTurn] = []
     for turns in by_episode.values():
-        held = any(turn_datetime(t.timestamp).date().isoformat() in wanted for t in turns)
+        held = any(turn_datetime(t.timestamp, t.utc_offset).date().isoformat() in wanted for t in turns)
         picked += [t for t in turns if held or any(d.date in wanted for d in t.dates)]
     texts = {_key(t): format_turn(t) for t in picked}
     scores = dict(rank_texts(query, texts, len(texts)))

@@ -50,6 +50,28 @@ def to_ms(value: Any) -> Any:
     return round(moment.timestamp() * 1000)
 
 
+def utc_offset_of(value: Any) -> int | None:
+    """The UTC offset in minutes that a sent time names (``2023-05-09T01:00:00+09:00`` → 540), or None
+    (ms since the epoch, UTC, no offset, not a date-time)."""
+    if isinstance(value, str) and _DATE_START.match(value.strip()):
+        try:
+            value = _DATETIME.validate_python(value.strip())
+        except ValidationError:
+            return None
+    offset = value.utcoffset() if isinstance(value, datetime) else None
+    return (round(offset.total_seconds() / 60) or None) if offset is not None else None
+
+
+def with_utc_offset(data: Any, sent: Any = None) -> Any:
+    """A turn as sent (a dict) with the ``utc_offset`` its ``timestamp`` names (else ``sent``'s, a time
+    it was given), unless it says one itself."""
+    if isinstance(data, dict) and data.get("utc_offset") is None:
+        offset = utc_offset_of(data["timestamp"] if data.get("timestamp") is not None else sent)
+        if offset is not None:
+            return {**data, "utc_offset": offset}
+    return data
+
+
 #: a time a client sends: ms since the epoch, or an ISO 8601 date-time (stored as ms)
 SentTime = Annotated[
     int,
@@ -108,6 +130,18 @@ class Turn(Record):
         default=None, max_length=128, description="the speaker's name (the tool's, for tool turns)"
     )
     is_summary: bool = False
+    utc_offset: int | None = Field(
+        default=None,
+        ge=-1440,
+        le=1440,
+        description="minutes east of UTC where it was said (read from an ISO timestamp's offset): relative "
+        "dates resolve against that local day, and it is shown on it",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _offset_of_sent_time(cls, data: Any) -> Any:
+        return with_utc_offset(data)
 
 
 class DatePeriod(StrEnum):
@@ -138,6 +172,7 @@ class StoredTurn(Record):
     content: str = Field(min_length=1, max_length=100_000)
     timestamp: int = Field(ge=0, le=MAX_TIMESTAMP_MS, description="when it was said (as sent, in ms)")
     dates: list[ResolvedDate] = Field(default_factory=list, max_length=64)
+    utc_offset: int | None = Field(default=None, ge=-1440, le=1440, description="minutes east of UTC where it was said")
 
 
 class Episode(Record):

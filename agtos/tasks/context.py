@@ -85,11 +85,12 @@ class ContextItem:
     position: int | None = None  # a turn's place in its session
     neighbour: bool = False  # a turn next to a matched one, there for its context
     until: int | None = None  # a superseded fact: when a later one replaced it (ms)
+    utc_offset: int | None = None  # a turn sent with a UTC offset: minutes east of UTC where it was said
 
     @property
     def day(self) -> str:
-        """The day it was said or held, as written: ``8 May 2023`` (UTC)."""
-        return _day(self.timestamp // DAY_MS)
+        """The day it was said or held, as written: ``8 May 2023`` (UTC, or the turn's local day)."""
+        return _day((self.timestamp + 60_000 * (self.utc_offset or 0)) // DAY_MS)
 
     @property
     def bullet(self) -> str:
@@ -221,6 +222,7 @@ def turn_items(
                 turn.session_id or None,
                 turn.position,
                 neighbour=not matched,
+                utc_offset=turn.utc_offset,
             )
         )
     return out

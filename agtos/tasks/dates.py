@@ -3,7 +3,8 @@ resolved to absolute dates against the turn's own timestamp.
 
 A short pattern list only finds the candidate spans (free-text date search also takes "we" for
 Wednesday and "may" for May); the date arithmetic is :mod:`dateparser`'s, with the turn's time as
-``RELATIVE_BASE``. Times are read in UTC, the zone of the stored millisecond timestamps.
+``RELATIVE_BASE``. Times are read on the local day where the turn was said: UTC, unless its timestamp was
+sent with an offset (``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ _PERIODS = {"day": DatePeriod.day, "part_of_day": DatePeriod.day, "week": DatePe
 _PERIODS |= {"month": DatePeriod.month, "year": DatePeriod.year}
 
 
-def turn_datetime(timestamp_ms: int) -> datetime:
-    """A stored timestamp (ms since the epoch) as a naive UTC datetime."""
-    return datetime.fromtimestamp(timestamp_ms / 1000, UTC).replace(tzinfo=None)
+def turn_datetime(timestamp_ms: int, utc_offset: int | None = None) -> datetime:
+    """A stored timestamp (ms since the epoch) as a naive datetime: UTC, or local ``utc_offset``
+    minutes east of it."""
+    return datetime.fromtimestamp(timestamp_ms / 1000 + 60 * (utc_offset or 0), UTC).replace(tzinfo=None)
 
 
 def candidate_spans(text: str) -> list[tuple[int, int]]:
@@ -59,9 +61,10 @@ def candidate_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def resolve_dates(text: str, timestamp_ms: int) -> list[ResolvedDate]:
-    """The expressions of ``text`` that dateparser resolves, as dates relative to ``timestamp_ms``."""
-    day = turn_datetime(timestamp_ms).date()
+def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -> list[ResolvedDate]:
+    """The expressions of ``text`` that dateparser resolves, as dates relative to ``timestamp_ms``'s
+    day (the local one, ``utc_offset`` minutes east of UTC)."""
+    day = turn_datetime(timestamp_ms, utc_offset).date()
     out: list[ResolvedDate] = []
     for start, end in candidate_spans(text)[:MAX_DATES]:
         resolved = _resolve_span(text[start:end].lower(), day)
@@ -158,7 +161,7 @@ def speaker(turn: StoredTurn) -> str:
 
 def turn_prefix(turn: StoredTurn) -> str:
     """``(8 May 2023) Caroline: ``: when the turn was said, and by whom."""
-    return f"({format_day(turn_datetime(turn.timestamp).date())}) {speaker(turn)}: "
+    return f"({format_day(turn_datetime(turn.timestamp, turn.utc_offset).date())}) {speaker(turn)}: "
 
 
 def format_turn(turn: StoredTurn) -> str:

@@ -198,9 +198,10 @@ def propositions(statement: str) -> list[str]:
     return [part for part in parts if part]
 
 
-def dated(text: str, timestamp_ms: int) -> str:
-    """``text`` with each relative date followed by the absolute one ("last month [= April 2024]")."""
-    return annotate(text, resolve_dates(text, timestamp_ms)) if timestamp_ms else text
+def dated(text: str, timestamp_ms: int, utc_offset: int | None = None) -> str:
+    """``text`` with each relative date followed by the absolute one ("last month [= April 2024]"),
+    resolved on the local day (``utc_offset`` minutes east of UTC)."""
+    return annotate(text, resolve_dates(text, timestamp_ms, utc_offset)) if timestamp_ms else text
 
 
 def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction) -> None:
@@ -216,14 +217,14 @@ def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat
             if _REACTION.match(text):
                 continue
             if PREFERENCE_RE.search(text):
-                out.preferences.append(dated(third_person(text, u.speaker, other), u.turn.timestamp))
+                out.preferences.append(dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset))
                 continue
             informative = len(informative_words(text, names))
             listed = FACT_RE.search(text) is not None and informative >= 1
             opens = _STATEMENT.match(text) is not None or _NAMED_STATEMENT.match(text) is not None
             stated = informative >= 2 and opens and not _REQUEST.search(text)
             if listed or stated:
-                out.facts.append(dated(third_person(text, u.speaker, other), u.turn.timestamp))
+                out.facts.append(dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset))
 
 
 def keywords_of(texts: list[str], limit: int = 8) -> list[str]:

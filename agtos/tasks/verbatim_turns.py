@@ -51,7 +51,8 @@ def stored_turns(user_id: str, episode_id: str, session_id: str, turns: Sequence
             name=u.turn.name or u.speaker,
             content=u.turn.content,
             timestamp=u.turn.timestamp,
-            dates=resolve_dates(u.turn.content, u.turn.timestamp),
+            dates=resolve_dates(u.turn.content, u.turn.timestamp, u.turn.utc_offset),
+            utc_offset=u.turn.utc_offset,
         )
         for position, u in enumerate(said)
     ]

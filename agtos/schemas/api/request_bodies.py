@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agtos.schemas.records import EntityType, Role, SentTime, Turn
+from agtos.schemas.records import EntityType, Role, SentTime, Turn, with_utc_offset
 
 # Request bodies: snake_case keys, unknown keys refused; each carries an example for /openapi.json.
 # They live here (not in the routers) so the Python client and the MCP tools build the same bodies.
@@ -29,6 +29,18 @@ class TurnIn(BaseModel):
     content: str = Field(min_length=1, max_length=100_000)
     timestamp: SentTime | None = Field(default=None, description="when it was said; default: now")
     name: str | None = Field(default=None, max_length=128, description="the speaker's name")
+    utc_offset: int | None = Field(
+        default=None,
+        ge=-1440,
+        le=1440,
+        description="minutes east of UTC where it was said; default: the offset an ISO timestamp names "
+        "(relative dates resolve against that local day, and it is shown on it), else UTC",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _offset_of_sent_time(cls, data: Any) -> Any:
+        return with_utc_offset(data)
 
     def to_turn(self, name: str | None = None) -> Turn:
         """The stored turn, named ``name`` when given."""
@@ -173,6 +185,14 @@ class ConversationSession(BaseModel):
         default_factory=dict, description="speaker names by role, given to the turns that carry no name"
     )
     turns: list[Turn] = Field(min_length=1, max_length=MAX_CONVERSATION_TURNS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _offset_of_started_at(cls, data: Any) -> Any:
+        """A turn sent without a time is dated ``started_at``, and said where its offset names."""
+        if isinstance(data, dict) and isinstance(data.get("turns"), list) and data.get("started_at") is not None:
+            data = {**data, "turns": [with_utc_offset(t, data["started_at"]) for t in data["turns"]]}
+        return data
 
     def dated_turns(self) -> list[Turn]:
         """The turns named by ``speakers`` and, when sent without a time, dated ``started_at`` (+1 ms each)."""
