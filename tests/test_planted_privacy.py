@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
-from tests.helpers import end_session, user
+from tests.helpers import end_session, talk, user, user_key_names
 
 DAY_MS = 86_400_000
 
@@ -121,6 +121,62 @@ def test_a_pattern_learnt_from_forgotten_episodes_leaves_the_profile(client: Tes
     profile = get(client, "ines", "/api/memory/profile")["profile"]
     assert profile["patterns"] == ["User journals every night"], profile
     assert not [line for line in profile["sources"] if "divorce" in line], profile
+
+
+# -- entities (agtos/memory/entity_memory.py, entity_graph.py) -------------------------------
+
+WORK = (
+    ("user", "Alice works at Acme Corp in Berlin; her project Falcon is due Friday."),
+    ("assistant", "Got it."),
+    ("user", "Thanks, please keep that in mind for next week."),
+)
+
+
+def keys_naming(raw: redis.Redis, prefix: str, who: str, needle: str) -> list[str]:
+    """The user's keys whose name, members, fields or value contain ``needle`` (SCAN, then a read
+    by type), so an index entry, an edge or a vector left behind shows."""
+    found, blob = [], needle.encode()
+    for key in sorted(user_key_names(raw, prefix, who)):
+        if key.endswith(":changes"):  # an index's change log: ids changed (the deletion too), for mirrors
+            continue
+        kind = raw.type(key).decode()
+        if kind == "string":
+            parts = [raw.get(key) or b""]
+        elif kind == "hash":
+            parts = [b for kv in raw.hgetall(key).items() for b in kv]
+        elif kind == "zset":
+            parts = list(raw.zrange(key, 0, -1))
+        elif kind == "set":
+            parts = list(raw.smembers(key))
+        elif kind == "list":
+            parts = list(raw.lrange(key, 0, -1))
+        else:
+            parts = []
+        if needle in key or any(blob in p for p in parts):
+            found.append(key)
+    return found
+
+
+def test_forgetting_an_entity_deletes_the_edges_pointing_at_it(
+    client: TestClient, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """Privacy hard delete of Acme Corp: Alice's works-at edge (incoming to Acme) goes with it, and
+    no key of the user names Acme's id any more (record, indexes, edges, name vector)."""
+    assert talk(client, "ent", "s1", *WORK)["saved"]
+    found = {e["name"]: e for e in get(client, "ent", "/api/entities?limit=100")["entities"]}
+    alice, acme = found["Alice"]["id"], found["Acme Corp"]["id"]
+    works = get(client, "ent", f"/api/entities/{alice}/relationships")["relationships"]
+    assert [(r["type"], r["other"]["id"]) for r in works if r["type"] == "works-at"] == [("works-at", acme)]
+    assert keys_naming(raw_redis, key_prefix, "ent", acme)
+    gone = client.post("/api/memory/forget", json={"kind": "entity", "id": acme}, headers=user("ent"))
+    assert gone.status_code == 200, gone.text
+    assert [
+        r
+        for r in get(client, "ent", f"/api/entities/{alice}/relationships")["relationships"]
+        if r["other"]["id"] == acme
+    ] == []
+    assert keys_naming(raw_redis, key_prefix, "ent", acme) == []
+    assert alice in {e["id"] for e in get(client, "ent", "/api/entities?limit=100")["entities"]}
 
 
 # -- export (agtos/memory/export.py) ---------------------------------------------------------
