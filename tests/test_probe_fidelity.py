@@ -123,3 +123,25 @@ def test_a_back_filled_session_started_with_an_offset_dates_its_turns_on_that_lo
     assert found["results"][0]["highlights"][0]["text"] == (
         "I bought a bonsai tree yesterday [= 8 May 2023] at the night market."
     )
+
+
+def test_a_conclusion_line_is_dated_when_it_was_said_not_when_the_dreamer_ran(client: TestClient) -> None:
+    """'I'm vegetarian' said on 2 March 2021 became the conclusion line '(<today>) User does not eat
+    meat…': dated by the Dreamer's run, it told the reader the fact was new."""
+    end(
+        client,
+        "probe-dated-conclusion",
+        "diet",
+        [
+            {"role": "user", "content": "I'm vegetarian since college.", "timestamp": "2021-03-02T09:00:00Z"},
+            {
+                "role": "assistant",
+                "content": "Good to know, I will keep that in mind.",
+                "timestamp": "2021-03-02T09:01:00Z",
+            },
+        ],
+    )
+    said = context(client, "probe-dated-conclusion", "suggest a dinner recipe with meat dishes")
+    assert (
+        "### Conclusions\n- (2 March 2021) User does not eat meat, so recommendations should avoid meat dishes" in said
+    )

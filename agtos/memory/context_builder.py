@@ -80,6 +80,8 @@ def evidence_items(
         if asked and not found.asked(text) & asked:
             continue  # the question names whom it asks about; this line is about someone else or no one
         source = sources.get(source_ids[0]) if source_ids else None
+        if tier == "conclusion" and source is not None:
+            when = source.timestamp  # when it was said, not when the Dreamer read it (a 2021 chat's is not today's)
         items.append(
             ContextItem(
                 tier,
