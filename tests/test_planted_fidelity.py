@@ -1,0 +1,112 @@
+"""Planted-bug audit of the verbatim-memory path (issue 20; issue 14's promises): each test here
+failed with one realistic one-line bug planted in ``tasks/verbatim_turns.py``, ``tasks/speakers.py``,
+``tasks/dates.py``, ``memory/context_builder.py``, ``memory/recall.py``,
+``memory/ingestion_pipeline.py``, ``memory/conversation_ingest.py``, ``tasks/summarize.py`` or
+``tasks/extract.py`` that the rest of the suite let through (docs/testing.md, "Planted bugs in the
+verbatim-memory path"), and passes without it. Expected values are literals from issue 14's text.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from agtos.schemas import Memory, Role, Turn
+from agtos.tasks.extract import extract
+from agtos.tasks.speakers import utterances
+from agtos.tasks.verbatim_turns import TurnUnit, episode_vectors
+from tests.helpers import user
+
+MAY_8 = int(datetime(2023, 5, 8, 18, 0, tzinfo=UTC).timestamp() * 1000)
+
+
+def ended(client: TestClient, user_id: str, session_id: str, turns: list[dict[str, Any]], at: int = MAY_8) -> str:
+    """Post the turns (a minute apart from ``at``), end the session; the stored episode's id."""
+    timed = [{**t, "timestamp": at + i * 60_000} for i, t in enumerate(turns)]
+    posted = client.post(f"/api/memory/sessions/{session_id}/turns", json={"turns": timed}, headers=user(user_id))
+    assert posted.status_code == 200, posted.text
+    done = client.post(f"/api/memory/sessions/{session_id}/end", headers=user(user_id))
+    assert done.status_code == 200 and done.json()["saved"], done.text
+    return str(done.json()["episode"]["id"])
+
+
+def search(client: TestClient, user_id: str, q: str, **params: Any) -> list[dict[str, Any]]:
+    response = client.get("/api/memory/search", params={"q": q, **params}, headers=user(user_id))
+    assert response.status_code == 200, response.text
+    return list(response.json()["results"])
+
+
+def test_a_date_in_a_name_prefixed_turn_is_resolved_where_it_stands(client: TestClient) -> None:
+    """Planted: the dates of a turn found in its text less the ``"Caroline: "`` prefix (the stored
+    offsets then miss the stored content, and the date is never shown)."""
+    prefixed = [
+        {"role": "user", "content": "Caroline: I went to the LGBTQ support group yesterday, it was powerful"},
+        {"role": "assistant", "content": "Melanie: That's amazing! I ran a charity race for mental health"},
+        {"role": "user", "content": "Caroline: I'm researching adoption agencies for my future family"},
+        {"role": "assistant", "content": "Melanie: You'd be a great mum, I'm proud of you"},
+    ]
+    ended(client, "caro", "s-prefixed", prefixed)
+    (hit, *_) = search(client, "caro", "LGBTQ support group")
+    first = hit["highlights"][0]
+    assert first["speaker"] == "Caroline"
+    assert "support group yesterday [= 7 May 2023], it was powerful" in first["text"]
+
+
+def test_an_episode_vector_weighs_its_turns_and_its_facts_equally() -> None:
+    """Planted: the facts' rows averaged in with the turn units' (three facts then outvote one turn);
+    the promise (``episode_vectors``): the mean of the units and the mean of the facts, added with
+    equal weight, normalised."""
+    units = [TurnUnit("u", "ep-1", 0, 0, "(8 May 2023) Caroline: I bought a red guitar")]
+    facts = [Memory(user_id="u", text=f"fact {i}", source_episode_ids=["ep-1"]) for i in range(3)]
+    unit_rows = np.array([[1.0, 0.0]], dtype=np.float32)
+    fact_rows = np.array([[0.0, 1.0]] * 3, dtype=np.float32)
+    made = episode_vectors(units, unit_rows, facts, fact_rows)
+    assert list(made) == ["ep-1"]
+    np.testing.assert_allclose(made["ep-1"], [0.70710678, 0.70710678], atol=1e-6)  # (1, 1) / sqrt(2)
+
+
+def test_a_one_off_prefix_in_an_agent_chat_stays_content() -> None:
+    """Planted: every conversation of two turns or more read as "every turn carries a prefix"
+    (``and`` -> ``or``), so the user's only turn, "Dinner: …", names a speaker "Dinner"."""
+    said = utterances(
+        [
+            Turn(role=Role.user, content="Dinner: pasta with friends tonight, any wine ideas?"),
+            Turn(role=Role.assistant, content="A Chianti goes well with tomato sauces."),
+        ]
+    )
+    assert [(u.speaker, u.text) for u in said] == [
+        (None, "Dinner: pasta with friends tonight, any wine ideas?"),
+        (None, "A Chianti goes well with tomato sauces."),
+    ]
+
+
+def test_a_named_agent_of_an_unnamed_user_is_not_a_person() -> None:
+    """Planted: a named assistant counted as a person though the user is unnamed (an agent chat,
+    not two people): its own statements then become facts about "Aria"."""
+    facts = extract(
+        [
+            Turn(role=Role.user, content="Can you help me plan a trip to Lisbon in June?"),
+            Turn(role=Role.assistant, name="Aria", content="I am a travel planner and I have booked many trips."),
+            Turn(role=Role.user, content="I'm vegetarian and I live in Berlin."),
+        ]
+    ).facts
+    assert not [f for f in facts if "Aria" in f]
+    assert any("Berlin" in f for f in facts)
+
+
+def test_the_turns_own_name_wins_over_a_prefix_and_a_lower_case_name_is_capitalised() -> None:
+    """Planted: a recurring ``"Mel: "`` prefix preferred to the name the turn was sent with; and
+    ``display_name`` capitalising only names in capitals (``isupper`` for ``islower``)."""
+    said = utterances(
+        [
+            Turn(role=Role.user, name="elise", content="I adopted a grey cat from the shelter."),
+            Turn(role=Role.assistant, name="Melanie", content="Mel: I ran a charity race for mental health."),
+            Turn(role=Role.user, name="elise", content="She sleeps on my keyboard all day."),
+            Turn(role=Role.assistant, name="Melanie", content="Mel: My kids want a puppy now."),
+        ]
+    )
+    assert [u.speaker for u in said] == ["Elise", "Melanie", "Elise", "Melanie"]
+    assert said[1].text == "I ran a charity race for mental health."  # the prefix is still not content
