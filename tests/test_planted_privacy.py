@@ -9,6 +9,7 @@ rebuild the profile, ... Real Redis and the bundled models, through HTTP where p
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,15 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from agtos.memory import dreamer, dreamer_pipeline
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
+from agtos.memory.services import Services
+from agtos.providers.llm import LLMError
+from agtos.schemas import Conclusion, Episode
 from tests.helpers import end_session, talk, user, user_key_names
+from tests.test_forget_races import ALLERGY as ALLERGY_QUEUED
+from tests.test_forget_races import HookedEmbedder, api, forget_all, queue_end  # noqa: F401 - api: a fixture
 
 DAY_MS = 86_400_000
 
@@ -177,6 +184,53 @@ def test_forgetting_an_entity_deletes_the_edges_pointing_at_it(
     ] == []
     assert keys_naming(raw_redis, key_prefix, "ent", acme) == []
     assert alice in {e["id"] for e in get(client, "ent", "/api/entities?limit=100")["entities"]}
+
+
+# -- the Dreamer's scheduling (agtos/memory/dreamer.py) --------------------------------------
+
+
+class RejectingLLM:
+    """A consolidation LLM whose answers are always rejected (the rules' conclusions are used)."""
+
+    name = "rejecting"
+
+    def chat(self, *args: Any, **kwargs: Any) -> str:
+        raise LLMError("no answer")
+
+
+def test_a_forget_during_a_deferred_llm_dreamer_run_leaves_nothing(
+    api: tuple[TestClient, MemoryCoordinator, HookedEmbedder],  # noqa: F811
+    raw_redis: redis.Redis,
+    key_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a consolidation LLM the Dreamer runs in a thread behind the ResourceGuard; a forget-all
+    landing after its consolidation must still take what it writes next (conclusions, profile,
+    marker), as on the inline rules path (test_forget_races)."""
+    client, coordinator, _ = api
+    stored: list[int] = []
+
+    def consolidate_then_forget(
+        rt: Services, user_id: str, episodes: list[Episode]
+    ) -> tuple[list[Conclusion], str, str | None]:
+        found = dreamer_pipeline.consolidate(rt, user_id, episodes)
+        forget_all(client, user_id)
+        return found
+
+    def store_counted(rt: Services, user_id: str, found: list[Conclusion]) -> list[Conclusion]:
+        kept = dreamer_pipeline.store_conclusions(rt, user_id, found)
+        stored.append(len(kept))
+        return kept
+
+    steps = replace(dreamer_pipeline.INLINE_STEPS, consolidate=consolidate_then_forget, store=store_counted)
+    real = dreamer_pipeline.run_dreamer
+    monkeypatch.setattr(dreamer, "run_dreamer", lambda rt, user_id: real(rt, user_id, steps))
+    monkeypatch.setattr(coordinator.services, "consolidation_llm", RejectingLLM())  # the guarded thread path
+    queue_end(client, "alice", "s1", ALLERGY_QUEUED)
+    assert coordinator.ingest_worker().drain() == 1
+    assert coordinator.dreamer.wait(30.0)
+    assert stored and stored[0] >= 1  # the Dreamer did write conclusions after the forget
+    assert user_key_names(raw_redis, key_prefix, "alice") == set()
 
 
 # -- export (agtos/memory/export.py) ---------------------------------------------------------
