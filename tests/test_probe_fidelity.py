@@ -145,3 +145,37 @@ def test_a_conclusion_line_is_dated_when_it_was_said_not_when_the_dreamer_ran(cl
     assert (
         "### Conclusions\n- (2 March 2021) User does not eat meat, so recommendations should avoid meat dishes" in said
     )
+
+
+def test_keyword_search_reads_accented_and_non_latin_words(client: TestClient) -> None:
+    """Words were cut to ASCII letters: 'Café Müller' was indexed as 'caf m ller', so 'Cafe Muller' found
+    nothing, and a Russian turn had no keyword at all ('Москве' found nothing)."""
+    end(
+        client,
+        "probe-unicode",
+        "berlin",
+        [
+            {"role": "user", "name": "Zoë Ñúñez", "content": "My favourite café is Café Müller near the station."},
+            {"role": "assistant", "name": "Max", "content": "Nice spot."},
+        ],
+    )
+    end(
+        client,
+        "probe-unicode",
+        "moscow",
+        [
+            {"role": "user", "name": "Алёна", "content": "Я живу в Москве и работаю врачом."},
+            {"role": "assistant", "name": "Max", "content": "Понятно."},
+        ],
+    )
+
+    def keyword_hits(query: str) -> list[str]:
+        params = {"q": query, "mode": "bm25"}
+        found = client.get("/api/memory/search", params=params, headers=user("probe-unicode"))
+        assert found.status_code == 200, found.text
+        return [hit["sessionId"] for hit in found.json()["results"]]
+
+    assert keyword_hits("Cafe Muller") == ["berlin"]
+    assert keyword_hits("café müller") == ["berlin"]
+    assert keyword_hits("Zoe Nunez") == ["berlin"]
+    assert keyword_hits("Москве") == ["moscow"]

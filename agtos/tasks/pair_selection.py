@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 import duckdb
 import polars as pl
 
-from agtos.tasks.text import _WORD, words
+from agtos.tasks.text import _WORD, fold, words
 
 DEFAULT_THRESHOLD = 0.85
 _EPS = 1e-9  # slack so float rounding of t * n can only lengthen a prefix, never shorten it
@@ -78,9 +78,9 @@ def _check_ids(ids: Sequence[str], texts: Sequence[str]) -> None:
 
 def token_table(texts: Sequence[str]) -> pl.DataFrame:
     """Distinct ``(doc, token)`` rows, ``doc`` being the text's position (same tokens as ``words``)."""
-    frame = pl.DataFrame({"text": list(texts)}, schema={"text": pl.String}).with_row_index("doc")
+    frame = pl.DataFrame({"text": [fold(t) for t in texts]}, schema={"text": pl.String}).with_row_index("doc")
     return (
-        frame.select("doc", token=pl.col("text").str.to_lowercase().str.extract_all(_WORD.pattern))
+        frame.select("doc", token=pl.col("text").str.extract_all(_WORD.pattern))
         .explode("token")
         .drop_nulls("token")
         .unique(["doc", "token"])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from typing import Any
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-_WORD = re.compile(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]")
+# on folded text (:func:`fold`: lower case, no accents, no "_"), where \w is a letter or digit of any script
+_WORD = re.compile(r"\w[\w'+#.-]*[\w+#]|\w")
 
 _STOPWORD_TEXT = """
 a about above after again against all also am an and any are aren't as at be because been
@@ -46,9 +48,30 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+_ASCII_WORD = re.compile(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]")  # the same tokens on ASCII text, faster
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+@lru_cache(maxsize=8192)
+def _fold_char(char: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.category(c).startswith("M"))
+
+
+def fold(text: str) -> str:
+    """``text`` lower-cased, without accents or other marks ("Zoë Ñúñez, café" -> "zoe nunez, cafe") and with
+    "_" as a space."""
+    text = text.lower()
+    if not text.isascii():
+        text = _NON_ASCII.sub(lambda m: _fold_char(m.group()), text)
+    return text.replace("_", " ")
+
+
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens (keeps tokens such as c++, node.js, gpt-4)."""
-    return _WORD.findall(text.lower())
+    """Lower-cased word tokens of any script, accents folded (keeps tokens such as c++, node.js, gpt-4):
+    "Zoë" and "Zoe" are one word, "Москве" one too (ASCII letters only cut "zo" and nothing of them)."""
+    if text.isascii():
+        return _ASCII_WORD.findall(text.lower())
+    return _WORD.findall(fold(text))
 
 
 def content_words(text: str) -> list[str]:
