@@ -9,50 +9,32 @@ verbatim-memory path"), and passes without it. Expected values are literals from
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
-from fastapi.testclient import TestClient
 
 from agtos.schemas import Memory, Role, Turn
+from agtos.tasks.dates import annotate
 from agtos.tasks.extract import extract
 from agtos.tasks.speakers import utterances
-from agtos.tasks.verbatim_turns import TurnUnit, episode_vectors
-from tests.helpers import user
+from agtos.tasks.verbatim_turns import TurnUnit, episode_vectors, stored_turns
 
 MAY_8 = int(datetime(2023, 5, 8, 18, 0, tzinfo=UTC).timestamp() * 1000)
 
 
-def ended(client: TestClient, user_id: str, session_id: str, turns: list[dict[str, Any]], at: int = MAY_8) -> str:
-    """Post the turns (a minute apart from ``at``), end the session; the stored episode's id."""
-    timed = [{**t, "timestamp": at + i * 60_000} for i, t in enumerate(turns)]
-    posted = client.post(f"/api/memory/sessions/{session_id}/turns", json={"turns": timed}, headers=user(user_id))
-    assert posted.status_code == 200, posted.text
-    done = client.post(f"/api/memory/sessions/{session_id}/end", headers=user(user_id))
-    assert done.status_code == 200 and done.json()["saved"], done.text
-    return str(done.json()["episode"]["id"])
-
-
-def search(client: TestClient, user_id: str, q: str, **params: Any) -> list[dict[str, Any]]:
-    response = client.get("/api/memory/search", params={"q": q, **params}, headers=user(user_id))
-    assert response.status_code == 200, response.text
-    return list(response.json()["results"])
-
-
-def test_a_date_in_a_name_prefixed_turn_is_resolved_where_it_stands(client: TestClient) -> None:
+def test_a_date_in_a_name_prefixed_turn_is_resolved_where_it_stands() -> None:
     """Planted: the dates of a turn found in its text less the ``"Caroline: "`` prefix (the stored
     offsets then miss the stored content, and the date is never shown)."""
-    prefixed = [
-        {"role": "user", "content": "Caroline: I went to the LGBTQ support group yesterday, it was powerful"},
-        {"role": "assistant", "content": "Melanie: That's amazing! I ran a charity race for mental health"},
-        {"role": "user", "content": "Caroline: I'm researching adoption agencies for my future family"},
-        {"role": "assistant", "content": "Melanie: You'd be a great mum, I'm proud of you"},
+    sent = [
+        ("user", "Caroline: I went to the LGBTQ support group yesterday, it was powerful"),
+        ("assistant", "Melanie: That's amazing! I ran a charity race for mental health"),
+        ("user", "Caroline: I'm researching adoption agencies for my future family"),
+        ("assistant", "Melanie: You'd be a great mum, I'm proud of you"),
     ]
-    ended(client, "caro", "s-prefixed", prefixed)
-    (hit, *_) = search(client, "caro", "LGBTQ support group")
-    first = hit["highlights"][0]
-    assert first["speaker"] == "Caroline"
-    assert "support group yesterday [= 7 May 2023], it was powerful" in first["text"]
+    turns = [Turn(role=Role(r), content=c, timestamp=MAY_8 + i * 60_000) for i, (r, c) in enumerate(sent)]
+    first = stored_turns("caro", "ep-1", "s-prefixed", turns)[0]
+    assert (first.name, first.content) == ("Caroline", sent[0][1])  # verbatim, prefix kept
+    assert [(d.text, d.start, d.date) for d in first.dates] == [("yesterday", 44, "2023-05-07")]
+    assert annotate(first.content, first.dates).endswith("support group yesterday [= 7 May 2023], it was powerful")
 
 
 def test_an_episode_vector_weighs_its_turns_and_its_facts_equally() -> None:
@@ -110,3 +92,28 @@ def test_the_turns_own_name_wins_over_a_prefix_and_a_lower_case_name_is_capitali
     )
     assert [u.speaker for u in said] == ["Elise", "Melanie", "Elise", "Melanie"]
     assert said[1].text == "I ran a charity race for mental health."  # the prefix is still not content
+
+
+def test_the_name_of_an_unnamed_users_agent_is_not_a_persons_name() -> None:
+    """Planted: ``human_names`` listing every named speaker, the agent "Aria" of an unnamed user
+    included; its name then counts as no information, and the user's fact about it is lost."""
+    facts = extract(
+        [
+            Turn(role=Role.user, content="My assistant is called Aria."),
+            Turn(role=Role.assistant, name="Aria", content="Happy to help with anything you need."),
+        ]
+    ).facts
+    assert any("Aria" in f for f in facts), facts
+
+
+def test_a_capitalised_label_that_recurs_is_not_a_speaker() -> None:
+    """Planted: the label list matched case-sensitively, so a recurring "Note: " names a speaker."""
+    said = utterances(
+        [
+            Turn(role=Role.user, content="Note: my dentist appointment moved to Tuesday."),
+            Turn(role=Role.assistant, content="Got it, Tuesday it is."),
+            Turn(role=Role.user, content="Note: the car goes to the garage on Friday."),
+        ]
+    )
+    assert [u.speaker for u in said] == [None, None, None]
+    assert said[0].text == "Note: my dentist appointment moved to Tuesday."
