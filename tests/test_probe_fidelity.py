@@ -179,3 +179,30 @@ def test_keyword_search_reads_accented_and_non_latin_words(client: TestClient) -
     assert keyword_hits("café müller") == ["berlin"]
     assert keyword_hits("Zoe Nunez") == ["berlin"]
     assert keyword_hits("Москве") == ["moscow"]
+
+
+def test_a_stretched_greeting_is_a_greeting_not_the_summary(client: TestClient) -> None:
+    """'Hiii how was your Monday?' opened a two-person session's summary: 'hiii' (and 'heyyy',
+    'byeee') counted as words that carry content, as 'hi' does not."""
+    turns = [
+        ("Jon", "Hiii how was your Monday?"),
+        ("Gina", "Heyyy how are things?"),
+        ("Gina", "We finally moved into the new flat in Fairmount, it has a bakery downstairs."),
+        ("Jon", "I accepted an offer from Ironbridge Labs, better hours."),
+        ("Gina", "Byeee Jon!"),
+    ]
+    body = [
+        {
+            "role": "user" if who == "Jon" else "assistant",
+            "name": who,
+            "content": text,
+            "timestamp": 1_687_000_000_000 + i,
+        }
+        for i, (who, text) in enumerate(turns)
+    ]
+    posted = client.post("/api/memory/sessions/moving/turns", json={"turns": body}, headers=user("probe-greeting"))
+    assert posted.status_code == 200, posted.text
+    ended = client.post("/api/memory/sessions/moving/end", headers=user("probe-greeting")).json()
+    summary = ended["episode"]["summary"]
+    assert summary.startswith("Gina: We finally moved into the new flat in Fairmount"), summary
+    assert not {"Hiii", "Heyyy", "Byeee", "Monday"} & set(summary.replace("?", " ").replace("!", " ").split()), summary

@@ -58,6 +58,7 @@ CHIT_CHAT_WORDS = SMALL_TALK_WORDS | frozenset(
     nope cute beautiful gorgeous wonderful fantastic oh ah aw though anyways asking hear heard luck
     interesting crazy wild sad bad right indeed agreed fr lmk btw xd""".split()
 )
+_STRETCHED = re.compile(r"(\w)\1+$")  # a letter repeated at the end of a word
 _COURTESY = re.compile(
     r"\b(?:thanks?(?: you)?(?: so much| a lot)?(?: for (?:asking|sharing|that|this|everything|letting me know|"
     r"the \w+))?|sorry to hear(?: that| about that)?|(?:glad|happy) to hear(?: that)?|good luck(?: with \w+)?|"
@@ -161,7 +162,12 @@ def informative_words(text: str, names: frozenset[str] = frozenset()) -> list[st
     """Content words that are neither courtesy ("sorry to hear that"), chit-chat ("doing good,
     haha") nor the speakers' names."""
     text = _COURTESY.sub(" ", casual_to_standard(text))
-    return [w for w in content_words(text) if w not in CHIT_CHAT_WORDS and w not in names]
+    return [w for w in content_words(text) if _unstretched(w) not in CHIT_CHAT_WORDS and w not in names]
+
+
+def _unstretched(word: str) -> str:
+    """A chat word without its stretched ending ("hiii", "heyy", "hellooo", "byeee" -> hi, hey, hello, bye)."""
+    return word if word in CHIT_CHAT_WORDS else _STRETCHED.sub(r"\1", word)
 
 
 def is_chit_chat(text: str, names: frozenset[str] = frozenset()) -> bool:
