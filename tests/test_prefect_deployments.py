@@ -54,12 +54,14 @@ def api_client(api: str) -> httpx.Client:
     return httpx.Client(base_url=api, timeout=10, transport=RetryBusyTransport())
 
 
-@pytest.fixture
-def prefect_server(tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for the module (its start-up is ~15 s on a loaded machine): each test works on
+    deployments it (re)registers itself and on flow runs it created, found by their ids."""
     port = free_port()
     env = {
         **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_HOME": str(tmp_path_factory.mktemp("prefect")),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_UI_ENABLED": "false",
     }
@@ -88,6 +90,7 @@ def test_served_lint_deployment_completes(
         **os.environ,
         "PREFECT_API_URL": prefect_server,
         "PREFECT_HOME": str(tmp_path / "runner"),
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",  # serve()'s runner looks for runs every 10 s by default
         "REDIS_URL": redis_url,
         "AGTOS_KEY_PREFIX": key_prefix,
         "AGTOS_BACKGROUND_WORK_POLICY": "always",
@@ -107,8 +110,10 @@ def test_served_lint_deployment_completes(
         deadline = time.monotonic() + 120
         while deployment is None and time.monotonic() < deadline:
             found = client.post("/deployments/filter", json={"deployments": {"name": {"any_": ["nightly-lint"]}}})
-            deployment = (found.json() or [None])[0] if found.status_code == 200 else None
-            time.sleep(1)
+            # the runner's own (no work pool), not one prefect.yaml deployed to the pool earlier
+            served = [d for d in found.json() if d["work_pool_name"] is None] if found.status_code == 200 else []
+            deployment = served[0] if served else None
+            time.sleep(0.25)
         assert deployment is not None, "the runner never registered nightly-lint"
         schedule = deployment["schedules"][0]["schedule"]
         assert schedule["cron"] == "0 3 * * *" and schedule["timezone"] == "Europe/Berlin"
@@ -140,7 +145,7 @@ with TestClient(create_app()) as client:
     run = client.post("/api/memory/maintain", headers=headers).json()
     deadline = time.monotonic() + 240
     while run["status"] in ("queued", "running") and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.2)
         run = client.get(f"/api/memory/maintain/runs/{run['runId']}", headers=headers).json()
 print(json.dumps(run))
 """
@@ -172,7 +177,7 @@ def _wait_for_runs(client: httpx.Client, run_ids: list[str], timeout_s: float) -
             s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for s in states.values()
         ):
             return states
-        time.sleep(1)
+        time.sleep(0.25)
 
 
 def _worker(env: dict[str, str], name: str, log: Path, *options: str) -> subprocess.Popen[bytes]:
