@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from agtos.schemas import Memory, Role, Turn
-from agtos.tasks.dates import annotate
+from agtos.tasks.dates import annotate, format_turn
 from agtos.tasks.extract import extract
 from agtos.tasks.speakers import utterances
 from agtos.tasks.verbatim_turns import TurnUnit, episode_vectors, stored_turns
@@ -117,3 +117,11 @@ def test_a_capitalised_label_that_recurs_is_not_a_speaker() -> None:
     )
     assert [u.speaker for u in said] == [None, None, None]
     assert said[0].text == "Note: my dentist appointment moved to Tuesday."
+
+
+def test_a_date_that_opens_the_turn_is_shown() -> None:
+    """Planted: ``annotate`` skipping an expression that starts where the last one ended (``<=``
+    for ``<``), which drops the one at the very start of a turn."""
+    said = Turn(role=Role.user, name="Caroline", content="Yesterday I went to the support group.", timestamp=MAY_8)
+    (turn,) = stored_turns("caro", "ep-1", "s-1", [said])
+    assert format_turn(turn) == "(8 May 2023) Caroline: Yesterday [= 7 May 2023] I went to the support group."
