@@ -206,3 +206,28 @@ def test_a_stretched_greeting_is_a_greeting_not_the_summary(client: TestClient) 
     summary = ended["episode"]["summary"]
     assert summary.startswith("Gina: We finally moved into the new flat in Fairmount"), summary
     assert not {"Hiii", "Heyyy", "Byeee", "Monday"} & set(summary.replace("?", " ").replace("!", " ").split()), summary
+
+
+def test_a_week_is_named_by_its_monday_whatever_the_day_it_was_said(client: TestClient) -> None:
+    """Said on Wednesday 10 May 2023, 'next week' was shown as 'week of 17 May' (a Wednesday, the
+    turn's day plus seven) and 'three weeks ago' as 'week of 19 April': a week is named by its first
+    day, Monday 15 May and Monday 17 April."""
+    said = "Next week I start yoga. Three weeks ago I broke my wrist."
+    end(
+        client,
+        "probe-weeks",
+        "wednesday",
+        [
+            {"role": "user", "name": "Ann", "content": said, "timestamp": "2023-05-10T10:00:00Z"},
+            {
+                "role": "assistant",
+                "name": "Bob",
+                "content": "Take care of that wrist.",
+                "timestamp": "2023-05-10T10:01:00Z",
+            },
+        ],
+    )
+    found = client.get("/api/memory/search", params={"q": "yoga wrist"}, headers=user("probe-weeks")).json()
+    assert found["results"][0]["highlights"][0]["text"] == (
+        "Next week [= week of 15 May 2023] I start yoga. Three weeks ago [= week of 17 April 2023] I broke my wrist."
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 from dateparser.date import DateDataParser
@@ -85,7 +85,10 @@ def _resolve_span(span: str, day: date) -> tuple[str, DatePeriod] | None:
     period = _PERIODS.get(data.period or "")
     if data.date_obj is None or period is None:
         return None
-    return data.date_obj.date().isoformat(), period
+    resolved = data.date_obj.date()
+    if period == DatePeriod.week:  # dateparser counts whole weeks from the turn's day: the week is its Monday's
+        resolved -= timedelta(days=resolved.weekday())
+    return resolved.isoformat(), period
 
 
 _MONTHS = (
