@@ -43,7 +43,7 @@ def results(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Path:
     cache = tmp_path_factory.mktemp("bench-cache")
     url = ["--redis-url", redis_url]
     _run(["-m", "benchmarks.ingest", "--no-flow", "--sessions", "4", "--results-dir", str(out), *url])
-    recall = ["--sizes", "300", "--ingest-sample", "40", "--queries", "6", "--warmup", "2"]
+    recall = ["--sizes", "120", "--ingest-sample", "20", "--queries", "6", "--warmup", "2"]
     _run(["benchmarks/recall.py", *recall, "--results-dir", str(out), "--cache-dir", str(cache), *url])
     _run(["-m", "benchmarks.lint", "--sizes", "400", "--naive-size", "150", "--results-dir", str(out), *url])
     return out
@@ -55,14 +55,14 @@ def _load(folder: Path, name: str) -> dict[str, Any]:
 
 
 def test_search_breakdown_times_every_stage_a_hybrid_search_passes(results: Path) -> None:
-    res = _load(results, "recall-300.json")
+    res = _load(results, "recall-120.json")
     hybrid = res["breakdown"]["hybrid"]
     for stage in HYBRID_STAGES:  # 0 ms: the wrapped function is no longer on the search path
         assert hybrid[stage] > 0, (stage, hybrid)
     assert res["breakdown"]["bm25"]["embed"] == 0  # a BM25-only search embeds nothing
     parts = sum(v for k, v in hybrid.items() if k not in ("total", "timed pass total (direct mean)"))
     assert parts == pytest.approx(hybrid["total"], rel=1e-6)
-    assert res["size"] == 300 and res["stamp"]["commit"]
+    assert res["size"] == 120 and res["stamp"]["commit"]
 
 
 def test_ingest_benchmark_saves_and_finds_every_session_and_its_stages_add_up(results: Path) -> None:
