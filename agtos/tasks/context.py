@@ -14,6 +14,7 @@ rendered.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
@@ -174,10 +175,17 @@ def _densest(text: str, start: int, end: int, terms: AbstractSet[str], width: in
     and how many."""
     found = [(m.start(), t) for m in _WORD.finditer(text, start, end) for t in _term_set(m.group()) & terms]
     best, at = 0, start
-    for i, (position, _) in enumerate(found):
-        held = len({t for p, t in found[i:] if p < position + width})
-        if held > best:
-            best, at = held, position
+    inside: Counter[str] = Counter()  # the terms of the hits from this one to j (a sliding window: linear time)
+    j = 0
+    for position, term in found:
+        while j < len(found) and found[j][0] < position + width:
+            inside[found[j][1]] += 1
+            j += 1
+        if len(inside) > best:
+            best, at = len(inside), position
+        inside[term] -= 1
+        if not inside[term]:
+            del inside[term]
     return at, best
 
 
