@@ -231,3 +231,39 @@ def test_a_week_is_named_by_its_monday_whatever_the_day_it_was_said(client: Test
     assert found["results"][0]["highlights"][0]["text"] == (
         "Next week [= week of 15 May 2023] I start yoga. Three weeks ago [= week of 17 April 2023] I broke my wrist."
     )
+
+
+def test_a_speaker_named_without_accents_is_still_that_speaker(client: TestClient) -> None:
+    """'What does Zoe do for work?' about the speaker 'Zoë': the unaccented name was not read as a
+    speaker, so it stayed in the query (matching every line Zoë said) and Omar's job came with
+    hers; written 'Zoë', only the facts about her are candidates."""
+    for k, (said_by, work) in enumerate(
+        [
+            ("Zoë", "I work as a marine biologist at the Lisbon Oceanarium."),
+            ("Omar", "I work as a structural engineer at Arup."),
+        ]
+    ):
+        end(
+            client,
+            "probe-accents",
+            f"s{k}",
+            [
+                {"role": "user", "name": "Zoë", "content": "How was your weekend?", "timestamp": 1_680_000_000_000 + k},
+                {
+                    "role": "assistant",
+                    "name": "Omar",
+                    "content": "Calm, I read a lot.",
+                    "timestamp": 1_680_000_060_000 + k,
+                },
+                {
+                    "role": "user" if said_by == "Zoë" else "assistant",
+                    "name": said_by,
+                    "content": work,
+                    "timestamp": 1_680_000_120_000 + k,
+                },
+            ],
+        )
+    for query in ("What does Zoë do for work?", "What does Zoe do for work?"):
+        said = context(client, "probe-accents", query, 300)
+        assert "Zoë works as a marine biologist at the Lisbon Oceanarium" in said, said
+        assert "Omar works as a structural engineer at Arup" not in said, said

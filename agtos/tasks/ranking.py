@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Protocol, TypeVar
 
-from agtos.tasks.text import content_words
+from agtos.tasks.text import content_words, fold
 
 DEFAULT_K = 60
 RECENCY_WEIGHT = 0.02  # a month newer gains 1 %: about one rank near the top of an RRF list
@@ -167,7 +167,14 @@ def _names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     wanted = sorted({n.strip() for n in names if n and n.strip().lower() not in _CALENDAR}, key=len, reverse=True)
     if not wanted:
         return None
-    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")" + _POSSESSIVE + r"(?!\w)", re.I)
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(_unaccented, wanted)) + r")" + _POSSESSIVE + r"(?!\w)", re.I)
+
+
+def _unaccented(name: str) -> str:
+    """A name's pattern that matches it also written without its accents ("Zoë": "Zoë" or "Zoe")."""
+    return "".join(
+        f"(?:{re.escape(c)}|{re.escape(fold(c))})" if fold(c) not in ("", c.lower()) else re.escape(c) for c in name
+    )
 
 
 def without_speakers(query: str, names: Iterable[str]) -> str:
@@ -189,6 +196,8 @@ def without_speakers(query: str, names: Iterable[str]) -> str:
 def named_speakers(query: str, names: Iterable[str]) -> set[str]:
     """The ``names`` the query names as :func:`without_speakers` reads them (capitalised, not a month
     or a day), lower-cased: the people it asks about."""
+    canonical = {fold(n.strip()): n.strip().lower() for n in names if n}  # "Zoe" names the speaker "Zoë"
     pattern = _names_pattern(names)
     found = pattern.finditer(query) if pattern is not None else ()
-    return {re.sub(_POSSESSIVE + "$", "", m[0]).lower() for m in found if m[0][0].isupper()}
+    said = (re.sub(_POSSESSIVE + "$", "", m[0]) for m in found if m[0][0].isupper())
+    return {canonical.get(fold(name), name.lower()) for name in said}
