@@ -20,12 +20,13 @@ from fastapi.testclient import TestClient
 from agtos.memory import dreamer, dreamer_pipeline
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
+from agtos.memory.lint_pipeline import INLINE_STEPS, LintState, maintain
 from agtos.memory.services import Services
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode
 from tests.helpers import end_session, talk, user, user_key_names
 from tests.test_forget_races import ALLERGY as ALLERGY_QUEUED
-from tests.test_forget_races import HookedEmbedder, api, forget_all, queue_end  # noqa: F401 - api: a fixture
+from tests.test_forget_races import PIN, HookedEmbedder, api, forget_all, queue_end  # noqa: F401 - api: a fixture
 
 DAY_MS = 86_400_000
 
@@ -186,6 +187,51 @@ def test_forgetting_an_entity_deletes_the_edges_pointing_at_it(
     assert alice in {e["id"] for e in get(client, "ent", "/api/entities?limit=100")["entities"]}
 
 
+WORK_AGAIN = (
+    ("user", "Alice works at Acme Corp; she is presenting project Falcon in Berlin."),
+    ("assistant", "Got it."),
+    ("user", "Thanks, please keep that in mind."),
+)
+
+
+def test_an_episode_forget_keeps_an_edge_another_episode_states_without_naming_it(
+    client: TestClient, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """Both sessions say Alice works at Acme Corp: forgetting the first keeps the works-at edge,
+    which then names only the second (as memories, conclusions and entities do); no key of the user
+    names the forgotten episode."""
+    first = talk(client, "ent", "s1", *WORK)["episode"]["id"]
+    second = talk(client, "ent", "s2", *WORK_AGAIN)["episode"]["id"]
+    found = {e["name"]: e for e in get(client, "ent", "/api/entities?limit=100")["entities"]}
+    alice, acme = found["Alice"]["id"], found["Acme Corp"]["id"]
+
+    def works_at() -> list[tuple[str, list[str]]]:
+        edges = get(client, "ent", f"/api/entities/{alice}/relationships")["relationships"]
+        return [(r["other"]["id"], r["sourceEpisodeIds"]) for r in edges if r["type"] == "works-at"]
+
+    assert works_at() == [(acme, [first, second])]
+    gone = client.post("/api/memory/forget", json={"kind": "episode", "id": first}, headers=user("ent"))
+    assert gone.status_code == 200, gone.text
+    assert works_at() == [(acme, [second])]
+    assert keys_naming(raw_redis, key_prefix, "ent", first) == []
+
+
+def test_a_merge_keeps_the_earliest_first_seen_and_the_latest_last_seen(client: TestClient) -> None:
+    """Folding the older Alice into the newer Alice Smith: the survivor was first seen when Alice
+    was, last seen when Alice Smith was."""
+    talk(client, "ent", "s1", *WORK)
+    said = ("user", "Alice Smith works at Acme Corp and lives in Berlin.")
+    talk(client, "ent", "s2", said, ("assistant", "Noted."), ("user", "Thanks, keep that in mind."))
+    found = {e["name"]: e for e in get(client, "ent", "/api/entities?limit=100")["entities"]}
+    alice, smith = found["Alice"], found["Alice Smith"]
+    assert alice["firstSeen"] < smith["firstSeen"]
+    body = {"duplicate_id": alice["id"]}
+    merged = client.post(f"/api/entities/{smith['id']}/merge", json=body, headers=user("ent"))
+    assert merged.status_code == 200, merged.text
+    survivor = merged.json()["entity"]
+    assert (survivor["firstSeen"], survivor["lastSeen"]) == (alice["firstSeen"], smith["lastSeen"])
+
+
 # -- the Dreamer's scheduling (agtos/memory/dreamer.py) --------------------------------------
 
 
@@ -230,6 +276,30 @@ def test_a_forget_during_a_deferred_llm_dreamer_run_leaves_nothing(
     assert coordinator.ingest_worker().drain() == 1
     assert coordinator.dreamer.wait(30.0)
     assert stored and stored[0] >= 1  # the Dreamer did write conclusions after the forget
+    assert user_key_names(raw_redis, key_prefix, "alice") == set()
+
+
+# -- the lint sweep (agtos/memory/lint_pipeline.py) ------------------------------------------
+
+
+def test_a_forget_during_a_sweep_outside_a_run_record_leaves_nothing(
+    api: tuple[TestClient, MemoryCoordinator, HookedEmbedder],  # noqa: F811
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """``maintain`` (what ``agtos memory maintain`` and the Prefect flow run, with no run record whose
+    end would clean up): a forget-all after the sweep loaded the user leaves no report or other key."""
+    client, coordinator, _ = api
+    queue_end(client, "alice", "s1", PIN)
+    assert coordinator.ingest_worker().drain() == 1
+
+    def load_then_forget(rt: Services, user_id: str) -> LintState:
+        state = INLINE_STEPS.load(rt, user_id)
+        forget_all(client, user_id)
+        return state
+
+    report = maintain(coordinator.services, "alice", replace(INLINE_STEPS, load=load_then_forget))
+    assert report.summary["status"] == "completed"
     assert user_key_names(raw_redis, key_prefix, "alice") == set()
 
 

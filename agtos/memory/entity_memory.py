@@ -24,7 +24,7 @@ import numpy as np
 from agtos.memory.entity_graph import WRITE_RETRIES, EntityConflict, EntityGraph, EntityInvalid
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.llm import LLMProvider
-from agtos.schemas import Entity, EntityType, Episode
+from agtos.schemas import Entity, EntityType, Episode, Relationship
 from agtos.storage.entity_store import triple_key
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
@@ -253,7 +253,8 @@ class EntityMemory(EntityGraph):
 
     def drop_episode(self, user_id: str, entity_id: str, episode_id: str) -> int:
         """A forgotten episode leaves the entity (others still mention it): it no longer names the
-        episode, and its edges stated only there are deleted; returns how many edges."""
+        episode, its edges stated only there are deleted and its other edges no longer name it;
+        returns how many edges were deleted."""
         with self._lock:
             for _ in range(WRITE_RETRIES):
                 raw = self.store.get_raw(user_id, entity_id)
@@ -273,7 +274,24 @@ class EntityMemory(EntityGraph):
             for rel in stated_there:
                 sym = rel.type in SYMMETRIC_TYPES
                 self.store.delete_rel(rel, triple_key(rel.source_id, rel.type, rel.target_id, sym))
+            for rel_id in [*out_ids, *in_ids]:
+                self._unname_rel(user_id, rel_id, episode_id)
         return len(stated_there)
+
+    def _unname_rel(self, user_id: str, rel_id: str, episode_id: str) -> None:
+        """Drop ``episode_id`` from the sources of an edge other episodes state too (compare-and-set)."""
+        for _ in range(WRITE_RETRIES):
+            raw = self.store.rel_raw(user_id, rel_id)
+            if raw is None:
+                return
+            rel = Relationship.model_validate_json(raw)
+            rest = [e for e in rel.source_episode_ids if e != episode_id]
+            if not rest or rest == rel.source_episode_ids:
+                return
+            triple = triple_key(rel.source_id, rel.type, rel.target_id, rel.type in SYMMETRIC_TYPES)
+            new = rel.model_copy(update={"source_episode_ids": rest})
+            if self.store.save_rel(new, triple, expect=raw, old=rel, old_triple=triple).status == "ok":
+                return
 
     def merge(self, user_id: str, survivor_id: str, duplicate_id: str) -> MergeReport:
         """Fold ``duplicate_id`` into ``survivor_id``: aliases, episodes and edges move over

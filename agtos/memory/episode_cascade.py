@@ -22,13 +22,12 @@ ENTITY_PAGE = 500  # entities read per page while looking for the episode's
 def forget_derived(rt: Services, user_id: str, episode_id: str) -> dict[str, int]:
     """Forget the memories, conclusions and entities only ``episode_id`` supports, and drop it from
     the sources of the others; returns how many of each kind were forgotten."""
-    counts = {
-        "memories": _memories(rt, user_id, episode_id),
-        "conclusions": _conclusions(rt, user_id, episode_id),
-        "entities": _entities(rt, user_id, episode_id),
-    }
-    if counts["conclusions"]:
+    memories = _memories(rt, user_id, episode_id)
+    forgotten, rewritten = _conclusions(rt, user_id, episode_id)
+    counts = {"memories": memories, "conclusions": forgotten, "entities": _entities(rt, user_id, episode_id)}
+    if forgotten:
         rt.nli_cache.clear(user_id)  # cached verdicts are keyed by digests of conclusion texts
+    if forgotten or rewritten:  # the profile's lines cite their conclusions' episodes and turns
         from agtos.memory.dreamer_pipeline import load_recent_episodes, refresh_profile
 
         refresh_profile(rt, user_id, load_recent_episodes(rt, user_id))
@@ -51,7 +50,8 @@ def _memories(rt: Services, user_id: str, episode_id: str) -> int:
     return len(sourced) - len(kept)
 
 
-def _conclusions(rt: Services, user_id: str, episode_id: str) -> int:
+def _conclusions(rt: Services, user_id: str, episode_id: str) -> tuple[int, int]:
+    """Forget the conclusions only ``episode_id`` supports, rewrite the others' sources: (forgotten, rewritten)."""
     sourced = [c for c in rt.conclusions.all(user_id) if episode_id in c.source_episode_ids]
     kept: list[Conclusion] = []
     for conclusion in sourced:
@@ -63,7 +63,7 @@ def _conclusions(rt: Services, user_id: str, episode_id: str) -> int:
             rt.conclusions.delete(user_id, conclusion.id)
     if kept:
         rt.conclusions.save_records(kept)
-    return len(sourced) - len(kept)
+    return len(sourced) - len(kept), len(kept)
 
 
 def _entities(rt: Services, user_id: str, episode_id: str) -> int:
