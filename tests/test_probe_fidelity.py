@@ -267,3 +267,38 @@ def test_a_speaker_named_without_accents_is_still_that_speaker(client: TestClien
         said = context(client, "probe-accents", query, 300)
         assert "Zoë works as a marine biologist at the Lisbon Oceanarium" in said, said
         assert "Omar works as a structural engineer at Arup" not in said, said
+
+
+def test_no_habit_of_user_is_concluded_from_a_chat_between_two_named_people(client: TestClient) -> None:
+    """Two morning chats of Zoë and Omar on one topic gave 'User is a morning person who checks
+    weekend first thing in the day' and 'User regularly asks about weekend': neither is anyone's."""
+    for k in range(2):
+        end(
+            client,
+            "probe-habit",
+            f"morning-{k}",
+            [
+                {
+                    "role": "user",
+                    "name": "Zoë",
+                    "content": "How was your weekend?",
+                    "timestamp": f"2023-0{k + 1}-05T09:00:00Z",
+                },
+                {
+                    "role": "assistant",
+                    "name": "Omar",
+                    "content": "A calm weekend, I read a lot.",
+                    "timestamp": f"2023-0{k + 1}-05T09:01:00Z",
+                },
+                {
+                    "role": "user",
+                    "name": "Zoë",
+                    "content": "My weekend was busy, I baked bread.",
+                    "timestamp": f"2023-0{k + 1}-05T09:02:00Z",
+                },
+            ],
+        )
+    listed = client.get("/api/memory/conclusions", headers=user("probe-habit"))
+    assert listed.status_code == 200, listed.text
+    texts = [c["text"] for c in listed.json()["conclusions"]]
+    assert not [t for t in texts if t.startswith("User ")], texts
