@@ -11,12 +11,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import numpy as np
+from fastapi.testclient import TestClient
 
+from agtos.memory.context_builder import evidence_items
+from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Memory, Role, Turn
 from agtos.tasks.dates import annotate, format_turn
 from agtos.tasks.extract import extract
 from agtos.tasks.speakers import utterances
 from agtos.tasks.verbatim_turns import TurnUnit, episode_vectors, stored_turns
+from tests.helpers import user
 
 MAY_8 = int(datetime(2023, 5, 8, 18, 0, tzinfo=UTC).timestamp() * 1000)
 
@@ -125,3 +129,33 @@ def test_a_date_that_opens_the_turn_is_shown() -> None:
     said = Turn(role=Role.user, name="Caroline", content="Yesterday I went to the support group.", timestamp=MAY_8)
     (turn,) = stored_turns("caro", "ep-1", "s-1", [said])
     assert format_turn(turn) == "(8 May 2023) Caroline: Yesterday [= 7 May 2023] I went to the support group."
+
+
+TRIP = [
+    {"role": "user", "name": "Gina", "content": "We finally booked the ferry to Santorini for the first week of July."},
+    {"role": "assistant", "name": "Jon", "content": "Santorini in July! Are you staying in Oia or Fira?"},
+    {"role": "user", "name": "Gina", "content": "In Oia, my aunt rents a cave house with a view of the caldera."},
+    {
+        "role": "assistant",
+        "name": "Jon",
+        "content": "I went there in 2019, the sunsets from the caves are unreal.",
+    },
+]
+
+
+def test_every_context_item_names_its_own_session(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    """Planted: the episode-summary items of a context given the episode id as their ``sessionId``
+    (issue 14: evidence is attributed to its session); the turns found without a neighbour. Read
+    before the budget's dedupe, which keeps no summary sentence that a turn line already holds."""
+    timed = [{**t, "timestamp": MAY_8 + i * 60_000} for i, t in enumerate(TRIP)]
+    posted = client.post("/api/memory/sessions/s-trip/turns", json={"turns": timed}, headers=user("gina"))
+    assert posted.status_code == 200, posted.text
+    ended = client.post("/api/memory/sessions/s-trip/end", headers=user("gina"))
+    assert ended.status_code == 200 and ended.json()["saved"], ended.text
+    episode_id = ended.json()["episode"]["id"]
+    items, degraded = evidence_items(coordinator.services, "gina", "Where is Gina staying on Santorini?", 2_000, 10)
+    assert degraded is None and {i.tier for i in items} >= {"turn", "semantic", "episodic"}, items
+    for item in items:
+        assert (item.episode_id, item.session_id) == (episode_id, "s-trip"), item
+    # planted: the context's turns searched without neighbours (issue 14: "turns with a neighbour")
+    assert [i for i in items if i.tier == "turn" and i.neighbour], items
