@@ -25,6 +25,7 @@ from agtos.memory.services import Services
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode
 from tests.helpers import end_session, talk, user, user_key_names
+from tests.test_bitemporal import JAN_8_2024, MAR_15_2024, TURN_GAP_MS, session
 from tests.test_forget_races import ALLERGY as ALLERGY_QUEUED
 from tests.test_forget_races import PIN, HookedEmbedder, api, forget_all, queue_end  # noqa: F401 - api: a fixture
 
@@ -230,6 +231,21 @@ def test_a_merge_keeps_the_earliest_first_seen_and_the_latest_last_seen(client: 
     assert merged.status_code == 200, merged.text
     survivor = merged.json()["entity"]
     assert (survivor["firstSeen"], survivor["lastSeen"]) == (alice["firstSeen"], smith["lastSeen"])
+
+
+def test_a_new_job_closes_the_old_works_at_edge(client: TestClient) -> None:
+    """works-at is single-valued like lives-in: Maria's new employer closes the old edge."""
+    session(client, "zed", "s-a", JAN_8_2024, "My sister Maria works at Acme Corp.")
+    session(client, "zed", "s-b", MAR_15_2024, "My sister Maria works at Globex now.")
+    [maria] = [e for e in get(client, "zed", "/api/entities?limit=100")["entities"] if e["name"] == "Maria"]
+    edges = get(client, "zed", f"/api/entities/{maria['id']}/relationships")["relationships"]
+    jobs = {e["other"]["name"]: e for e in edges if e["type"] == "works-at"}
+    assert set(jobs) == {"Acme Corp", "Globex"}
+    assert (jobs["Acme Corp"]["validUntil"], jobs["Acme Corp"]["supersededBy"]) == (
+        MAR_15_2024 + TURN_GAP_MS,
+        jobs["Globex"]["id"],
+    )
+    assert (jobs["Globex"]["validUntil"], jobs["Globex"]["supersededBy"]) == (None, None)
 
 
 # -- the Dreamer's scheduling (agtos/memory/dreamer.py) --------------------------------------
