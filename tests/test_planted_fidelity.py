@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.context_builder import evidence_items
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.recall import recall
 from agtos.schemas import Memory, Role, Turn
 from agtos.tasks.dates import annotate, format_turn
 from agtos.tasks.extract import extract
@@ -145,7 +146,8 @@ TRIP = [
 
 def test_every_context_item_names_its_own_session(client: TestClient, coordinator: MemoryCoordinator) -> None:
     """Planted: the episode-summary items of a context given the episode id as their ``sessionId``
-    (issue 14: evidence is attributed to its session); the turns found without a neighbour. Read
+    (issue 14: evidence is attributed to its session); the turns found without a neighbour, or with
+    the wrong one. Read
     before the budget's dedupe, which keeps no summary sentence that a turn line already holds."""
     timed = [{**t, "timestamp": MAY_8 + i * 60_000} for i, t in enumerate(TRIP)]
     posted = client.post("/api/memory/sessions/s-trip/turns", json={"turns": timed}, headers=user("gina"))
@@ -159,3 +161,8 @@ def test_every_context_item_names_its_own_session(client: TestClient, coordinato
         assert (item.episode_id, item.session_id) == (episode_id, "s-trip"), item
     # planted: the context's turns searched without neighbours (issue 14: "turns with a neighbour")
     assert [i for i in items if i.tier == "turn" and i.neighbour], items
+    # planted: a turn of a day the question names given itself, not the next turn, as its neighbour
+    # (one turn asked of the index: the others are found by their day alone)
+    found = recall(coordinator.services, "gina", "What happened on 8 May 2023?", 5, "bm25", turns=1, neighbours=1)
+    windows = {m.turn.position: [t.position for t in m.window] for m in found.turns}
+    assert windows == {0: [0, 1], 1: [0, 1, 2], 2: [1, 2, 3], 3: [2, 3]}
