@@ -248,6 +248,16 @@ def test_a_new_job_closes_the_old_works_at_edge(client: TestClient) -> None:
     assert (jobs["Globex"]["validUntil"], jobs["Globex"]["supersededBy"]) == (None, None)
 
 
+def test_an_edge_stated_again_keeps_its_first_valid_from(client: TestClient) -> None:
+    """Maria lives in London, said in January and again in March: one edge, valid from January."""
+    session(client, "zed", "s-a", JAN_8_2024, "My sister Maria lives in London.")
+    session(client, "zed", "s-b", MAR_15_2024, "My sister Maria still lives in London.")
+    [maria] = [e for e in get(client, "zed", "/api/entities?limit=100")["entities"] if e["name"] == "Maria"]
+    edges = get(client, "zed", f"/api/entities/{maria['id']}/relationships")["relationships"]
+    homes = [(e["other"]["name"], e["validFrom"], e["validUntil"]) for e in edges if e["type"] == "lives-in"]
+    assert homes == [("London", JAN_8_2024 + TURN_GAP_MS, None)]
+
+
 # -- the Dreamer's scheduling (agtos/memory/dreamer.py) --------------------------------------
 
 
