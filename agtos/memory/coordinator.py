@@ -230,6 +230,12 @@ class MemoryCoordinator:
         check_record_id(memory_id, "memory id")
         return memory_crud.history(self.services, check_user_id(user_id), memory_id)
 
+    def source_session_ids(self, user_id: str, sources: list[list[str]]) -> list[list[str]]:
+        """For each list of source episode ids, the sessions they were said in (one batched read for all;
+        gone or imported episodes give none), in the episodes' order, without repeats."""
+        found = self.episodes.session_ids(check_user_id(user_id), (e for ids in sources for e in ids))
+        return [list(dict.fromkeys(found[e] for e in ids if e in found)) for ids in sources]
+
     # -- conclusions, Dreamer, lint, query-as-ingest ------------------------------------
     def list_conclusions(self, user_id: str, limit: int = 50, kind: str | None = None) -> list[Conclusion]:
         return self.conclusions.recent(check_user_id(user_id), limit, kind)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
 
 import redis
 
@@ -45,6 +46,17 @@ class EpisodeStore:
         uk = self.keys.user(user_id)
         raws = self.connector.run(lambda r: r.mget([uk.episode(i) for i in ids]))
         return {i for i, raw in zip(ids, raws, strict=True) if raw is not None}
+
+    def session_ids(self, user_id: str, ids: Iterable[str]) -> dict[str, str]:
+        """The stored session id of each of ``ids``, in one MGET; an episode gone (forgotten, expired) or
+        without a session (imported: '') is left out."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        uk = self.keys.user(user_id)
+        raws = self.connector.run(lambda r: r.mget([uk.episode(i) for i in wanted]))
+        found = {i: json.loads(raw).get("session_id") or "" for i, raw in zip(wanted, raws, strict=True) if raw}
+        return {i: sid for i, sid in found.items() if sid}
 
     def ttl(self, user_id: str, episode_id: str) -> int:
         return int(self.connector.run(lambda r: r.ttl(self.keys.user(user_id).episode(episode_id))))

@@ -15,6 +15,7 @@ _MEMORY_EXAMPLE: dict[str, Any] = {
     "text": "User lives in Berlin",
     "kind": "fact",
     "sourceEpisodeIds": ["ep-0123456789ab"],
+    "sourceSessionIds": ["sess-42"],
     "createdAt": 1710500000000,
     "importance": 0.5,
     "validFrom": 1710500000000,
@@ -74,6 +75,10 @@ class MemoryOut(ApiModel):
     text: str
     kind: str
     source_episode_ids: list[str]
+    source_session_ids: list[str] = Field(
+        default_factory=list,
+        description="the sessions its source episodes were made of (none for a gone or imported episode)",
+    )
     created_at: int = Field(description="when it was learned (ms)")
     importance: float
     valid_from: int = Field(description="when it became true or was stated (ms)")

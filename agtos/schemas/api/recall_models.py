@@ -83,8 +83,17 @@ class ContextOut(ApiModel):
 
 
 # -- insight ---------------------------------------------------------------------------
+class ConclusionOut(Conclusion):
+    """A conclusion as listed, with the sessions of its source episodes."""
+
+    source_session_ids: list[str] = Field(
+        default_factory=list,
+        description="the sessions its source episodes were made of (none for a gone or imported episode)",
+    )
+
+
 class ConclusionsOut(ApiModel):
-    conclusions: list[Conclusion]
+    conclusions: list[ConclusionOut]
     count: int
     available: bool = Field(default=True, description="false when Redis is down (the list is then empty)")
 

@@ -10,6 +10,7 @@ from agtos.schemas.api import (
     AskOut,
     AskRequest,
     ConclusionDeletedOut,
+    ConclusionOut,
     ConclusionsOut,
     DreamOut,
     ResponseIn,
@@ -34,9 +35,11 @@ def list_conclusions(
     """The user's conclusions, most recently updated first; ``available: false`` when Redis is down."""
     try:
         items = coordinator.list_conclusions(user_id, limit, type)
+        sessions = coordinator.source_session_ids(user_id, [c.source_episode_ids for c in items])
     except StorageUnavailable:
         return ConclusionsOut(conclusions=[], count=0, available=False)
-    return ConclusionsOut(conclusions=items, count=len(items))
+    out = [ConclusionOut(**c.model_dump(), source_session_ids=s) for c, s in zip(items, sessions, strict=True)]
+    return ConclusionsOut(conclusions=out, count=len(out))
 
 
 @router.delete("/conclusions/{conclusion_id}", response_model=ConclusionDeletedOut, responses=errors(404))

@@ -29,8 +29,17 @@ MERGED: dict[int | str, dict[str, Any]] = {
 }
 
 
-def memory_out(memory: Memory) -> MemoryOut:
-    return MemoryOut.model_validate(memory)
+def memories_out(coordinator: Coordinator, user_id: str, memories: list[Memory]) -> list[MemoryOut]:
+    """The memories with the sessions of their source episodes (one batched read for all)."""
+    sessions = coordinator.source_session_ids(user_id, [m.source_episode_ids for m in memories])
+    return [
+        MemoryOut.model_validate(m).model_copy(update={"source_session_ids": s})
+        for m, s in zip(memories, sessions, strict=True)
+    ]
+
+
+def memory_out(coordinator: Coordinator, user_id: str, memory: Memory) -> MemoryOut:
+    return memories_out(coordinator, user_id, [memory])[0]
 
 
 @router.post(
@@ -48,7 +57,11 @@ def create_memory(coordinator: Coordinator, user_id: UserId, body: MemoryIn, res
     )
     if not written.created:
         response.status_code = status.HTTP_200_OK
-    return MemoryWriteOut(memory=memory_out(written.memory), created=written.created, merged_into=written.merged_into)
+    return MemoryWriteOut(
+        memory=memory_out(coordinator, user_id, written.memory),
+        created=written.created,
+        merged_into=written.merged_into,
+    )
 
 
 @router.get("", response_model=MemoriesOut)
@@ -67,15 +80,15 @@ def list_memories(
     facts before superseded ones. ``available: false`` when Redis is down."""
     try:
         page = coordinator.list_memories(user_id, q, MemoryKind(kind) if kind else None, limit, offset)
+        memories = memories_out(coordinator, user_id, page.memories)
     except StorageUnavailable:
         return MemoriesOut(memories=[], count=0, query=q, available=False)
-    memories = [memory_out(m) for m in page.memories]
     return MemoriesOut(memories=memories, count=len(memories), total=page.total, query=q, available=True)
 
 
 @router.get("/{memory_id}", response_model=MemoryOut, responses=errors(404))
 def get_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -> MemoryOut:
-    return memory_out(coordinator.get_memory(user_id, memory_id))
+    return memory_out(coordinator, user_id, coordinator.get_memory(user_id, memory_id))
 
 
 @router.put("/{memory_id}", response_model=MemoryOut, responses=errors(403, 404, 413))
@@ -83,6 +96,8 @@ def update_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId
     """Change the text (re-indexed), kind or validity; the edit is kept in the history."""
     clear_until = "valid_until" in body.model_fields_set and body.valid_until is None
     return memory_out(
+        coordinator,
+        user_id,
         coordinator.update_memory(
             user_id,
             memory_id,
@@ -91,7 +106,7 @@ def update_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId
             body.valid_from,
             body.valid_until,
             clear_until,
-        )
+        ),
     )
 
 
