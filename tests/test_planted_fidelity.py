@@ -8,14 +8,14 @@ verbatim-memory path"), and passes without it. Expected values are literals from
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import numpy as np
 from fastapi.testclient import TestClient
 
 from agtos.memory.context_builder import evidence_items
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.memory.recall import recall
+from agtos.memory.recall import dated_turns, recall
 from agtos.schemas import Memory, Role, Turn
 from agtos.tasks.dates import annotate, format_turn
 from agtos.tasks.extract import extract
@@ -135,7 +135,11 @@ def test_a_date_that_opens_the_turn_is_shown() -> None:
 TRIP = [
     {"role": "user", "name": "Gina", "content": "We finally booked the ferry to Santorini for the first week of July."},
     {"role": "assistant", "name": "Jon", "content": "Santorini in July! Are you staying in Oia or Fira?"},
-    {"role": "user", "name": "Gina", "content": "In Oia, my aunt rents a cave house with a view of the caldera."},
+    {
+        "role": "user",
+        "name": "Gina",
+        "content": "In Oia, my aunt rented a cave house yesterday, it looks on the caldera.",
+    },
     {
         "role": "assistant",
         "name": "Jon",
@@ -166,3 +170,7 @@ def test_every_context_item_names_its_own_session(client: TestClient, coordinato
     found = recall(coordinator.services, "gina", "What happened on 8 May 2023?", 5, "bm25", turns=1, neighbours=1)
     windows = {m.turn.position: [t.position for t in m.window] for m in found.turns}
     assert windows == {0: [0, 1], 1: [0, 1, 2], 2: [1, 2, 3], 3: [2, 3]}
+    # planted: the turns that name a day ("yesterday [= 7 May 2023]") looked for in that day's
+    # sessions only, not in those of the two days after
+    named = dated_turns(coordinator.services, "gina", "Oia cave house", [date(2023, 5, 7)])
+    assert [(m.turn.session_id, m.turn.position) for m in named] == [("s-trip", 2)]
