@@ -329,6 +329,17 @@ def test_a_forget_during_a_sweep_outside_a_run_record_leaves_nothing(
     assert user_key_names(raw_redis, key_prefix, "alice") == set()
 
 
+# -- explicit statements (agtos/tasks/explicit.py) -------------------------------------------
+
+
+def test_a_fourteen_word_preference_is_one_profile_line(client: TestClient) -> None:
+    """A profile line holds up to 14 words (``MAX_WORDS``): this preference is exactly 14."""
+    said = "I prefer green tea with a little honey in the late afternoon on weekdays."
+    end_session(client, "ines", "s1", [{"role": "user", "content": said}, {"role": "assistant", "content": "Noted."}])
+    line = "User prefers green tea with a little honey in the late afternoon on weekdays"
+    assert get(client, "ines", "/api/memory/profile")["profile"]["preferences"] == [line]
+
+
 # -- export (agtos/memory/export.py) ---------------------------------------------------------
 
 
