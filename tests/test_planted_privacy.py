@@ -21,6 +21,7 @@ from agtos.memory import dreamer, dreamer_pipeline
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
 from agtos.memory.lint_pipeline import INLINE_STEPS, LintState, maintain
+from agtos.memory.resource_guard import Policy
 from agtos.memory.services import Services
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode
@@ -28,6 +29,7 @@ from tests.helpers import end_session, talk, user, user_key_names
 from tests.test_bitemporal import JAN_8_2024, MAR_15_2024, TURN_GAP_MS, session
 from tests.test_forget_races import ALLERGY as ALLERGY_QUEUED
 from tests.test_forget_races import PIN, HookedEmbedder, api, forget_all, queue_end  # noqa: F401 - api: a fixture
+from tests.test_resource_guard import make_guard
 
 DAY_MS = 86_400_000
 
@@ -371,3 +373,14 @@ def test_an_export_replaces_a_previous_snapshot_and_nothing_else(
     with pytest.raises(FileExistsError):
         export_snapshot(services, other, users=["ines"])
     assert [p.name for p in other.iterdir()] == ["diary.txt"]
+
+
+# -- the resource guard (agtos/memory/resource_guard.py) -------------------------------------
+
+
+def test_a_load_exactly_at_the_limit_does_not_defer() -> None:
+    """The module's rule: defer when the 1-minute load is *above* cpus x 0.8 (x 0.3 idle-only)."""
+    for policy, cpus, at_limit, above in ((Policy.auto, 4, 3.2, 3.25), (Policy.idle_only, 10, 3.0, 3.05)):
+        for load, reason in ((at_limit, "idle"), (above, "cpu-load")):
+            guard, _ = make_guard(policy=policy, load=load, cpus=cpus)
+            assert guard.check().reason == reason, (policy, load)
