@@ -21,7 +21,7 @@ from agtos.memory import dreamer, dreamer_pipeline
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
 from agtos.memory.lint_pipeline import INLINE_STEPS, LintState, maintain
-from agtos.memory.resource_guard import Policy
+from agtos.memory.resource_guard import ActivityTracker, Policy
 from agtos.memory.services import Services
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode
@@ -384,3 +384,14 @@ def test_a_load_exactly_at_the_limit_does_not_defer() -> None:
         for load, reason in ((at_limit, "idle"), (above, "cpu-load")):
             guard, _ = make_guard(policy=policy, load=load, cpus=cpus)
             assert guard.check().reason == reason, (policy, load)
+
+
+def test_a_session_idle_exactly_the_timeout_is_still_active() -> None:
+    """'A session idle longer than idle_timeout_s is inactive': at exactly 600 s it still counts."""
+    now = [1_000.0]
+    tracker = ActivityTracker(idle_timeout_s=600.0, clock=lambda: now[0])
+    tracker.session_started("ines", "s1")
+    now[0] = 1_600.0
+    assert tracker.active_session_count() == 1
+    now[0] = 1_600.5
+    assert tracker.active_session_count() == 0
