@@ -41,11 +41,11 @@ def test_a_move_closes_the_old_home_and_the_context_shows_the_current_one(client
     session(client, "maria", "s-berlin", MAR_15_2024, "I moved to Berlin, the flat is lovely.")
 
     london, berlin = memory_with(client, "maria", "London"), memory_with(client, "maria", "Berlin")
-    # both kept; the old one closed when the new one was stated (the session's last turn: +1 minute)
-    assert london["validFrom"] == JAN_8_2024 + TURN_GAP_MS
-    assert berlin["validFrom"] == MAR_15_2024 + TURN_GAP_MS
+    # both kept; the old one closed when the new one was stated (the user's turn, not the session's last: +1 minute)
+    assert london["validFrom"] == JAN_8_2024
+    assert berlin["validFrom"] == MAR_15_2024
     assert (london["validUntil"], london["supersededBy"], london["current"]) == (
-        MAR_15_2024 + TURN_GAP_MS,
+        MAR_15_2024,
         berlin["id"],
         False,
     )
@@ -64,7 +64,7 @@ def test_a_move_closes_the_old_home_and_the_context_shows_the_current_one(client
         ("extracted", "created", None),
         ("supersession", "superseded", berlin["id"]),
     ]
-    assert changes[1]["validUntil"] == MAR_15_2024 + TURN_GAP_MS
+    assert changes[1]["validUntil"] == MAR_15_2024
     later = client.get(f"{MEMORIES}/{berlin['id']}/history", headers=user("maria")).json()["changes"]
     assert [(c["action"], c["relatedId"]) for c in later] == [("created", None), ("supersedes", london["id"])]
 
@@ -103,7 +103,7 @@ def test_a_back_filled_older_statement_is_closed_by_the_later_one(client: TestCl
     session(client, "ivo", "s-new", MAR_15_2024, "I moved to Berlin in February.")
     session(client, "ivo", "s-old", JAN_8_2024, "I live in London.")
     london, berlin = memory_with(client, "ivo", "London"), memory_with(client, "ivo", "Berlin")
-    assert (london["supersededBy"], london["validUntil"]) == (berlin["id"], MAR_15_2024 + TURN_GAP_MS)
+    assert (london["supersededBy"], london["validUntil"]) == (berlin["id"], MAR_15_2024)
     assert berlin["current"] is True
 
 
@@ -131,7 +131,7 @@ def test_a_restated_fact_is_current_again(client: TestClient) -> None:
     session(client, "ana", "s2", MAR_15_2024, "I moved to Berlin.")
     session(client, "ana", "s3", MAR_15_2024 + 86_400_000 * 60, "I live in London.")
     london, berlin = memory_with(client, "ana", "London"), memory_with(client, "ana", "Berlin")
-    assert london["current"] is True and london["validFrom"] == MAR_15_2024 + 86_400_000 * 60 + TURN_GAP_MS
+    assert london["current"] is True and london["validFrom"] == MAR_15_2024 + 86_400_000 * 60
     assert berlin["supersededBy"] == london["id"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.helpers import talk, user
+from tests.helpers import end_session, talk, user
 
 USER = "evidence-ids"
 
@@ -31,3 +31,19 @@ def test_memories_and_conclusions_carry_their_session_ids(client: TestClient) ->
     ).json()["memory"]
     assert written["sourceEpisodeIds"] == ["ep-gone-000"]
     assert written["sourceSessionIds"] == []
+
+
+def test_an_extracted_fact_is_valid_from_its_own_turn(client: TestClient) -> None:
+    turns = [
+        {"role": "user", "content": "I work as a nurse at Mercy Hospital.", "timestamp": 1683540000000},
+        {"role": "assistant", "content": "That sounds demanding.", "timestamp": 1683540030000},
+        {"role": "user", "content": "I live in Lisbon with my two cats.", "timestamp": 1683543600000},
+        {"role": "assistant", "content": "Lisbon is lovely.", "timestamp": 1683547200000},
+    ]
+    end_session(client, USER, "dated-turns-4b1", turns)
+    memories = client.get("/api/memory/memories", headers=user(USER)).json()["memories"]
+    valid_from = {m["text"]: m["validFrom"] for m in memories}
+    nurse = next(t for t in valid_from if "nurse" in t.lower())
+    lisbon = next(t for t in valid_from if "lisbon" in t.lower())
+    assert valid_from[nurse] == 1683540000000  # 8 May 2023 10:00 UTC, not the session's last turn
+    assert valid_from[lisbon] == 1683543600000

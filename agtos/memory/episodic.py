@@ -45,7 +45,7 @@ def build_episode(
     found = extract(turns)
     decision = decide_save(turns, found)
     summary = summariser.summarise(turns) if decision.save else "(not saved)"
-    facts = list(dict.fromkeys(found.corrections + found.preferences + found.facts))
+    facts = list(dict.fromkeys(found.corrections + found.preferences + found.facts))[:256]
     episode = Episode(
         id=session_episode_id(user_id, session_id, segment),
         user_id=user_id,
@@ -56,6 +56,6 @@ def build_episode(
         timestamp=max((t.timestamp for t in turns), default=0) or now_ms(),
         importance=decision.importance,
         type=decision.type,
-        facts=facts[:256],
-    )
+        facts=facts,
+    ).with_fact_times({f: found.stated_at[f] for f in facts if found.stated_at.get(f)})
     return EpisodeDraft(episode, decision)

@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
@@ -189,6 +190,17 @@ class Episode(Record):
     type: EpisodeType = EpisodeType.conversation
     facts: list[str] = Field(default_factory=list, max_length=256)
     entities: list[str] = Field(default_factory=list, max_length=256)
+    #: each fact → when its turn said it (ms), known while the episode built from its turns is being
+    #: ingested (kept by model_copy; not stored, not a field of the record or its Arrow schema)
+    _fact_times: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def said_at(self, fact: str) -> int:
+        """When ``fact`` was said: its turn's time if known, else the episode's."""
+        return self._fact_times.get(fact) or self.timestamp
+
+    def with_fact_times(self, times: dict[str, int]) -> Episode:
+        self._fact_times = dict(times)
+        return self
 
 
 class IngestItem(Record):

@@ -39,15 +39,18 @@ def memory_kind(text: str) -> MemoryKind:
 
 
 def distil_memories(episodes: list[Episode]) -> list[Memory]:
-    """One memory per distinct fact across the batch, with every source episode listed."""
+    """One memory per distinct fact across the batch, with every source episode listed; valid from
+    when it was first said (its turn's time; the episode's when the turn's is not known)."""
     by_id: dict[str, Memory] = {}
     for episode in episodes:
         for fact in episode.facts:
             mid = memory_id(episode.user_id, fact)
+            said = episode.said_at(fact)
             if mid in by_id:
-                sources = by_id[mid].source_episode_ids
-                if episode.id not in sources:
-                    sources.append(episode.id)
+                memory = by_id[mid]
+                if episode.id not in memory.source_episode_ids:
+                    memory.source_episode_ids.append(episode.id)
+                memory.valid_from = min(memory.valid_from, said)
                 continue
             by_id[mid] = Memory(
                 id=mid,
@@ -57,5 +60,6 @@ def distil_memories(episodes: list[Episode]) -> list[Memory]:
                 source_episode_ids=[episode.id],
                 created_at=episode.timestamp,
                 importance=episode.importance,
+                valid_from=said,
             )
     return list(by_id.values())

@@ -150,6 +150,12 @@ class Extraction:
     task_outcomes: list[str] = field(default_factory=list)
     keywords: list[str] = field(default_factory=list)
     topic: str = "general"
+    #: each fact, preference or correction → the time (ms) of the first turn that said it (0: undated)
+    stated_at: dict[str, int] = field(default_factory=dict)
+
+    def add(self, tier: list[str], text: str, timestamp: int) -> None:
+        tier.append(text)
+        self.stated_at.setdefault(text, timestamp)
 
 
 def is_trivial(text: str) -> bool:
@@ -213,7 +219,7 @@ def dated(text: str, timestamp_ms: int, utc_offset: int | None = None) -> str:
 def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction) -> None:
     for sentence in sentences(u.text):
         if agent_chat and u.turn.role == Role.user.value and CORRECTION_RE.search(sentence):
-            out.corrections.append(sentence)
+            out.add(out.corrections, sentence, u.turn.timestamp)
         statement = statement_of(sentence)
         if statement is None:
             continue
@@ -223,14 +229,16 @@ def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat
             if _REACTION.match(text):
                 continue
             if PREFERENCE_RE.search(text):
-                out.preferences.append(dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset))
+                said = dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset)
+                out.add(out.preferences, said, u.turn.timestamp)
                 continue
             informative = len(informative_words(text, names))
             listed = FACT_RE.search(text) is not None and informative >= 1
             opens = _STATEMENT.match(text) is not None or _NAMED_STATEMENT.match(text) is not None
             stated = informative >= 2 and opens and not _REQUEST.search(text)
             if listed or stated:
-                out.facts.append(dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset))
+                said = dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset)
+                out.add(out.facts, said, u.turn.timestamp)
 
 
 def keywords_of(texts: list[str], limit: int = 8) -> list[str]:
