@@ -342,6 +342,14 @@ def test_a_fourteen_word_preference_is_one_profile_line(client: TestClient) -> N
     assert get(client, "ines", "/api/memory/profile")["profile"]["preferences"] == [line]
 
 
+def test_the_profile_keeps_the_latest_home(client: TestClient) -> None:
+    """Home is single-valued in the profile: after a move, the newer home only."""
+    session(client, "rui", "s-a", JAN_8_2024, "I live in London.")
+    session(client, "rui", "s-b", MAR_15_2024, "I moved to Berlin.")
+    facts = get(client, "rui", "/api/memory/profile")["profile"]["facts"]
+    assert [line for line in facts if line.startswith("User lives in")] == ["User lives in Berlin"], facts
+
+
 # -- export (agtos/memory/export.py) ---------------------------------------------------------
 
 
