@@ -55,9 +55,8 @@ def api_client(api: str) -> httpx.Client:
 
 
 @pytest.fixture(scope="module")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One server for the module (its start-up is ~15 s on a loaded machine): each test works on
-    deployments it (re)registers itself and on flow runs it created, found by their ids."""
+def module_prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for the module: its start-up takes 15-30 s on a loaded machine."""
     port = free_port()
     env = {
         **os.environ,
@@ -79,6 +78,17 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def prefect_server(module_prefect_server: str) -> str:
+    """The module's server with no deployment or work pool left by an earlier test (each test
+    reads only flow runs it created itself, by their ids)."""
+    with api_client(module_prefect_server) as client:
+        for deployment in client.post("/deployments/filter", json={}).json():
+            assert client.delete(f"/deployments/{deployment['id']}").status_code in (200, 204, 404)
+        assert client.delete("/work_pools/agtos").status_code in (200, 204, 404)
+    return module_prefect_server
 
 
 def test_served_lint_deployment_completes(
@@ -110,9 +120,7 @@ def test_served_lint_deployment_completes(
         deadline = time.monotonic() + 120
         while deployment is None and time.monotonic() < deadline:
             found = client.post("/deployments/filter", json={"deployments": {"name": {"any_": ["nightly-lint"]}}})
-            # the runner's own (no work pool), not one prefect.yaml deployed to the pool earlier
-            served = [d for d in found.json() if d["work_pool_name"] is None] if found.status_code == 200 else []
-            deployment = served[0] if served else None
+            deployment = (found.json() or [None])[0] if found.status_code == 200 else None
             time.sleep(0.25)
         assert deployment is not None, "the runner never registered nightly-lint"
         schedule = deployment["schedules"][0]["schedule"]
