@@ -15,12 +15,14 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.context_builder import evidence_items
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.ingestion_pipeline import episode_rows_first
 from agtos.memory.recall import dated_turns, recall
-from agtos.schemas import Memory, Role, Turn
+from agtos.schemas import Episode, Memory, Role, Turn
 from agtos.tasks.dates import annotate, format_turn
 from agtos.tasks.extract import extract
 from agtos.tasks.speakers import utterances
-from agtos.tasks.verbatim_turns import TurnUnit, episode_vectors, stored_turns
+from agtos.tasks.summarize import extractive_summary
+from agtos.tasks.verbatim_turns import TurnBatch, TurnUnit, episode_vectors, stored_turns
 from tests.helpers import user
 
 MAY_8 = int(datetime(2023, 5, 8, 18, 0, tzinfo=UTC).timestamp() * 1000)
@@ -174,3 +176,68 @@ def test_every_context_item_names_its_own_session(client: TestClient, coordinato
     # sessions only, not in those of the two days after
     named = dated_turns(coordinator.services, "gina", "Oia cave house", [date(2023, 5, 7)])
     assert [(m.turn.session_id, m.turn.position) for m in named] == [("s-trip", 2)]
+
+
+JON_NEWS = "I lost my job at Door Dash last week, so I am looking for work as a delivery driver."
+GINA = [
+    "I finally finished renovating the kitchen with new oak cabinets and a marble countertop"
+    " after three months of work.",
+    "Next spring I am planting tomatoes and basil in the raised garden beds behind the garage.",
+    "My sister Marisol opened a bakery in Tucson and sells cinnamon buns every morning.",
+    "I signed up for a marathon in October and I run twenty miles every weekend.",
+    "Our daughter starts kindergarten in September at the school on Maple Street.",
+    "I am learning Portuguese because we plan to move to Lisbon next year.",
+    "My husband bought a used camper van and we drive it to the coast every summer.",
+    "I started volunteering at the animal shelter on Saturdays walking the older dogs.",
+    "My manager promoted me to team lead of the data platform group in March.",
+    "We repainted the living room a pale green and hung my grandmother's old mirror.",
+]
+
+
+def test_each_of_two_speakers_gets_a_sentence_into_the_summary() -> None:
+    """Planted: each person's best sentence put in first only when three or more speak (``> 2``
+    for ``> 1``): Gina's ten statements then fill the 600 characters and Jon is left out."""
+    jon = "Did you see the new bakery that opened downtown near the old train station last Saturday?"
+    summary = extractive_summary(
+        [
+            Turn(role=Role.user, name="Gina", content=" ".join(GINA[:3])),
+            Turn(role=Role.assistant, name="Jon", content=jon),
+            Turn(role=Role.user, name="Gina", content=" ".join(GINA[3:])),
+        ]
+    )
+    assert len(summary) <= 600 and f"Jon: {jon}" in summary, summary
+
+
+def test_the_summary_picks_another_topic_before_a_repeat() -> None:
+    """Planted: maximal marginal relevance adding the redundancy instead of subtracting it, so a
+    paraphrase of the kitchen renovation displaces the one sentence about the garden."""
+    kitchen = [
+        GINA[0],
+        "The kitchen renovation took three months because the oak cabinets arrived late from the carpenter.",
+        "We chose a white marble countertop for the kitchen and matching oak cabinets for the renovation.",
+        "My brother helped me install the oak cabinets in the kitchen during the renovation weekend.",
+    ]
+    summary = extractive_summary(
+        [
+            Turn(role=Role.user, name="Gina", content=" ".join(kitchen[:2])),
+            Turn(
+                role=Role.assistant,
+                name="Jon",
+                content=JON_NEWS,
+            ),
+            Turn(role=Role.user, name="Gina", content=" ".join([*kitchen[2:], GINA[1]])),
+        ]
+    )
+    assert GINA[1] in summary and kitchen[1] not in summary, summary
+
+
+def test_an_ingested_episode_row_is_made_of_its_turns_and_its_facts() -> None:
+    """Planted: the ingestion's episode rows made of the turn units alone (the facts' rows not
+    handed to ``episode_vectors``). Rows: the memories', then the turn units' (no episode of
+    the batch is embedded by its text); out: the episode's row first, then those rows."""
+    episode = Episode(id="ep-1", user_id="u", session_id="s-1", summary="Caroline bought a red guitar.")
+    facts = [Memory(user_id="u", text=f"fact {i}", source_episode_ids=["ep-1"]) for i in range(2)]
+    unit = TurnUnit("u", "ep-1", 0, 0, "(8 May 2023) Caroline: I bought a red guitar")
+    embedded = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], dtype=np.float32)
+    rows = episode_rows_first([episode], [], facts, TurnBatch([], [unit]), embedded)
+    np.testing.assert_allclose(rows, [[0.70710678, 0.70710678], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], atol=1e-6)
