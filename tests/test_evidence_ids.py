@@ -47,3 +47,31 @@ def test_an_extracted_fact_is_valid_from_its_own_turn(client: TestClient) -> Non
     lisbon = next(t for t in valid_from if "lisbon" in t.lower())
     assert valid_from[nurse] == 1683540000000  # 8 May 2023 10:00 UTC, not the session's last turn
     assert valid_from[lisbon] == 1683543600000
+
+
+def test_a_long_turn_highlight_is_cut_to_what_matched(client: TestClient) -> None:
+    # one unpunctuated run on either side (few sentences: the session's summary and facts stay cheap); 6,700
+    # characters, not the probe's 20,000, to keep the ingestion short: the cut is the same past 120 tokens
+    filler = "we talked about the weather and the traffic on the bridge again this morning and " * 40
+    said = filler + "My grandmother's lighthouse in Peniche was painted teal last spring. " + filler
+    assert len(said) > 6_000
+    end_session(
+        client,
+        USER,
+        "long-turn-9d2",
+        [
+            {"role": "user", "content": said, "timestamp": 1683540000000},
+            {"role": "assistant", "content": "What a story.", "timestamp": 1683540060000},
+            {"role": "user", "content": "The lighthouse is tall.", "timestamp": 1683540120000},
+        ],
+    )
+    found = client.get(
+        "/api/memory/search", params={"q": "grandmother lighthouse Peniche teal"}, headers=user(USER)
+    ).json()
+    (hit,) = [h for h in found["results"] if h["sessionId"] == "long-turn-9d2"]
+    texts = [h["text"] for h in hit["highlights"]]
+    assert "The lighthouse is tall." in texts  # a short turn stays whole
+    (long_one,) = [t for t in texts if "Peniche" in t]
+    assert len(long_one) <= 1_000
+    assert "My grandmother's lighthouse in Peniche was painted teal last spring." in long_one
+    assert "…" in long_one

@@ -29,8 +29,9 @@ from agtos.storage.redis_conn import members
 from agtos.storage.semantic_store import SearchResult
 from agtos.storage.turns import TurnMatch, parse_turn_doc_id, turn_doc_id
 from agtos.tasks.answer_builder import build_answer
+from agtos.tasks.bm25 import query_terms as terms_of
 from agtos.tasks.bm25 import rank_texts
-from agtos.tasks.context import ContextItem
+from agtos.tasks.context import ContextItem, chunk_offset, focus
 from agtos.tasks.dates import annotate, format_turn, named_days, speaker, turn_datetime
 from agtos.tasks.dialectic import Evidence, llm_answer
 from agtos.tasks.distil import memory_id
@@ -63,6 +64,7 @@ TURNS_PER_HIT = 5  # turn hits searched per episode hit asked for
 FACTS_PER_HIT = 0  # memory hits searched per episode hit asked for, their source episodes as evidence (on the
 # dev sets they cost recall@1: off)
 HIGHLIGHTS = 3  # matching turns shown per search hit
+HIGHLIGHT_TOKENS = 120  # a longer highlight is cut to its sentences that share the query's words ("…" where cut)
 DATED_TURNS = 20  # turns of the days a question names (by date), fused with the index's turn hits
 DATED_EPISODES = 20  # sessions read per named day
 DATED_WEIGHT = 1.0  # their weight in that fusion (the index's hits weigh 1)
@@ -86,6 +88,8 @@ class Highlight:
 
     turn: StoredTurn
     score: float
+    terms: frozenset[str] = frozenset()  # the query's, for cutting a long turn to what matched
+    chunk: int = 0  # the window of a long turn that matched (its index unit ``….c<n>``)
 
     @property
     def speaker(self) -> str:
@@ -105,8 +109,13 @@ class Highlight:
 
     @property
     def text(self) -> str:
-        """What was said, relative dates resolved (``yesterday [= 7 May 2023]``)."""
-        return annotate(self.turn.content, self.turn.dates)
+        """What was said, relative dates resolved (``yesterday [= 7 May 2023]``); a turn longer than
+        :data:`HIGHLIGHT_TOKENS` tokens cut to its sentences that share the query's words (else the
+        matched window), ``…`` where cut."""
+        said = annotate(self.turn.content, self.turn.dates)
+        if len(said) <= HIGHLIGHT_TOKENS:  # a token is one character at least
+            return said
+        return focus(said, self.terms, HIGHLIGHT_TOKENS, chunk_offset(self.turn, self.chunk))
 
 
 @dataclass(frozen=True)
@@ -267,7 +276,7 @@ def recall(
     ]
     reranked = rerank_by_recency(fused_hits, recency_weight(query))
     picked = reranked if shown is None else reranked[: max(shown, limit)]
-    matched = highlights(out.turns, {h.id for h in picked})
+    matched = highlights(out.turns, {h.id for h in picked}, query)
     out.episodes = [
         SearchHit(
             Episode.model_validate_json(payloads[h.id]),
@@ -303,16 +312,23 @@ def _timestamp(payload: str) -> int:
     return int(found[0]) if len(found) == 1 else Episode.model_validate_json(payload).timestamp
 
 
-def highlights(turns: list[TurnMatch], episodes: Collection[str] | None = None) -> dict[str, list[Highlight]]:
+_CHUNK = re.compile(r"\.t\d+\.c(\d+)$")
+
+
+def highlights(
+    turns: list[TurnMatch], episodes: Collection[str] | None = None, query: str = ""
+) -> dict[str, list[Highlight]]:
     """Episode id -> its first :data:`HIGHLIGHTS` matched turns, in the order of ``turns`` (one pass);
-    ``episodes``: only those episodes'."""
+    ``episodes``: only those episodes'; long turns are cut to what shares ``query``'s words."""
+    terms = frozenset(terms_of(query))
     out: dict[str, list[Highlight]] = {}
     for m in turns:
         if episodes is not None and m.turn.episode_id not in episodes:
             continue
         listed = out.setdefault(m.turn.episode_id, [])
         if len(listed) < HIGHLIGHTS:
-            listed.append(Highlight(m.turn, m.score))
+            chunk = _CHUNK.search(m.doc_ids[0]) if m.doc_ids else None
+            listed.append(Highlight(m.turn, m.score, terms, int(chunk[1]) if chunk else 0))
     return out
 
 

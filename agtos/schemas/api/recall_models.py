@@ -37,7 +37,10 @@ class HighlightOut(ApiModel):
     role: str
     timestamp: int = Field(description="when it was said (ms)")
     position: int = Field(description="0-based place of the turn in its session")
-    text: str = Field(description="the turn as said, relative dates resolved: 'yesterday [= 7 May 2023]'")
+    text: str = Field(
+        description="the turn as said, relative dates resolved: 'yesterday [= 7 May 2023]'; a turn over 120 tokens"
+        " is cut to its sentences that share the query's words (else the matched window), '…' where cut"
+    )
     score: float = Field(description="0-1")
 
 
