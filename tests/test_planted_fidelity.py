@@ -241,3 +241,32 @@ def test_an_ingested_episode_row_is_made_of_its_turns_and_its_facts() -> None:
     embedded = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], dtype=np.float32)
     rows = episode_rows_first([episode], [], facts, TurnBatch([], [unit]), embedded)
     np.testing.assert_allclose(rows, [[0.70710678, 0.70710678], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], atol=1e-6)
+
+
+def test_you_in_a_three_person_chat_is_not_resolved_to_one_of_them() -> None:
+    """Planted: "you" rewritten as the first other person even when two others are listening (the
+    ``len(others) == 1`` check dropped): Gina's fact would say she owes Jon."""
+    facts = extract(
+        [
+            Turn(role=Role.user, name="Gina", content="I owe you fifty dollars for the concert tickets."),
+            Turn(role=Role.assistant, name="Jon", content="My sister Marisol opened a bakery in Tucson."),
+            Turn(role=Role.user, name="Maria", content="I moved to Denver in March for my new job."),
+        ]
+    ).facts
+    (gina,) = [f for f in facts if f.startswith("Gina")]
+    assert "Jon" not in gina and "Maria" not in gina, facts
+
+
+def test_a_chat_between_two_people_yields_no_corrections_of_the_agent() -> None:
+    """Planted: corrections taken from every user turn, a chat between two people included (they
+    correct each other, not an agent: ``agent_chat and`` dropped)."""
+    said = extract(
+        [
+            Turn(role=Role.user, name="Gina", content="The concert is on Saturday at the old theatre."),
+            Turn(role=Role.assistant, name="Jon", content="I thought it was on Sunday at the arena."),
+            Turn(role=Role.user, name="Gina", content="No, I meant the jazz concert, not the rock one."),
+        ]
+    )
+    assert said.corrections == []
+    agent = extract([Turn(role=Role.user, content="No, I meant the jazz concert, not the rock one.")])
+    assert agent.corrections == ["No, I meant the jazz concert, not the rock one."]
