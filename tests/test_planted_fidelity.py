@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.context_builder import evidence_items
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.memory.ingestion_pipeline import episode_rows_first
+from agtos.memory.ingestion_pipeline import IngestionReport, episode_rows_first, without_forgotten
 from agtos.memory.recall import dated_turns, recall
-from agtos.schemas import Episode, Memory, Role, Turn
+from agtos.schemas import Episode, IngestItem, Memory, Role, Turn
 from agtos.tasks.dates import annotate, format_turn
 from agtos.tasks.extract import extract
 from agtos.tasks.speakers import utterances
@@ -270,3 +270,22 @@ def test_a_chat_between_two_people_yields_no_corrections_of_the_agent() -> None:
     assert said.corrections == []
     agent = extract([Turn(role=Role.user, content="No, I meant the jazz concert, not the rock one.")])
     assert agent.corrections == ["No, I meant the jazz concert, not the rock one."]
+
+
+def test_a_session_taken_before_a_forget_mark_is_not_ingested() -> None:
+    """Planted: an item dropped only when the forget-everything mark is later than when it was
+    taken (``>`` for ``>=``: a mark of the same millisecond lets it through), or compared with the
+    batch's start instead of the item's own ``since_ms``."""
+    said = [Turn(role=Role.user, content="I bought a red guitar.", timestamp=MAY_8)]
+    items = [
+        IngestItem(user_id="same-ms", session_id="s-1", turns=said, since_ms=5_000),
+        IngestItem(user_id="taken-earlier", session_id="s-2", turns=said, since_ms=1_000),
+        IngestItem(user_id="kept", session_id="s-3", turns=said, since_ms=5_000),
+    ]
+    report = IngestionReport()
+    kept = without_forgotten(report, items, 9_000, {"same-ms": 5_000, "taken-earlier": 2_000, "kept": 4_999})
+    assert [i.session_id for i in kept] == ["s-3"]
+    assert report.skipped == [
+        {"sessionId": "s-1", "reason": "the user forgot everything after it was taken"},
+        {"sessionId": "s-2", "reason": "the user forgot everything after it was taken"},
+    ]
