@@ -75,3 +75,43 @@ def test_a_long_turn_highlight_is_cut_to_what_matched(client: TestClient) -> Non
     assert len(long_one) <= 1_000
     assert "My grandmother's lighthouse in Peniche was painted teal last spring." in long_one
     assert "…" in long_one
+
+
+def test_an_undated_turn_among_dated_ones_takes_its_neighbours_time(client: TestClient) -> None:
+    turns = [
+        {"role": "user", "content": "My brother Tiago opened a surf school in Ericeira."},  # first: the next one's
+        {"role": "assistant", "content": "A surf school, how exciting.", "timestamp": 1683540000000},
+        {"role": "user", "content": "He also adopted a greyhound called Bolt.", "timestamp": 1683540060000},
+        {"role": "assistant", "content": "Greyhounds are gentle dogs."},  # the previous one's
+    ]
+    end_session(client, USER, "undated-3e7", turns)
+    (episode,) = [
+        e for e in client.get("/api/memory/episodes", headers=user(USER)).json()["episodes"] if "Tiago" in e["summary"]
+    ]
+    assert episode["timestamp"] == 1683540060000  # 8 May 2023, not today
+
+    def said_at(query: str) -> dict[str, int]:
+        found = client.get("/api/memory/search", params={"q": query}, headers=user(USER)).json()
+        return {h["text"]: h["timestamp"] for hit in found["results"] for h in hit["highlights"]}
+
+    assert said_at("Tiago Ericeira")["My brother Tiago opened a surf school in Ericeira."] == 1683540000000
+    assert said_at("gentle dogs")["Greyhounds are gentle dogs."] == 1683540060000
+    tiago = [
+        m for m in client.get("/api/memory/memories", headers=user(USER)).json()["memories"] if "Tiago" in m["text"]
+    ]
+    assert tiago and all(m["validFrom"] == 1683540000000 for m in tiago)
+
+
+def test_an_undated_last_turn_of_an_imported_conversation_does_not_date_it_today(client: TestClient) -> None:
+    turns = [
+        {"role": "user", "content": "I finally repaired the old sailing boat in Cascais.", "timestamp": 1683540000000},
+        {"role": "assistant", "content": "Well done, that took months."},
+    ]
+    stored = client.post(
+        "/api/memory/conversations", json={"sessions": [{"id": "boat-5a0", "turns": turns}]}, headers=user(USER)
+    )
+    assert stored.status_code == 200 and stored.json()["stored"] == 1, stored.text
+    (episode,) = [
+        e for e in client.get("/api/memory/episodes", headers=user(USER)).json()["episodes"] if "boat" in e["summary"]
+    ]
+    assert episode["timestamp"] == 1683540000000  # 8 May 2023, not the day it was imported

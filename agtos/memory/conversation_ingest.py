@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from agtos.memory.episodic import session_episode_id
 from agtos.memory.ingestion_pipeline import IngestionReport
+from agtos.memory.live_sessions import dated_like_their_neighbours
 from agtos.schemas import IngestItem
 from agtos.schemas.api import ConversationResultOut, ConversationSession, ConversationsOut
 
@@ -29,7 +30,7 @@ def ingest_conversations(
     episode_ids = {s.id: session_episode_id(user_id, s.id) for s in sessions}
     existing = rt.episodes.existing_ids(user_id, list(episode_ids.values()))
     fresh = [
-        IngestItem(user_id=user_id, session_id=s.id, turns=s.dated_turns())
+        IngestItem(user_id=user_id, session_id=s.id, turns=dated_like_their_neighbours(s.dated_turns()))
         for s in sessions
         if episode_ids[s.id] not in existing
     ]

@@ -56,6 +56,24 @@ class LoneRequest(Protocol):
         ...
 
 
+def dated_like_their_neighbours(turns: list[Turn]) -> list[Turn]:
+    """A turn sent without a time among dated ones (a past conversation replayed with one time
+    missing) takes the previous dated turn's time and UTC offset, or the next one's when none
+    precedes it, instead of "now" (which would date its episode and facts today). Turns of a batch
+    where none is dated keep their arrival time (a live chat)."""
+    dated = [i for i, t in enumerate(turns) if "timestamp" in t.model_fields_set]
+    if not dated or len(dated) == len(turns):
+        return turns
+    out, last = [], turns[dated[0]]
+    for turn in turns:
+        if "timestamp" in turn.model_fields_set:
+            last = turn
+            out.append(turn)
+        else:
+            out.append(turn.model_copy(update={"timestamp": last.timestamp, "utc_offset": last.utc_offset}))
+    return out
+
+
 class LiveSessions:
     """The session lifecycle over the services of one process (the coordinator's session methods)."""
 
@@ -77,6 +95,7 @@ class LiveSessions:
         passed) leave nothing written. An opted-out user's turns stay in working memory only."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
+        turns = dated_like_their_neighbours(turns)
         wm = self.working.get_or_create(user_id, session_id)
         with wm.lock:
             if self.privacy.is_opted_out(user_id):
