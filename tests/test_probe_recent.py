@@ -116,7 +116,7 @@ def test_ask_answers_within_the_query_bound_and_says_degraded_while_the_embedder
     assert body["degraded"] is None and body["answered"] is True
 
 
-def test_iso_times_with_offsets_mixed_with_ms_keep_their_instants_and_utc_days(client: TestClient) -> None:
+def test_iso_times_with_offsets_mixed_with_ms_keep_their_instants_and_local_days(client: TestClient) -> None:
     late = "2023-05-08T23:30:00-05:00"  # 9 May 04:30 UTC
     early = "2023-05-09T00:10:00+02:00"  # 8 May 22:10 UTC
     turns: list[dict[str, Any]] = [
@@ -143,10 +143,16 @@ def test_iso_times_with_offsets_mixed_with_ms_keep_their_instants_and_utc_days(c
         "/api/memory/context", json={"query": "ferry to Skye and hiking boots"}, headers=user("bo")
     ).json()["context"]
     lines = context.splitlines()
-    # each turn under its UTC day; 'yesterday' is resolved against that UTC day
-    may_8, may_9 = lines.index("8 May 2023:"), lines.index("9 May 2023:")
-    assert may_8 < lines.index("- User: Yesterday [= 7 May 2023] I also bought hiking boots.") < may_9
-    assert may_9 < lines.index("- User: Late at night I booked the ferry to Skye.")
+
+    def day_of(line: str) -> str:  # the day heading the line is under (the nearest one above it)
+        return next(h for h in reversed(lines[: lines.index(line)]) if h.endswith(" 2023:"))
+
+    # each turn under the day where it was said (its own offset; ms and Z times: UTC), 'yesterday'
+    # resolved against that local day (since 1f50b5c; before it, UTC days: 7 May and 9 May)
+    assert day_of("- User: Yesterday [= 8 May 2023] I also bought hiking boots.") == "9 May 2023:"
+    assert day_of("- User: Late at night I booked the ferry to Skye.") == "8 May 2023:"
+    assert day_of("- Assistant: Ferry to Skye booked.") == "9 May 2023:"
+    assert day_of("- Assistant: Hiking boots noted.") == "8 May 2023:"
 
 
 def test_the_first_and_last_storable_instants_are_stored_found_and_dated(client: TestClient) -> None:
