@@ -115,3 +115,20 @@ def test_an_undated_last_turn_of_an_imported_conversation_does_not_date_it_today
         e for e in client.get("/api/memory/episodes", headers=user(USER)).json()["episodes"] if "boat" in e["summary"]
     ]
     assert episode["timestamp"] == 1683540000000  # 8 May 2023, not the day it was imported
+
+
+def test_entity_conclusions_and_a_dream_run_carry_their_session_ids(client: TestClient) -> None:
+    """Every route that lists conclusions names their sessions: the entity page's and POST /dream's
+    (GET /conclusions above)."""
+    who = "evidence-ids-dream"
+    talk(client, who, "chat-tue-5a1", ("user", "I work as a nurse at Mercy Hospital."), ("assistant", "Noted."))
+    entities = client.get("/api/entities", params={"q": "Mercy Hospital"}, headers=user(who)).json()["entities"]
+    mercy = next(e for e in entities if e["name"] == "Mercy Hospital")
+    listed = client.get(f"/api/entities/{mercy['id']}/conclusions", headers=user(who)).json()["conclusions"]
+    nurse = next(c for c in listed if "nurse" in c["text"].lower())
+    assert nurse["source_session_ids"] == ["chat-tue-5a1"]
+
+    dreamt = client.post("/api/memory/dream", headers=user(who))  # consolidates the recent episodes again
+    assert dreamt.status_code == 200, dreamt.text
+    job = next(c for c in dreamt.json()["conclusions"] if "nurse" in c["text"].lower())
+    assert job["source_session_ids"] == ["chat-tue-5a1"]

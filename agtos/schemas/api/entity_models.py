@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field, computed_field
 
-from agtos.schemas.api.recall_models import EpisodeOut
+from agtos.schemas.api.recall_models import ConclusionOut, EpisodeOut
 from agtos.schemas.api.response_base import ApiModel
-from agtos.schemas.records import Conclusion, EntityType
+from agtos.schemas.records import EntityType
 
 
 class EntityOut(ApiModel):
@@ -71,7 +71,7 @@ class EntityEpisodesOut(ApiModel):
 
 class EntityConclusionsOut(ApiModel):
     entity_id: str
-    conclusions: list[Conclusion]
+    conclusions: list[ConclusionOut]
     count: int
 
 

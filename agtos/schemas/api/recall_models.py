@@ -108,7 +108,7 @@ class ConclusionDeletedOut(ApiModel):
 class DreamOut(ApiModel):
     user_id: str
     episodes: int = Field(description="episodes consolidated")
-    conclusions: list[Conclusion]
+    conclusions: list[ConclusionOut]
     source: str
     note: str | None
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from agtos.memory.entity_graph import EntityConflict, EntityInvalid, EntityNotFound
 from agtos.memory.entity_views import EntityViews
-from agtos.schemas import EntityType
+from agtos.schemas import Conclusion, EntityType
 from agtos.schemas.api import (
     EntityConclusionsOut,
     EntityDeletedOut,
@@ -28,6 +28,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.routers.insight import conclusions_out
 from agtos.storage.redis_conn import StorageUnavailable
 
 router = APIRouter(prefix="/api/entities", tags=["entities"], responses=USER_ERRORS)
@@ -138,8 +139,9 @@ def entity_conclusions(
 ) -> EntityConclusionsOut:
     """Conclusions whose text names the entity or one of its aliases."""
     with _entity_errors():
-        found = _views(coordinator).conclusions(user_id, entity_id, limit)
-    return EntityConclusionsOut.model_validate({"entityId": entity_id, "conclusions": found, "count": len(found)})
+        records = _views(coordinator).conclusions(user_id, entity_id, limit)
+        found = conclusions_out(coordinator, user_id, [Conclusion.model_validate(r) for r in records])
+    return EntityConclusionsOut(entity_id=entity_id, conclusions=found, count=len(found))
 
 
 @router.get("/{entity_id}/relationships", response_model=EntityRelationshipsOut, responses=NOT_FOUND)

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
+from agtos.schemas import Conclusion
 from agtos.schemas.api import (
     AskOut,
     AskRequest,
@@ -22,6 +23,13 @@ from agtos.storage.redis_conn import StorageUnavailable
 
 router = APIRouter(prefix="/api/memory", tags=["insight"], responses=USER_ERRORS)
 
+
+def conclusions_out(coordinator: Coordinator, user_id: str, items: list[Conclusion]) -> list[ConclusionOut]:
+    """The conclusions with the sessions of their source episodes (one batched read for all)."""
+    sessions = coordinator.source_session_ids(user_id, [c.source_episode_ids for c in items])
+    return [ConclusionOut(**c.model_dump(), source_session_ids=s) for c, s in zip(items, sessions, strict=True)]
+
+
 ConclusionKind = Literal["explicit", "deductive", "inductive", "abductive"]
 
 
@@ -34,11 +42,9 @@ def list_conclusions(
 ) -> ConclusionsOut:
     """The user's conclusions, most recently updated first; ``available: false`` when Redis is down."""
     try:
-        items = coordinator.list_conclusions(user_id, limit, type)
-        sessions = coordinator.source_session_ids(user_id, [c.source_episode_ids for c in items])
+        out = conclusions_out(coordinator, user_id, coordinator.list_conclusions(user_id, limit, type))
     except StorageUnavailable:
         return ConclusionsOut(conclusions=[], count=0, available=False)
-    out = [ConclusionOut(**c.model_dump(), source_session_ids=s) for c, s in zip(items, sessions, strict=True)]
     return ConclusionsOut(conclusions=out, count=len(out))
 
 
@@ -56,7 +62,14 @@ def delete_conclusion(
 @router.post("/dream", response_model=DreamOut)
 def dream(coordinator: Coordinator, user_id: UserId) -> DreamOut:
     """Consolidate the user's recent episodes now (it also runs by itself at every session end)."""
-    return DreamOut.model_validate(coordinator.dream(user_id))
+    report = coordinator.dream(user_id)
+    return DreamOut(
+        user_id=report.user_id,
+        episodes=report.episodes,
+        conclusions=conclusions_out(coordinator, user_id, report.conclusions),
+        source=report.source,
+        note=report.note,
+    )
 
 
 @router.post("/ask", response_model=AskOut, responses=errors(413))
