@@ -127,8 +127,17 @@ def test_entity_conclusions_and_a_dream_run_carry_their_session_ids(client: Test
     listed = client.get(f"/api/entities/{mercy['id']}/conclusions", headers=user(who)).json()["conclusions"]
     nurse = next(c for c in listed if "nurse" in c["text"].lower())
     assert nurse["source_session_ids"] == ["chat-tue-5a1"]
+    assert nurse["text"] == "User works at Mercy Hospital as a nurse"  # not "Mercy Hospital. as a nurse"
 
     dreamt = client.post("/api/memory/dream", headers=user(who))  # consolidates the recent episodes again
     assert dreamt.status_code == 200, dreamt.text
     job = next(c for c in dreamt.json()["conclusions"] if "nurse" in c["text"].lower())
     assert job["source_session_ids"] == ["chat-tue-5a1"]
+
+
+def test_an_employer_named_at_a_sentence_end_keeps_no_full_stop_but_an_abbreviation_keeps_its_own() -> None:
+    from agtos.tasks.explicit import statements_of
+
+    assert statements_of("I work at Google.", "Omar") == [("Omar works at Google", "job", 0.9)]
+    assert statements_of("I am a teacher at Lincoln High.", "Ana")[0][0] == "Ana works at Lincoln High as a teacher"
+    assert statements_of("I work at Acme Inc.", "Omar")[0][0] == "Omar works at Acme Inc."

@@ -104,8 +104,19 @@ def _no_eat(m: re.Match[str], who: str) -> str | None:
     return f"{who} does not eat {what}" if what else None
 
 
+_ABBREVIATION_END = re.compile(r"\b(?:Inc|Co|Ltd|Corp|Bros|Jr|Sr|Dept|Univ|[A-Z])\.$")
+
+
+def _organisation(name: str | None) -> str | None:
+    """A name read up to a sentence's end without that full stop ("Mercy Hospital." -> "Mercy Hospital"),
+    an abbreviation's kept ("Acme Inc.")."""
+    if name and name.endswith(".") and not _ABBREVIATION_END.search(name):
+        return name.rstrip(".")
+    return name
+
+
 def _job(m: re.Match[str], who: str) -> str | None:
-    org = m.groupdict().get("org")
+    org = _organisation(m.groupdict().get("org"))
     role = m.groupdict().get("role") or m.groupdict().get("role2")
     if org and role:
         return f"{who} works at {org} as {_article(role)}"
