@@ -302,3 +302,27 @@ def test_no_habit_of_user_is_concluded_from_a_chat_between_two_named_people(clie
     assert listed.status_code == 200, listed.text
     texts = [c["text"] for c in listed.json()["conclusions"]]
     assert not [t for t in texts if t.startswith("User ")], texts
+
+
+def test_a_transcript_pasted_with_its_names_is_attributed_once(client: TestClient) -> None:
+    """A LoCoMo-shaped session ("Caroline: I went …" as user/assistant contents, kept as sent): the
+    context and /ask's evidence said "Caroline: Caroline: I went …" (the name read from the prefix, then
+    the prefix again), a few tokens lost on every line."""
+    said = 1_683_547_200_000  # Monday 8 May 2023, 12:00 UTC
+    turns = [
+        {"role": "user", "content": "Caroline: I went to the LGBTQ support group yesterday.", "timestamp": said},
+        {"role": "assistant", "content": "Melanie: That sounds empowering! How was it?", "timestamp": said + 60_000},
+        {
+            "role": "user",
+            "content": "Caroline: Really moving, such stories.",
+            "timestamp": said + 120_000,
+        },
+        {"role": "assistant", "content": "Melanie: I painted a sunrise over the lake last week.", "timestamp": said},
+    ]
+    end(client, "probe-pasted", "locomo-1", turns)
+    lines = context(client, "probe-pasted", "When did Caroline go to the support group?").splitlines()
+    assert "- Caroline: I went to the LGBTQ support group yesterday [= 7 May 2023]." in lines
+    assert not [line for line in lines if "Caroline: Caroline:" in line or "Melanie: Melanie:" in line]
+    asked = client.post("/api/memory/ask", json={"question": "What did Melanie paint?"}, headers=user("probe-pasted"))
+    evidence = [e["text"] for e in asked.json()["evidence"] if e["kind"] == "turn"]
+    assert evidence and not [t for t in evidence if t.startswith("Melanie: Melanie:")], evidence

@@ -32,7 +32,7 @@ from agtos.tasks.answer_builder import build_answer
 from agtos.tasks.bm25 import query_terms as terms_of
 from agtos.tasks.bm25 import rank_texts
 from agtos.tasks.context import ContextItem, chunk_offset, focus
-from agtos.tasks.dates import annotate, format_turn, named_days, speaker, turn_datetime
+from agtos.tasks.dates import annotate, attributed, format_turn, named_days, speaker, turn_datetime
 from agtos.tasks.dialectic import Evidence, llm_answer
 from agtos.tasks.distil import memory_id
 from agtos.tasks.ranking import (
@@ -618,7 +618,7 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
     evidence += [Evidence(c.id, "conclusion", c.text, s) for c, s in found.conclusions]
     evidence += [Evidence(m.id, "memory", m.text, s) for m, s in found.memories]
     evidence += [
-        Evidence(parse_id(m), "turn", f"{speaker(m.turn)}: {annotate(m.turn.content, m.turn.dates)}", m.score)
+        Evidence(parse_id(m), "turn", attributed(m.turn, annotate(m.turn.content, m.turn.dates)), m.score)
         for m in found.turns[:limit]
     ]
     evidence += [Evidence(h.episode.id, "episode", h.episode.summary, h.score) for h in found.episodes[:limit]]

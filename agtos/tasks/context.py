@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from agtos.schemas import StoredTurn
 from agtos.tasks.bm25 import query_terms
-from agtos.tasks.dates import annotate, format_day, speaker, turn_datetime, turn_prefix
+from agtos.tasks.dates import annotate, attributed, format_day, turn_datetime, turn_prefix
 from agtos.tasks.text import content_words, normalise
 from agtos.tasks.tokens import count_tokens, load_tokenizer
 from agtos.tasks.validity import until_label
@@ -223,7 +223,7 @@ def turn_items(
             ContextItem(
                 "turn",
                 f"{turn.episode_id}.t{turn.position}",
-                f"{speaker(turn)}: {text}",
+                attributed(turn, text),
                 relevance,
                 turn.timestamp,
                 turn.episode_id,

@@ -162,6 +162,16 @@ def speaker(turn: StoredTurn) -> str:
     return turn.name or str(turn.role).capitalize()
 
 
+def attributed(turn: StoredTurn, text: str) -> str:
+    """``Caroline: <text>``; a text that already opens with the speaker's ``"Caroline: "`` (a transcript
+    pasted with its names, kept as sent) is not attributed twice."""
+    name = speaker(turn)
+    stripped = text.lstrip()
+    if stripped[: len(name) + 1].lower() == f"{name.lower()}:" and stripped[len(name) + 1 : len(name) + 2].isspace():
+        text = stripped[len(name) + 1 :].lstrip()
+    return f"{name}: {text}"
+
+
 def turn_prefix(turn: StoredTurn) -> str:
     """``(8 May 2023) Caroline: ``: when the turn was said, and by whom."""
     return f"({format_day(turn_datetime(turn.timestamp, turn.utc_offset).date())}) {speaker(turn)}: "
