@@ -326,3 +326,12 @@ def test_a_transcript_pasted_with_its_names_is_attributed_once(client: TestClien
     asked = client.post("/api/memory/ask", json={"question": "What did Melanie paint?"}, headers=user("probe-pasted"))
     evidence = [e["text"] for e in asked.json()["evidence"] if e["kind"] == "turn"]
     assert evidence and not [t for t in evidence if t.startswith("Melanie: Melanie:")], evidence
+
+
+def test_an_irregular_past_tense_is_not_conjugated_again() -> None:
+    """'I lent my tent to my cousin' was stored as 'Gina lents their tent …' (found by H1's audit)."""
+    from agtos.tasks.person_rewrite import third_person
+
+    assert third_person("I lent my tent to my cousin", "Gina") == "Gina lent their tent to their cousin"
+    assert third_person("I swept the floor", "Omar") == "Omar swept the floor"
+    assert third_person("I buy bread", "Gina") == "Gina buys bread"  # a present tense still takes its -s

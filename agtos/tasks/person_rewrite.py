@@ -28,7 +28,10 @@ _NO_S = frozenset(
     ran saw sold spent took told thought wrote left lost found kept felt paid said sent put ate drank drove
     flew gave grew heard held knew led meant rode rang rose sang sat slept spoke stood stole swam taught
     threw understood woke won wore broke brought built caught chose dealt drew fed fell fought forgot froze
-    hid hurt quit was were cannot""".split()
+    hid hurt quit was were cannot lent bent burnt dreamt learnt spelt knelt leapt slid shot swept wept bled
+    bred sped fled lit bit hung dug stuck struck stung swung sank shrank sprang stank bore swore tore forgave
+    forbade overcame withdrew sought fought bound ground wound shook mistook undertook overtook rebuilt
+    spun spat strode strove slung clung flung""".split()
 )
 
 
