@@ -208,10 +208,11 @@ def test_a_stretched_greeting_is_a_greeting_not_the_summary(client: TestClient) 
     assert not {"Hiii", "Heyyy", "Byeee", "Monday"} & set(summary.replace("?", " ").replace("!", " ").split()), summary
 
 
-def test_a_week_is_named_by_its_monday_whatever_the_day_it_was_said(client: TestClient) -> None:
+def test_a_calendar_week_is_named_by_its_monday_a_count_of_weeks_by_its_day(client: TestClient) -> None:
     """Said on Wednesday 10 May 2023, 'next week' was shown as 'week of 17 May' (a Wednesday, the
-    turn's day plus seven) and 'three weeks ago' as 'week of 19 April': a week is named by its first
-    day, Monday 15 May and Monday 17 April."""
+    turn's day plus seven): a calendar week is named by its first day, Monday 15 May. A count of
+    weeks names the day that many weeks away: 'three weeks ago' is 19 April (it said 'week of 19 April',
+    a week that starts on no Wednesday)."""
     said = "Next week I start yoga. Three weeks ago I broke my wrist."
     end(
         client,
@@ -229,7 +230,7 @@ def test_a_week_is_named_by_its_monday_whatever_the_day_it_was_said(client: Test
     )
     found = client.get("/api/memory/search", params={"q": "yoga wrist"}, headers=user("probe-weeks")).json()
     assert found["results"][0]["highlights"][0]["text"] == (
-        "Next week [= week of 15 May 2023] I start yoga. Three weeks ago [= week of 17 April 2023] I broke my wrist."
+        "Next week [= week of 15 May 2023] I start yoga. Three weeks ago [= 19 April 2023] I broke my wrist."
     )
 
 

@@ -86,9 +86,15 @@ def _resolve_span(span: str, day: date) -> tuple[str, DatePeriod] | None:
     if data.date_obj is None or period is None:
         return None
     resolved = data.date_obj.date()
-    if period == DatePeriod.week:  # dateparser counts whole weeks from the turn's day: the week is its Monday's
+    if period == DatePeriod.week and _COUNTED.search(span):  # "three weeks ago": that many weeks from the day
+        return resolved.isoformat(), DatePeriod.day
+    if period == DatePeriod.week:  # "last week": the calendar week, named by its Monday
         resolved -= timedelta(days=resolved.weekday())
     return resolved.isoformat(), period
+
+
+# a count of weeks ("a week ago", "three weeks ago", "in 2 weeks") names a day that many weeks away
+_COUNTED = re.compile(r"\b(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few|\d+) weeks?\b")
 
 
 _MONTHS = (
