@@ -199,15 +199,9 @@ def test_a_forget_all_while_a_worker_holds_the_job_leaves_nothing(
     assert client.get("/health").json()["checks"]["ingest-queue"]["depth"] == 0
 
 
-def test_a_forget_during_the_dreamer_leaves_no_conclusion_or_marker(
-    api: tuple[TestClient, MemoryCoordinator, HookedEmbedder],
-    raw: redis.Redis,
-    key_prefix: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The Dreamer (rules, run on the session's end) has drawn its conclusions when the user forgets
-    everything: the conclusions and profile it writes next, and its once-per-episode marker, go too."""
-    client, coordinator, _ = api
+def forget_after_consolidation(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make every Dreamer run forget the user (over HTTP) right after drawing its conclusions; the
+    returned list gets the count of conclusions each run stored after that forget."""
     stored: list[int] = []
 
     def consolidate_then_forget(
@@ -225,6 +219,19 @@ def test_a_forget_during_the_dreamer_leaves_no_conclusion_or_marker(
     steps = replace(dreamer_pipeline.INLINE_STEPS, consolidate=consolidate_then_forget, store=store_counted)
     real = dreamer_pipeline.run_dreamer
     monkeypatch.setattr(dreamer, "run_dreamer", lambda rt, user_id: real(rt, user_id, steps))
+    return stored
+
+
+def test_a_forget_during_the_dreamer_leaves_no_conclusion_or_marker(
+    api: tuple[TestClient, MemoryCoordinator, HookedEmbedder],
+    raw: redis.Redis,
+    key_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Dreamer (rules, run on the session's end) has drawn its conclusions when the user forgets
+    everything: the conclusions and profile it writes next, and its once-per-episode marker, go too."""
+    client, coordinator, _ = api
+    stored = forget_after_consolidation(client, monkeypatch)
     queue_end(client, "alice", "s1", ALLERGY)
     assert coordinator.ingest_worker().drain() == 1
     assert stored and stored[0] >= 1  # the Dreamer did write conclusions after the forget

@@ -17,18 +17,23 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from agtos.memory import dreamer, dreamer_pipeline
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
 from agtos.memory.lint_pipeline import INLINE_STEPS, LintState, maintain
 from agtos.memory.resource_guard import ActivityTracker, Policy
 from agtos.memory.services import Services
 from agtos.providers.llm import LLMError
-from agtos.schemas import Conclusion, Episode
 from tests.helpers import end_session, talk, user, user_key_names
 from tests.test_bitemporal import JAN_8_2024, MAR_15_2024, TURN_GAP_MS, session
 from tests.test_forget_races import ALLERGY as ALLERGY_QUEUED
-from tests.test_forget_races import PIN, HookedEmbedder, api, forget_all, queue_end  # noqa: F401 - api: a fixture
+from tests.test_forget_races import (  # noqa: F401 - api: a fixture
+    PIN,
+    HookedEmbedder,
+    api,
+    forget_after_consolidation,
+    forget_all,
+    queue_end,
+)
 from tests.test_resource_guard import make_guard
 
 DAY_MS = 86_400_000
@@ -282,23 +287,7 @@ def test_a_forget_during_a_deferred_llm_dreamer_run_leaves_nothing(
     landing after its consolidation must still take what it writes next (conclusions, profile,
     marker), as on the inline rules path (test_forget_races)."""
     client, coordinator, _ = api
-    stored: list[int] = []
-
-    def consolidate_then_forget(
-        rt: Services, user_id: str, episodes: list[Episode]
-    ) -> tuple[list[Conclusion], str, str | None]:
-        found = dreamer_pipeline.consolidate(rt, user_id, episodes)
-        forget_all(client, user_id)
-        return found
-
-    def store_counted(rt: Services, user_id: str, found: list[Conclusion]) -> list[Conclusion]:
-        kept = dreamer_pipeline.store_conclusions(rt, user_id, found)
-        stored.append(len(kept))
-        return kept
-
-    steps = replace(dreamer_pipeline.INLINE_STEPS, consolidate=consolidate_then_forget, store=store_counted)
-    real = dreamer_pipeline.run_dreamer
-    monkeypatch.setattr(dreamer, "run_dreamer", lambda rt, user_id: real(rt, user_id, steps))
+    stored = forget_after_consolidation(client, monkeypatch)
     monkeypatch.setattr(coordinator.services, "consolidation_llm", RejectingLLM())  # the guarded thread path
     queue_end(client, "alice", "s1", ALLERGY_QUEUED)
     assert coordinator.ingest_worker().drain() == 1

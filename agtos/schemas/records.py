@@ -73,6 +73,18 @@ def with_utc_offset(data: Any, sent: Any = None) -> Any:
     return data
 
 
+#: minutes east of UTC where a turn was said
+UtcOffset = Annotated[int | None, Field(ge=-1440, le=1440)]
+
+
+#: a turn model's validator: its ``utc_offset`` read from its ISO ``timestamp`` unless sent
+def _offset_of_sent_time(cls: type, data: Any) -> Any:
+    return with_utc_offset(data)
+
+
+OFFSET_OF_SENT_TIME = model_validator(mode="before")(_offset_of_sent_time)
+
+
 #: a time a client sends: ms since the epoch, or an ISO 8601 date-time (stored as ms)
 SentTime = Annotated[
     int,
@@ -131,18 +143,13 @@ class Turn(Record):
         default=None, max_length=128, description="the speaker's name (the tool's, for tool turns)"
     )
     is_summary: bool = False
-    utc_offset: int | None = Field(
+    utc_offset: UtcOffset = Field(
         default=None,
-        ge=-1440,
-        le=1440,
         description="minutes east of UTC where it was said (read from an ISO timestamp's offset): relative "
         "dates resolve against that local day, and it is shown on it",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _offset_of_sent_time(cls, data: Any) -> Any:
-        return with_utc_offset(data)
+    _offset_of_sent_time = OFFSET_OF_SENT_TIME
 
 
 class DatePeriod(StrEnum):

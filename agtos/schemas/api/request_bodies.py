@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agtos.schemas.records import EntityType, Role, SentTime, Turn, with_utc_offset
+from agtos.schemas.records import OFFSET_OF_SENT_TIME, EntityType, Role, SentTime, Turn, UtcOffset, with_utc_offset
 
 # Request bodies: snake_case keys, unknown keys refused; each carries an example for /openapi.json.
 # They live here (not in the routers) so the Python client and the MCP tools build the same bodies.
@@ -29,18 +29,13 @@ class TurnIn(BaseModel):
     content: str = Field(min_length=1, max_length=100_000)
     timestamp: SentTime | None = Field(default=None, description="when it was said; default: now")
     name: str | None = Field(default=None, max_length=128, description="the speaker's name")
-    utc_offset: int | None = Field(
+    utc_offset: UtcOffset = Field(
         default=None,
-        ge=-1440,
-        le=1440,
         description="minutes east of UTC where it was said; default: the offset an ISO timestamp names "
         "(relative dates resolve against that local day, and it is shown on it), else UTC",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _offset_of_sent_time(cls, data: Any) -> Any:
-        return with_utc_offset(data)
+    _offset_of_sent_time = OFFSET_OF_SENT_TIME
 
     def to_turn(self, name: str | None = None) -> Turn:
         """The stored turn, named ``name`` when given."""
