@@ -64,7 +64,8 @@ TURNS_PER_HIT = 5  # turn hits searched per episode hit asked for
 FACTS_PER_HIT = 0  # memory hits searched per episode hit asked for, their source episodes as evidence (on the
 # dev sets they cost recall@1: off)
 HIGHLIGHTS = 3  # matching turns shown per search hit
-HIGHLIGHT_TOKENS = 120  # a longer highlight is cut to its sentences that share the query's words ("…" where cut)
+# one embedder window; a longer highlight is cut to its sentences that share the query's words ("…" where cut)
+HIGHLIGHT_TOKENS = 256
 DATED_TURNS = 20  # turns of the days a question names (by date), fused with the index's turn hits
 DATED_EPISODES = 20  # sessions read per named day
 DATED_WEIGHT = 1.0  # their weight in that fusion (the index's hits weigh 1)

@@ -38,7 +38,7 @@ class HighlightOut(ApiModel):
     timestamp: int = Field(description="when it was said (ms)")
     position: int = Field(description="0-based place of the turn in its session")
     text: str = Field(
-        description="the turn as said, relative dates resolved: 'yesterday [= 7 May 2023]'; a turn over 120 tokens"
+        description="the turn as said, relative dates resolved: 'yesterday [= 7 May 2023]'; a turn over 256 tokens"
         " is cut to its sentences that share the query's words (else the matched window), '…' where cut"
     )
     score: float = Field(description="0-1")
