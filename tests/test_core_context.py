@@ -66,6 +66,20 @@ def test_focus_falls_back_to_the_window_at_the_best_sentence_when_none_fits() ->
     assert focus(SENTENCES, {"zebra", "river"}, 4) == "…. Zebra piano river…"  # the sentence sharing most
 
 
+def test_focus_on_one_long_unpunctuated_sentence_shows_where_its_query_terms_are() -> None:
+    """A dictated turn is one 'sentence' too long for the window: the window goes where most distinct
+    query terms sit within it, not to the sentence's start (760d119)."""
+    drive = "and then we drove on " * 30
+    text = drive + "the wifi password is tangerine kestrel " + "and then we drove on " * 5
+    cut = focus(text, {"wifi", "password", "tangerine", "kestrel"}, 20)
+    assert "the wifi password is tangerine kestrel" in cut and cut.startswith("…")
+    assert count_tokens(cut.strip("…")) <= 20
+    # a lone early term loses to three later ones together
+    scattered = "my wifi " + drive + "the password is tangerine kestrel " + drive
+    cut = focus(scattered, {"wifi", "password", "tangerine", "kestrel"}, 20)
+    assert "password is tangerine kestrel" in cut and "my wifi" not in cut
+
+
 def item(tier: str, text: str, relevance: float = 0.5, **extra: object) -> ContextItem:
     return ContextItem(tier, extra.pop("id", text), text, relevance, DAY_MS, **extra)  # type: ignore[arg-type]
 
