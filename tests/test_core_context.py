@@ -7,6 +7,7 @@ from __future__ import annotations
 from agtos.schemas.records import StoredTurn
 from agtos.tasks.context import (
     ContextItem,
+    _densest,
     _said,
     chunk_offset,
     clip,
@@ -78,6 +79,27 @@ def test_focus_on_one_long_unpunctuated_sentence_shows_where_its_query_terms_are
     scattered = "my wifi " + drive + "the password is tangerine kestrel " + drive
     cut = focus(scattered, {"wifi", "password", "tangerine", "kestrel"}, 20)
     assert "password is tangerine kestrel" in cut and "my wifi" not in cut
+
+
+def test_densest_counts_distinct_terms_in_a_window_sliding_over_the_hits() -> None:
+    """``_densest(text, start, end, terms, width)``: the first hit whose window (``width`` characters
+    from it) holds the most distinct query terms, and how many; only hits in ``text[start:end]``.
+    Each expected pair is worked out by hand from the words' character positions."""
+    terms = {"zebra", "lemon", "piano"}
+    assert _densest("oak oak zebra", 0, 13, {"zebra"}, 10) == (8, 1)  # a lone hit, not the start
+    assert _densest("zebra lemon", 0, 11, terms, 6) == (0, 1)  # lemon at 6 is not < 0 + 6
+    assert _densest("zebra lemon", 0, 11, terms, 7) == (0, 2)
+    tie = "zebra lemon oak oak oak oak oak zebra lemon"  # two windows of 2 terms: the first
+    assert _densest(tie, 0, len(tie), terms, 12) == (0, 2)
+    later = "zebra oak oak oak oak oak zebra lemon piano"  # the 3 terms lie past ``end``
+    assert _densest(later, 0, later.index("zebra", 1), terms, 20) == (0, 1)
+    assert _densest(later, 0, len(later), terms, 20) == (later.index("zebra", 1), 3)
+    assert _densest("zebra zebra lemon piano", 0, 23, terms, 13) == (6, 3)  # a repeated term counted once
+    assert _densest("zebra piano zebra oak", 0, 21, terms, 18) == (0, 2)
+    spread = "zebra oak piano lemon zebra piano zebra"  # hits 6 apart: every window holds its own only
+    assert _densest(spread, 0, len(spread), terms, 6) == (0, 1)
+    repeated = "lemon lemon oak piano piano oak piano zebra oak"
+    assert _densest(repeated, 0, len(repeated), terms, 24) == (0, 2)
 
 
 def item(tier: str, text: str, relevance: float = 0.5, **extra: object) -> ContextItem:
