@@ -321,3 +321,44 @@ def test_the_knowledge_page_asks_for_a_key(base_url: str, coordinator: MemoryCoo
             assert sent[0] is None and sent[-1] == f"Bearer {key}"
         finally:
             browser.close()
+
+
+@needs_chromium
+def test_a_401_to_a_request_sent_before_the_key_does_not_ask_again(
+    base_url: str,
+    coordinator: MemoryCoordinator,  # noqa: F811
+) -> None:
+    """CI flake of 2026-12-06: the page's two first requests both answer 401; when the second answer arrived after
+    the key was entered, the page hid the form, then showed it again (and toasted the 401). Held here on purpose."""
+    from playwright.sync_api import Route, expect, sync_playwright
+
+    key, _ = store_of(coordinator).create("service", "knowledge-page-race")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            held: list[Route] = []
+            stats_auth: list[str | None] = []
+
+            def hold_first(route: Route) -> None:
+                stats_auth.append(route.request.headers.get("authorization"))
+                if held:
+                    route.continue_()
+                else:
+                    held.append(route)
+
+            page.route("**/api/entities/stats", hold_first)
+            page.goto(f"{base_url}/knowledge")
+            expect(page.locator("#key-form")).to_be_visible()  # the entity list answered 401
+            page.fill("#key", key)
+            page.press("#key", "Enter")
+            expect(page.locator("#key-form")).to_be_hidden()
+            expect(page.locator("#entity-list")).to_contain_text("No entities yet.")
+            held[0].continue_()  # sent without a key: the server answers 401 now, after the key was entered
+            expect(page.locator("#stats")).to_contain_text("0 entities")
+            page.wait_for_timeout(300)
+            expect(page.locator("#key-form")).to_be_hidden()
+            assert stats_auth[0] is None and f"Bearer {key}" in stats_auth[1:]
+        finally:
+            browser.close()

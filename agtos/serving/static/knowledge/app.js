@@ -22,8 +22,11 @@
       ...(state.key ? { Authorization: `Bearer ${state.key}` } : {}),
       ...(options.body ? { "Content-Type": "application/json" } : {}),
     };
+    const sentKey = state.key;
     const res = await fetch(path, { ...options, headers });
     const body = await res.json().catch(() => ({}));
+    // A 401 to a request sent before the current key was entered is stale: send it again with that key.
+    if (res.status === 401 && sentKey !== state.key) return api(path, options);
     if (res.status === 401) askForKey();
     if (!res.ok) throw new Error(body.message || `request failed (${res.status})`);
     return body;
