@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: every stored time is a real date
 
@@ -77,9 +78,24 @@ def with_utc_offset(data: Any, sent: Any = None) -> Any:
 UtcOffset = Annotated[int | None, Field(ge=-1440, le=1440)]
 
 
-#: a turn model's validator: its ``utc_offset`` read from its ISO ``timestamp`` unless sent
-def _offset_of_sent_time(cls: type, data: Any) -> Any:
-    return with_utc_offset(data)
+def snake_case_keys(cls: type[BaseModel], data: Any) -> Any:
+    """A request body with its fields' camelCase keys (``sessionId``, as the responses spell them) renamed
+    to their snake_case names, so that a client may echo what it received; both spellings of one field
+    are refused."""
+    if not isinstance(data, dict):
+        return data
+    camel = {to_camel(name): name for name in cls.model_fields if to_camel(name) != name}
+    if camel.keys().isdisjoint(data):
+        return data
+    both = [name for key, name in camel.items() if key in data and name in data]
+    if both:
+        raise ValueError(f"send {both[0]} once: as {both[0]} or as {to_camel(both[0])}")
+    return {camel.get(key, key): value for key, value in data.items()}
+
+
+#: a turn model's validator: camelCase keys renamed, its ``utc_offset`` read from its ISO ``timestamp`` unless sent
+def _offset_of_sent_time(cls: type[BaseModel], data: Any) -> Any:
+    return with_utc_offset(snake_case_keys(cls, data))
 
 
 OFFSET_OF_SENT_TIME = model_validator(mode="before")(_offset_of_sent_time)
@@ -155,6 +171,7 @@ class Turn(Record):
 class DatePeriod(StrEnum):
     day = "day"
     week = "week"
+    weekend = "weekend"  # named by its Saturday
     month = "month"
     year = "year"
 
@@ -165,7 +182,7 @@ class ResolvedDate(Record):
     text: str = Field(min_length=1, max_length=128, description="the expression as written")
     start: int = Field(ge=0, description="character offset of the expression in the turn")
     date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="ISO date, resolved against the turn's time")
-    period: DatePeriod = Field(description="how precise the date is (a week names its first day)")
+    period: DatePeriod = Field(description="how precise the date is (a week names its Monday, a weekend its Saturday)")
 
 
 class StoredTurn(Record):

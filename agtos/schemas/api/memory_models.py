@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from agtos.schemas.api.request_bodies import RECORD_ID, request_config
+from agtos.schemas.api.request_bodies import RECORD_ID, RequestModel, request_config
 from agtos.schemas.api.response_base import ApiModel
 from agtos.schemas.records import MAX_TIMESTAMP_MS
 
@@ -25,7 +25,7 @@ _MEMORY_EXAMPLE: dict[str, Any] = {
 }
 
 
-class MemoryIn(BaseModel):
+class MemoryIn(RequestModel):
     """A memory written directly ("remember that I take my coffee black")."""
 
     model_config = request_config(
@@ -49,7 +49,7 @@ class MemoryIn(BaseModel):
         return self
 
 
-class MemoryUpdate(BaseModel):
+class MemoryUpdate(RequestModel):
     """Fields to change; at least one. ``valid_until: null`` makes a closed memory current again."""
 
     model_config = request_config({"text": "User takes their coffee with oat milk"}, {"valid_until": 1717200000000})

@@ -1,4 +1,4 @@
-"""Request bodies: snake_case keys, unknown keys refused, an example each for ``/openapi.json``."""
+"""Request bodies: snake_case keys (camelCase accepted), unknown keys refused, an example each for ``/openapi.json``."""
 
 from __future__ import annotations
 
@@ -6,9 +6,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agtos.schemas.records import OFFSET_OF_SENT_TIME, EntityType, Role, SentTime, Turn, UtcOffset, with_utc_offset
+from agtos.schemas.records import (
+    OFFSET_OF_SENT_TIME,
+    EntityType,
+    Role,
+    SentTime,
+    Turn,
+    UtcOffset,
+    snake_case_keys,
+    with_utc_offset,
+)
 
-# Request bodies: snake_case keys, unknown keys refused; each carries an example for /openapi.json.
+# Request bodies: snake_case keys, or the camelCase the responses use; unknown keys refused; each carries
+# an example for /openapi.json.
 # They live here (not in the routers) so the Python client and the MCP tools build the same bodies.
 RECORD_ID = r"^[A-Za-z0-9_.-]{1,128}$"
 MAX_QUERY_CHARS = 1_000
@@ -20,7 +30,13 @@ def request_config(*examples: dict[str, Any]) -> ConfigDict:
     return ConfigDict(extra="forbid", json_schema_extra={"examples": list(examples)})
 
 
-class TurnIn(BaseModel):
+class RequestModel(BaseModel):
+    """Base of the request bodies: each field also taken under its camelCase name (``sessionId``)."""
+
+    _snake_case_keys = model_validator(mode="before")(snake_case_keys)
+
+
+class TurnIn(RequestModel):
     """One turn as a client sends it: no ``tool`` role and no ``is_summary`` (working memory's
     own summaries are the only summary turns)."""
 
@@ -42,7 +58,7 @@ class TurnIn(BaseModel):
         return Turn.model_validate({**self.model_dump(exclude_none=True), **({"name": name} if name else {})})
 
 
-class TurnsIn(BaseModel):
+class TurnsIn(RequestModel):
     model_config = request_config(
         {
             "turns": [
@@ -66,7 +82,7 @@ class TurnsIn(BaseModel):
         ]
 
 
-class ContextRequest(BaseModel):
+class ContextRequest(RequestModel):
     model_config = request_config({"query": "what units should I answer in?", "token_budget": 600})
     query: str = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S", description="what the agent is about to answer"
@@ -76,13 +92,13 @@ class ContextRequest(BaseModel):
     limit: int = Field(default=10, ge=1, le=50, description="items per tier")
 
 
-class AskRequest(BaseModel):
+class AskRequest(RequestModel):
     model_config = request_config({"question": "Which units does the user like?"})
     question: str = Field(min_length=1, max_length=2_000, pattern=r"\S", description="a question about the user")
     limit: int = Field(default=5, ge=1, le=20, description="evidence items to draw on")
 
 
-class ResponseIn(BaseModel):
+class ResponseIn(RequestModel):
     model_config = request_config(
         {
             "session_id": "s1",
@@ -101,7 +117,7 @@ class ResponseIn(BaseModel):
 ForgetKind = Literal["episode", "memory", "conclusion", "entity"]
 
 
-class ForgetRequest(BaseModel):
+class ForgetRequest(RequestModel):
     model_config = request_config({"kind": "episode", "id": "ep-0123456789abcdef"}, {"kind": "all"})
     kind: ForgetKind | Literal["all"] = Field(description="the record's kind, or 'all' for everything of the user")
     id: str | None = Field(default=None, pattern=RECORD_ID, description="the record's id (none with 'all')")
@@ -113,7 +129,7 @@ class ForgetRequest(BaseModel):
         return self
 
 
-class PrivacySettings(BaseModel):
+class PrivacySettings(RequestModel):
     model_config = request_config({"opt_out": True, "forget_existing": False})
     opt_out: bool
     forget_existing: bool = False
@@ -122,12 +138,12 @@ class PrivacySettings(BaseModel):
 SourceName = Literal["claude_code", "cursor", "windsurf", "aider", "copilot"]
 
 
-class ImportRequest(BaseModel):
+class ImportRequest(RequestModel):
     model_config = request_config({"sources": ["claude_code", "cursor"]})
     sources: list[SourceName] | None = Field(default=None, max_length=5, description="all when absent")
 
 
-class EntityUpdate(BaseModel):
+class EntityUpdate(RequestModel):
     """Fields to change; at least one. A rename keeps the old name as an alias unless ``aliases`` is sent."""
 
     model_config = request_config({"name": "Acme Corporation", "aliases": ["Acme", "ACME Corp"]})
@@ -145,7 +161,7 @@ class EntityUpdate(BaseModel):
         return self
 
 
-class MergeRequest(BaseModel):
+class MergeRequest(RequestModel):
     model_config = request_config({"duplicate_id": "ent-0123456789abcdef"})
     duplicate_id: str = Field(min_length=1, max_length=128, description="the entity folded into this one")
 
@@ -170,7 +186,7 @@ _SESSION_EXAMPLE: dict[str, Any] = {
 }
 
 
-class ConversationSession(BaseModel):
+class ConversationSession(RequestModel):
     """One past session of a chat log: its turns in order, each with its time."""
 
     model_config = request_config(_SESSION_EXAMPLE)
@@ -185,8 +201,10 @@ class ConversationSession(BaseModel):
     @classmethod
     def _offset_of_started_at(cls, data: Any) -> Any:
         """A turn sent without a time is dated ``started_at``, and said where its offset names."""
+        data = snake_case_keys(cls, data)
         if isinstance(data, dict) and isinstance(data.get("turns"), list) and data.get("started_at") is not None:
-            data = {**data, "turns": [with_utc_offset(t, data["started_at"]) for t in data["turns"]]}
+            turns = [with_utc_offset(snake_case_keys(Turn, t), data["started_at"]) for t in data["turns"]]
+            data = {**data, "turns": turns}
         return data
 
     def dated_turns(self) -> list[Turn]:
@@ -202,7 +220,7 @@ class ConversationSession(BaseModel):
         return out
 
 
-class ConversationsIn(BaseModel):
+class ConversationsIn(RequestModel):
     model_config = request_config({"sessions": [_SESSION_EXAMPLE]})
     sessions: list[ConversationSession] = Field(min_length=1, max_length=MAX_CONVERSATION_SESSIONS)
 
