@@ -289,3 +289,108 @@ def test_a_session_taken_before_a_forget_mark_is_not_ingested() -> None:
         {"sessionId": "s-1", "reason": "the user forgot everything after it was taken"},
         {"sessionId": "s-2", "reason": "the user forgot everything after it was taken"},
     ]
+
+
+def test_a_long_turn_ranks_by_its_best_window(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    """Planted: a long turn scored by its weakest matched window (``min`` for ``max`` over the
+    turn's doc ids in ``recall``): the telescope named once in its first window then ranks it
+    below a short turn that names it once, though its last window is all about the telescope."""
+    filler = " ".join(
+        f"On day {i} of the road trip we drove through farmland, stopped for coffee and talked about music."
+        for i in range(1, 21)
+    )  # ~450 tokens in all: the turn is cut into windows of 254 tokens
+    ending = " ".join(["My grandmother gave me her brass telescope, the brass telescope of her father."] * 3)
+    sent = [
+        {"role": "user", "name": "Caroline", "content": f"I packed the telescope. {filler} {ending}"},
+        {"role": "assistant", "name": "Melanie", "content": "My neighbour sold his old telescope at the flea market."},
+    ]
+    timed = [{**t, "timestamp": MAY_8 + i * 60_000} for i, t in enumerate(sent)]
+    posted = client.post("/api/memory/sessions/s-scope/turns", json={"turns": timed}, headers=user("caro"))
+    assert posted.status_code == 200, posted.text
+    ended = client.post("/api/memory/sessions/s-scope/end", headers=user("caro"))
+    assert ended.status_code == 200 and ended.json()["saved"], ended.text
+    found = recall(coordinator.services, "caro", "brass telescope", 5, "bm25", turns=5)
+    assert [m.turn.position for m in found.turns] == [0, 1], found.turns
+    assert len(found.turns[0].doc_ids) >= 2  # the long turn matched in more than one window
+
+
+def test_a_working_memory_summary_weighs_as_a_person_not_as_the_agent() -> None:
+    """Planted: the working-memory summary turn weighed as an agent's sentence (``or
+    u.turn.is_summary`` dropped): the agent's hotel offer then displaces what the summary carried."""
+    said = [
+        Turn(
+            role=Role.system,
+            is_summary=True,
+            content="User is planning a week in Lisbon in June with a budget of two thousand euros"
+            " and wants a quiet hotel near the river.",
+        ),
+        Turn(role=Role.user, content="Can you find me a hotel in Alfama for the second week of June?"),
+        Turn(
+            role=Role.assistant,
+            content="The Casa Alfama hotel has a quiet double room near the river in the second week of June"
+            " for ninety euros a night.",
+        ),
+    ]
+    assert extractive_summary(said, max_chars=250) == (
+        "Summary: User is planning a week in Lisbon in June with a budget of two thousand euros and wants a"
+        " quiet hotel near the river. User: Can you find me a hotel in Alfama for the second week of June?"
+    )
+
+
+def test_an_agent_chat_summary_keeps_the_users_request_not_the_agents_opening() -> None:
+    """Planted: the first turn of an agent chat forced into its summary whoever said it (``and
+    u.human`` dropped): the agent's opening pitch then takes the place of the user's request."""
+    said = [
+        Turn(
+            role=Role.assistant,
+            content="Welcome back to the Lisbon trip planner, I can compare hotel prices across the Alfama"
+            " and Baixa districts for you.",
+        ),
+        Turn(
+            role=Role.user,
+            content="Can you book a table for two at a seafood restaurant in Alfama on Friday evening?",
+        ),
+        Turn(
+            role=Role.assistant,
+            content="I found three seafood restaurants in Alfama with tables free on Friday evening at eight.",
+        ),
+        Turn(
+            role=Role.user,
+            content="I am allergic to shellfish, and my partner Sofia is vegetarian, so we need grilled fish"
+            " and vegetable dishes.",
+        ),
+        Turn(
+            role=Role.assistant,
+            content="Noted: grilled fish and vegetable dishes, no shellfish, for two on Friday evening in Alfama.",
+        ),
+    ]
+    assert extractive_summary(said, max_chars=300) == (
+        "User: Can you book a table for two at a seafood restaurant in Alfama on Friday evening? I am allergic"
+        " to shellfish, and my partner Sofia is vegetarian, so we need grilled fish and vegetable dishes."
+    )
+
+
+def test_a_request_to_the_agent_is_not_a_fact() -> None:
+    """Planted: a statement that asks the agent for something kept as a fact (``and not
+    _REQUEST.search(text)`` dropped): "User need you to book a table …" would be remembered."""
+    facts = extract(
+        [
+            Turn(role=Role.user, content="I need you to book a table for four at Nopa on Friday night."),
+            Turn(role=Role.user, content="I would like you to remind me about the dentist on Tuesday."),
+            Turn(role=Role.user, content="My sister arrives on Friday."),
+        ]
+    ).facts
+    assert facts == ["The user's sister arrives on Friday"]
+
+
+def test_the_speakers_names_are_no_information_word_by_word() -> None:
+    """Planted: the speakers' names not split into words (``frozenset(people)``), so "Gina Rossi"
+    excludes neither "gina" nor "rossi" and introductions become facts ("Gina Rossi is Gina Rossi")."""
+    facts = extract(
+        [
+            Turn(role=Role.user, name="Gina Rossi", content="Hi Jon, I'm Gina Rossi!"),
+            Turn(role=Role.assistant, name="Jon", content="Hey Gina! I'm Jon."),
+            Turn(role=Role.user, name="Gina Rossi", content="I adopted a grey cat from the shelter."),
+        ]
+    ).facts
+    assert facts == ["Gina Rossi adopted a grey cat from the shelter"]
