@@ -10,6 +10,7 @@ pydantic-settings' ``EnvSettingsSource``. Invalid values raise :class:`SettingsE
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -253,6 +254,15 @@ def _hosts(value: Any) -> Any:
     return frozenset(h.strip().lower() for h in items if h.strip())
 
 
+def _origins(value: Any) -> Any:
+    """A comma-separated list of browser origins (``https://app.example.com``), lower-cased; no ``*``."""
+    origins = frozenset(o.rstrip("/") for o in _hosts(value))
+    for origin in origins:
+        if not re.fullmatch(r"https?://[^/*\s]+", origin):
+            raise ValueError(f"{origin!r} is not an origin such as https://app.example.com (no '*', no path)")
+    return origins
+
+
 class Settings(_Section):
     """All tunables of one running memory service."""
 
@@ -309,6 +319,8 @@ class Settings(_Section):
     auth: AuthMode = env("AGTOS_AUTH", "auto")  # auto: on once any API key exists; required: always on
     # Host header values served (no port); "*" allows any
     allowed_hosts: Annotated[frozenset[str], NoDecode] = env("AGTOS_ALLOWED_HOSTS", LOOPBACK_HOSTS)
+    # browser origins allowed to call the API cross-origin (CORS); none by default: preflights get a 405
+    cors_origins: Annotated[frozenset[str], NoDecode] = env("AGTOS_CORS_ORIGINS", frozenset())
     rate_limit_per_s: float = env("AGTOS_RATE_LIMIT_PER_S", 100.0, ge=0, description="0: no limit")  # per API key
     rate_limit_burst: int = env("AGTOS_RATE_LIMIT_BURST", 200, ge=1)
     # the cyclic garbage collector of an API process (agtos/serving/gc_tuning.py): freeze what is
@@ -318,6 +330,7 @@ class Settings(_Section):
 
     _lower = field_validator("search_mode", "background_work_policy", "auth", "ingest_mode", mode="before")(_normal)
     _host_list = field_validator("background_local_hosts", "allowed_hosts", mode="before")(_hosts)
+    _origin_list = field_validator("cors_origins", mode="before")(_origins)
 
     @property
     def episode_ttl_seconds(self) -> int:

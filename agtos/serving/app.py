@@ -16,6 +16,7 @@ from agtos import __version__
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.auth import BEARER, WRITE_METHODS, Authenticator, RequestGuardMiddleware
+from agtos.serving.cors import JsonCorsMiddleware, cors_options
 from agtos.serving.deps import USER_HEADER, get_principal
 from agtos.serving.errors import error_response, install_error_handlers
 from agtos.serving.gc_tuning import tuned_gc
@@ -93,7 +94,10 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     app.state.inflight = inflight
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=coord.settings.max_body_bytes)
-    app.add_middleware(RequestGuardMiddleware, allowed_hosts=coord.settings.allowed_hosts)
+    if coord.settings.cors_origins:  # off by default: a preflight is then a 405
+        app.add_middleware(JsonCorsMiddleware, **cors_options(coord.settings.cors_origins))
+    cfg = coord.settings
+    app.add_middleware(RequestGuardMiddleware, allowed_hosts=cfg.allowed_hosts, cors_origins=cfg.cors_origins)
     app.add_middleware(InflightMiddleware, counter=inflight)  # outermost: a request counts from its start
     app.include_router(health.router)  # open: liveness needs no key
     guarded = (memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations, memories)

@@ -126,14 +126,17 @@ def is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def request_guard_error(method: str, headers: Headers, allowed_hosts: frozenset[str]) -> tuple[int, str] | None:
+def request_guard_error(
+    method: str, headers: Headers, allowed_hosts: frozenset[str], cors_origins: frozenset[str] = frozenset()
+) -> tuple[int, str] | None:
     """Why a request is refused before routing (status, message), or None.
 
     A ``Host`` outside the allow-list is a 400 (DNS rebinding). A state-changing request without an
     ``Authorization`` header from another origin (``Origin`` not this host, or
     ``Sec-Fetch-Site: cross-site``) is a 403, and one whose body is not JSON is a 415: a browser
     cannot send a JSON body or an ``Authorization`` header cross-site without a CORS preflight,
-    which this API never grants. Body-less calls from non-browser clients (no ``Origin``) still work.
+    which this API grants only to the ``cors_origins`` (``AGTOS_CORS_ORIGINS``), the one exception to
+    the 403. Body-less calls from non-browser clients (no ``Origin``) still work.
     """
     host = headers.get("host", "")
     if "*" not in allowed_hosts and host_name(host) not in allowed_hosts:
@@ -141,9 +144,11 @@ def request_guard_error(method: str, headers: Headers, allowed_hosts: frozenset[
     if method not in WRITE_METHODS or "authorization" in headers:
         return None
     origin = headers.get("origin")
-    if (origin is not None and urlsplit(origin).netloc.lower() != host.lower()) or headers.get(
+    trusted = origin is not None and origin.lower() in cors_origins  # still needs a JSON body, below
+    cross_site = (origin is not None and urlsplit(origin).netloc.lower() != host.lower()) or headers.get(
         "sec-fetch-site"
-    ) == "cross-site":
+    ) == "cross-site"
+    if cross_site and not trusted:
         return 403, "cross-site requests may not change memory (send an Authorization header from your own client)"
     content_type = headers.get("content-type", "").strip()
     if content_type and not is_json(content_type):
@@ -154,13 +159,14 @@ def request_guard_error(method: str, headers: Headers, allowed_hosts: frozenset[
 class RequestGuardMiddleware:
     """Pure ASGI middleware: the Host allow-list and the cross-site write guard (see ``request_guard_error``)."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str], cors_origins: frozenset[str]) -> None:
         self.app = app
         self.allowed_hosts = allowed_hosts
+        self.cors_origins = cors_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refused = request_guard_error(scope["method"], Headers(scope=scope), self.allowed_hosts)
+            refused = request_guard_error(scope["method"], Headers(scope=scope), self.allowed_hosts, self.cors_origins)
             if refused is not None:
                 status, message = refused
                 body = json.dumps({"message": message}).encode()

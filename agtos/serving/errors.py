@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 FASTAPI_BODY_PARSE_ERROR = "There was an error parsing the body"  # its 400 for a body json.loads cannot decode
 UNDECODABLE = "undecodable: invalid UTF-8 or nested too deeply"
+CORS_OFF = "OPTIONS is served only as the CORS preflight of an origin listed in AGTOS_CORS_ORIGINS (none by default)"
 
 ERROR_DESCRIPTIONS = {
     400: "Invalid or duplicate X-User-Id, invalid record id, a service key without X-User-Id, or a Host not in "
@@ -139,10 +140,12 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(status_code=413, content={"message": str(exc)})
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and exc.detail == FASTAPI_BODY_PARSE_ERROR:  # not UTF-8, nested too deep
             return _validation_response([{"type": "json_invalid", "msg": UNDECODABLE}])
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 405 and request.method == "OPTIONS":  # not a preflight that CORS answered
+            message = CORS_OFF
         return JSONResponse(status_code=exc.status_code, content={"message": message}, headers=exc.headers)
 
     @app.exception_handler(Exception)
