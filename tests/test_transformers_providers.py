@@ -36,14 +36,19 @@ NLI_ORDER = {0: "ENTAILMENT", 1: "Neutral", 2: "contradiction"}  # not the ONNX 
 Serve = Callable[..., Any]
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def needs_the_extra() -> None:
+    """Skip without the transformers extra (``make install``'s default): under CI, fail instead."""
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):  # .ci/run installs the extra: never skip there
         import torch  # noqa: F401
         import transformers  # noqa: F401
     pytest.importorskip(
         "transformers", reason="the transformers extra is not installed (pip install -e '.[transformers]')"
     )
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    needs_the_extra()
     root = tmp_path_factory.mktemp("tiny-models")
     return {
         "llm": build_causal_lm(root / "lm"),
@@ -265,6 +270,7 @@ def test_the_nli_model_is_read_only_when_its_files_match_the_pins(models: dict[s
 
 
 def test_a_corrupt_nli_directory_falls_back_and_health_says_why(serve: Serve, tmp_path: Path) -> None:
+    needs_the_extra()  # the corrupt directory is built with torch
     from agtos.providers.transformers_nli import pin
 
     model_dir = build_nli_classifier(tmp_path / "corrupt-nli", NLI_ORDER, "contradiction", pin=False)
