@@ -13,16 +13,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
-from agtos.memory.lint_pipeline import INLINE_STEPS, LintState, maintain
+from agtos.memory.lint_pipeline import INLINE_STEPS, LintState, maintain, step_merge
+from agtos.memory.lint_pipeline import load as lint_load
 from agtos.memory.resource_guard import ActivityTracker, Policy
 from agtos.memory.services import Services
 from agtos.providers.llm import LLMError
+from agtos.schemas import Conclusion, ConclusionType, EntityType, Episode, EpisodeType, Memory, MemoryKind, UserProfile
+from agtos.tasks.mentions import EntityCandidate
+from agtos.tasks.profile_builder import profile_update
 from tests.helpers import end_session, talk, user, user_key_names
 from tests.test_bitemporal import JAN_8_2024, MAR_15_2024, TURN_GAP_MS, session
 from tests.test_forget_races import ALLERGY as ALLERGY_QUEUED
@@ -392,3 +397,150 @@ def test_a_session_idle_exactly_the_timeout_is_still_active() -> None:
     assert tracker.active_session_count() == 1
     now[0] = 1_600.5
     assert tracker.active_session_count() == 0
+
+
+# -- issue 20, second pass: the plants the first pass left ------------------------------------
+
+
+def entity_vector(coordinator: MemoryCoordinator, name: str) -> np.ndarray:
+    vectors = coordinator.services.entities.embed_names([name], None)
+    return vectors[name]
+
+
+def test_a_similar_name_of_another_type_is_another_entity(coordinator: MemoryCoordinator) -> None:
+    """Planted: ``_similar`` without its type check. The module's rule: a name joins the most
+    similar entity *of the same type* (cosine ≥ 0.85). Paris the city, given the very vector of
+    Paris Hilton the person, is a new entity; a person of that vector joins her."""
+    entities = coordinator.services.entities
+    vector = entity_vector(coordinator, "Paris Hilton")
+    episode = Episode(id="ep-1", user_id="ent", summary="Paris Hilton flew to Paris.", timestamp=JAN_8_2024)
+    person = EntityCandidate("Paris Hilton", EntityType.person, "paris hilton", confidence=0.9)
+    city = EntityCandidate("Paris", EntityType.place, "paris", confidence=0.9)
+    hilton = EntityCandidate("Ms Hilton", EntityType.person, "ms hilton", confidence=0.9)
+    first, created = entities.observe(episode, person, vector)
+    assert created and first is not None
+    other, created = entities.observe(episode, city, vector)
+    assert created and other not in (None, first)
+    assert entities.observe(episode, hilton, vector) == (first, False)
+
+
+def test_a_weaker_mention_keeps_the_entitys_confidence(coordinator: MemoryCoordinator) -> None:
+    """Planted: ``observe`` taking the new mention's confidence instead of the larger of the two
+    (the module's rule for merges, as for edges: max confidence)."""
+    entities = coordinator.services.entities
+    sure = EntityCandidate("Omar Haddad", EntityType.person, "omar haddad", confidence=0.9)
+    unsure = EntityCandidate("Omar Haddad", EntityType.person, "omar haddad", confidence=0.4)
+    first = Episode(id="ep-1", user_id="ent", summary="Omar Haddad called.", timestamp=JAN_8_2024)
+    later = Episode(id="ep-2", user_id="ent", summary="Omar Haddad wrote.", timestamp=MAR_15_2024)
+    entity_id, _ = entities.observe(first, sure, None)
+    assert entity_id is not None and entities.observe(later, unsure, None) == (entity_id, False)
+    loaded = entities.load("ent", entity_id)
+    assert loaded is not None and loaded[0].confidence == 0.9 and loaded[0].episode_ids == ["ep-1", "ep-2"]
+
+
+def test_an_edge_restated_in_the_ms_it_was_replaced_is_current_again(coordinator: MemoryCoordinator) -> None:
+    """Planted: ``absorb_rel`` reopening a closed edge only when restated *after* its end (``>``
+    for ``>=``). As for ``_supersede_edges`` (an edge stated in the same ms as the current one
+    closes it), a tie goes to the statement processed last: Maria back at Acme Corp in the very ms
+    she was said to join Globex is at Acme Corp, and the Globex edge is closed."""
+    graph = coordinator.services.entities
+    acme = graph.relate("zed", "ent-maria", "ent-acme", "works-at", 0.9, "ep-1", 1_000)
+    globex = graph.relate("zed", "ent-maria", "ent-globex", "works-at", 0.9, "ep-2", 2_000)
+    assert graph.relate("zed", "ent-maria", "ent-acme", "works-at", 0.9, "ep-3", 2_000) == acme
+    outgoing, _ = graph.store.edge_ids("zed", "ent-maria")
+    edges = graph.store.rels("zed", outgoing)
+    assert acme is not None and globex is not None
+    assert (edges[acme].valid_from, edges[acme].valid_until, edges[acme].superseded_by) == (2_000, None, None)
+    assert (edges[globex].valid_until, edges[globex].superseded_by) == (2_000, acme)
+
+
+def test_a_forget_while_the_dreamer_defers_to_a_later_event_leaves_no_marker(
+    client: TestClient,
+    coordinator: MemoryCoordinator,
+    raw_redis: redis.Redis,
+    key_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planted: the ``more_for_user`` branch (a later event of the same batch dreams for the user)
+    returning without ``late_writes_removed``: a forget-all that lands after the event was taken
+    and before its marker is claimed left that marker, a key of the forgotten user, behind."""
+    markers = coordinator.services.dream_markers
+    claim = markers.claim
+
+    def forget_then_claim(user_id: str, ended: str) -> bool:
+        forget_all(client, user_id)
+        return claim(user_id, ended)
+
+    monkeypatch.setattr(markers, "claim", forget_then_claim)
+    event = {"user_id": "alice", "session_id": "s1", "episode_id": "ep-1", "more_for_user": True}
+    coordinator.dreamer.on_session_ended(event)
+    assert user_key_names(raw_redis, key_prefix, "alice") == set()
+
+
+def test_lint_merges_only_current_memories_of_one_kind(coordinator: MemoryCoordinator) -> None:
+    """Planted: the lint's memory merge reading replaced memories too (``if m.current`` dropped),
+    or pairing memories of different kinds (``a.kind != b.kind`` dropped). README: the merge rule
+    folds *current* memories *of one kind*; the one stored first survives."""
+    rt, who = coordinator.services, "lint"
+    text = "User is allergic to peanuts and tree nuts since early childhood"
+    older_replaced = Memory(user_id=who, text=text, created_at=1_000, valid_until=1_500, superseded_by="mem-x")
+    fact = Memory(user_id=who, text=text, created_at=2_000)
+    liked = Memory(user_id=who, text=text, kind=MemoryKind.preference, created_at=3_000)
+    store = rt.semantic.store("memory")
+    for memory in (older_replaced, fact, liked):
+        store.upsert(who, memory.id, memory.text, None, memory.model_dump_json())
+    assert step_merge(lint_load(rt, who), rt.settings.maintenance).memory_merges == []
+    again = Memory(user_id=who, text=text, created_at=4_000)
+    store.upsert(who, again.id, again.text, None, again.model_dump_json())
+    assert step_merge(lint_load(rt, who), rt.settings.maintenance).memory_merges == [(fact.id, again.id)]
+
+
+def test_an_ingested_responses_importance_is_its_points_over_twelve(client: TestClient) -> None:
+    """Planted: the response episode's importance on another scale than ``score / 12`` (README:
+    the points over the table's maximum, 4 + 3 + 2 + 2 + 1 = 12): 4 + 3 for a tool call is 7/12."""
+    body = {"session_id": "s1", "response": "The 9:40 train to Porto has seats left.", "tool_calls": 1}
+    sent = client.post("/api/memory/responses", json=body, headers=user("rita"))
+    assert sent.status_code == 200, sent.text
+    assert (sent.json()["ingest"], sent.json()["score"]) == (True, 7)
+    assert sent.json()["episode"]["importance"] == pytest.approx(0.5833, abs=1e-4)
+
+
+def corrected(n: int, plain: int) -> list[Episode]:
+    """``n`` sessions of the correction type and ``plain`` conversations with one fact each."""
+    kinds = [EpisodeType.correction] * n + [EpisodeType.conversation] * plain
+    return [Episode(user_id="sty", summary="A session.", type=t, facts=["User lives in Porto"]) for t in kinds]
+
+
+def test_the_style_is_precise_from_two_corrected_sessions() -> None:
+    """Planted: the style's bound moved (``corrections >= 2``): two sessions that corrected the
+    agent make the user "precise"; one does not (then: one fact a session, "brief")."""
+    precise = "precise; corrects mistakes, so double-check details"
+    assert profile_update(UserProfile(user_id="sty"), [], corrected(2, 3)).communication_style == precise
+    assert profile_update(UserProfile(user_id="sty"), [], corrected(1, 3)).communication_style == (
+        "brief and task-focused"
+    )
+
+
+def test_a_stale_conclusion_leaves_the_profile() -> None:
+    """Planted: stale explicit conclusions kept in the profile (``and not c.stale`` dropped): the
+    lint marks a conclusion not confirmed for 30 days stale, and the next rebuild drops its line."""
+    home = Conclusion(
+        user_id="st",
+        text="User lives in London",
+        type=ConclusionType.explicit,
+        confidence=0.9,
+        category="home",
+        stale=True,
+    )
+    nuts = Conclusion(
+        user_id="st",
+        text="User is allergic to peanuts",
+        type=ConclusionType.explicit,
+        confidence=0.9,
+        category="allergy",
+    )
+    before = UserProfile(
+        user_id="st", facts=[home.text, nuts.text], sources={home.text: [home.id], nuts.text: [nuts.id]}
+    )
+    update = profile_update(before, [home, nuts], [])
+    assert (update.facts, update.sources) == (["User is allergic to peanuts"], {nuts.text: [nuts.id]})
