@@ -93,7 +93,7 @@ def register(memory_app: typer.Typer) -> None:
         if unknown:
             console.print(f"[red]not found here: {', '.join(unknown)}[/red]")
             raise typer.Exit(2)
-        totals = {"episodesAdded": 0, "episodesUpdated": 0, "memoriesAdded": 0}
+        totals = {"episodesAdded": 0, "episodesUpdated": 0, "unchanged": 0, "memoriesAdded": 0}
         skipped: list[dict[str, str]] = []
         with coordinator_from_env() as coordinator, _progress() as progress:
             bar = progress.add_task("importing", total=len(chosen))
@@ -108,6 +108,7 @@ def register(memory_app: typer.Typer) -> None:
             f"added {totals['episodesAdded']} episode(s), updated {totals['episodesUpdated']}, "
             f"added {totals['memoriesAdded']} memory item(s)"
             + (f", skipped {len(skipped)} session(s)" if skipped else "")
+            + (f"; {totals['unchanged']} session(s) unchanged since the last import" if totals["unchanged"] else "")
         )
         for item in skipped:  # the save heuristics' reason (greetings, trivial lookups...)
             console.print(f"  skipped {escape(item['sessionId'])}: {escape(item['reason'])}")

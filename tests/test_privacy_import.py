@@ -48,14 +48,46 @@ def test_import_is_idempotent(import_client: TestClient) -> None:
     assert {s["source"] for s in listed["sources"]} >= {"claude_code", "cursor", "aider", "copilot"}
     first = client.post("/api/memory/import", json={}, headers=user("ivy")).json()
     assert first["episodesAdded"] > 0 and first["memoriesAdded"] > 0 and first["episodesUpdated"] == 0
+    imported = client.get("/api/memory/memories", params={"limit": 1}, headers=user("ivy")).json()["memories"][0]
+    edit = {"text": "User edited this imported memory"}
+    assert client.put(f"/api/memory/memories/{imported['id']}", json=edit, headers=user("ivy")).status_code == 200
     second = client.post("/api/memory/import", json={}, headers=user("ivy")).json()
     assert second["episodesAdded"] == 0 and second["memoriesAdded"] == 0
-    assert second["episodesUpdated"] == first["episodesAdded"]
+    # nothing changed on disk: every session (stored or skipped) and memory item is left as it is (H3)
+    assert second["episodesUpdated"] == 0 and second["skipped"] == []
+    assert second["unchanged"] == second["sessions"] == first["sessions"]
+    assert second["memoriesUnchanged"] == first["memoriesAdded"]
+    kept = client.get(f"/api/memory/memories/{imported['id']}", headers=user("ivy")).json()
+    assert kept["text"] == edit["text"]  # the user's edit outlives an import again
     episodes = client.get("/api/memory/episodes", params={"limit": 100}, headers=user("ivy")).json()
     assert episodes["count"] == first["episodesAdded"]
     only = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ivan")).json()
     assert only["episodesAdded"] >= 1 and only["memoriesAdded"] == 0
     assert client.post("/api/memory/import", json={"sources": ["emacs"]}, headers=user("ivy")).status_code == 422
+
+
+def test_a_reimport_processes_only_the_sessions_that_changed(import_client: TestClient, tmp_path: Path) -> None:
+    """Issue 15 (H3): an import again after a stored chat changed and one was added re-ingests those two
+    only; the chat skipped before as small talk is not judged again (before: every session was
+    summarised, embedded and written again, ``episodesUpdated`` all of them)."""
+    client = import_client
+    history = tmp_path / "home" / "projects" / "webapp" / ".aider.chat.history.md"
+    first = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ida")).json()
+    assert (first["sessions"], first["episodesAdded"], len(first["skipped"]), first["unchanged"]) == (2, 1, 1, 0)
+    stored_chat = "#### Keep it short.  \n"  # the first chat (stored); the second is skipped as small talk
+    text = history.read_text()
+    assert stored_chat in text
+    history.write_text(
+        text.replace(stored_chat, stored_chat + "#### I moved to Lisbon last month and I prefer metric units.\n")
+        + "\n# aider chat started at 2024-06-01 08:00:00\n\n#### I adopted a cat named Miso.\n\nLovely!\n"
+    )
+    second = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ida")).json()
+    assert (second["sessions"], second["episodesAdded"], second["episodesUpdated"], second["unchanged"]) == (3, 1, 1, 1)
+    assert second["skipped"] == []
+    third = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ida")).json()
+    assert (third["episodesAdded"], third["episodesUpdated"], third["unchanged"]) == (0, 0, second["sessions"])
+    for found in ("cat Miso", "moved to Lisbon"):
+        assert found.split()[-1] in client.get("/api/memory/search", params={"q": found}, headers=user("ida")).text
 
 
 def seed_everything(client: TestClient, coordinator: MemoryCoordinator, user_id: str) -> None:

@@ -19,7 +19,7 @@ from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
 from agtos.memory.health_checks import health
 from agtos.memory.ingest_worker import IngestWorker, SessionJob
-from agtos.memory.ingestion_pipeline import IngestionReport, run_ingestion
+from agtos.memory.ingestion_pipeline import OPTED_OUT, IngestionReport, run_ingestion
 from agtos.memory.live_sessions import SESSION_ENDED, LiveSessions, LoneRequest, SessionEndResult
 from agtos.memory.query_ingest import response_episode
 from agtos.memory.recall import SearchHit
@@ -131,9 +131,7 @@ class MemoryCoordinator:
         allowed = [i for i in items if not self.privacy.is_opted_out(i.user_id, fresh=True)]
         report = run_ingestion(self.services, allowed) if allowed else IngestionReport()
         report.received = len(items)
-        report.skipped += [
-            {"sessionId": i.session_id, "reason": "user opted out of persistence"} for i in items if i not in allowed
-        ]
+        report.skipped += [{"sessionId": i.session_id, "reason": OPTED_OUT} for i in items if i not in allowed]
         return report
 
     def import_sources(

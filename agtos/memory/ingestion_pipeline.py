@@ -35,6 +35,7 @@ EMBEDDER_DEGRADED = "embedder unavailable, stored for keyword search only"
 
 
 FORGOTTEN = "the user forgot everything after it was taken"
+OPTED_OUT = "user opted out of persistence"
 
 
 class IngestionReport(ApiModel):

@@ -6,13 +6,14 @@ session titles, memory items, warnings) goes through ``redact_found`` before any
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agtos.importers.base import ImportedMemory, ParseResult, make_turn, memory_key
 from agtos.memory.episodic import session_episode_id
-from agtos.memory.ingestion_pipeline import IngestionReport
+from agtos.memory.ingestion_pipeline import FORGOTTEN, OPTED_OUT, IngestionReport
 from agtos.schemas import IngestItem, Memory
 from agtos.schemas.records import Role, Turn
 from agtos.tasks.distil import memory_kind
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from agtos.memory.services import Services
 
 Ingest = Callable[[list[IngestItem]], IngestionReport]
+NOT_FINAL = (FORGOTTEN, OPTED_OUT)  # skip reasons after which an import tries the session again
 
 
 def _redacted_turn(turn: Turn, content: str) -> Turn:
@@ -59,29 +61,48 @@ def redact_found(found: ParseResult) -> ParseResult:
     return redacted
 
 
+def turns_digest(turns: list[Turn]) -> str:
+    """A digest of an imported session's turns as they would be stored (redacted)."""
+    return hashlib.sha256("\n".join(t.model_dump_json() for t in turns).encode()).hexdigest()
+
+
 def import_sources(
     rt: Services, ingest: Ingest, user_id: str, sources: list[str] | None = None, home: Path | None = None
 ) -> dict[str, Any]:
-    """Sessions found under ``home`` go through ``ingest``; memory files become semantic memories."""
+    """Sessions found under ``home`` go through ``ingest`` unless imported before with the same turns
+    (``unchanged``: not summarised, embedded or written again); memory files become semantic
+    memories, those already stored (same id: same redacted text) left as they are."""
     from agtos.importers import collect
 
     found = redact_found(collect(home or rt.settings.import_home, sources))
     items = [IngestItem(user_id=user_id, session_id=s.session_key, turns=s.turns) for s in found.sessions]
-    existing = rt.episodes.existing_ids(user_id, [session_episode_id(user_id, i.session_id) for i in items])
-    report = ingest(items) if items else None
+    digests = {session_episode_id(user_id, i.session_id): turns_digest(i.turns) for i in items}
+    unchanged = rt.episodes.unchanged_imports(user_id, digests)
+    fresh = [i for i in items if session_episode_id(user_id, i.session_id) not in unchanged]
+    existing = rt.episodes.existing_ids(user_id, [session_episode_id(user_id, i.session_id) for i in fresh])
+    report = ingest(fresh) if fresh else None
     memories = [
         Memory(id=m.key, user_id=user_id, text=m.text[:20_000], kind=memory_kind(m.text)) for m in found.memories
     ]
     known_memories = set(rt.semantic.records("memory", user_id, [m.id for m in memories]))
-    if memories:
-        texts, write = [m.text for m in memories], functools.partial(rt.semantic.store_batch, [], memories)
-        rt.semantic.embed_then_write("memory", [(user_id, m.id) for m in memories], texts, write)
+    new_memories = [m for m in memories if m.id not in known_memories]
+    if new_memories:
+        texts, write = [m.text for m in new_memories], functools.partial(rt.semantic.store_batch, [], new_memories)
+        rt.semantic.embed_then_write("memory", [(user_id, m.id) for m in new_memories], texts, write)
     stored = report.episode_ids if report else []
+    skipped = report.skipped if report else []
+    # a session the save heuristics judged not worth an episode is as final as one stored; a forget or an opt-out is not
+    final_skips = {session_episode_id(user_id, s["sessionId"]) for s in skipped if s["reason"] not in NOT_FINAL}
+    rt.episodes.record_imports(
+        user_id, {i: digests[i] for i in stored if i in digests}, {i: digests[i] for i in final_skips if i in digests}
+    )
     return {
         "sessions": len(items),
         "episodesAdded": len([i for i in stored if i not in existing]),
         "episodesUpdated": len([i for i in stored if i in existing]),
-        "skipped": report.skipped if report else [],
-        "memoriesAdded": len([m for m in memories if m.id not in known_memories]),
+        "unchanged": len(unchanged),
+        "skipped": skipped,
+        "memoriesAdded": len(new_memories),
+        "memoriesUnchanged": len(memories) - len(new_memories),
         "warnings": found.warnings,
     }

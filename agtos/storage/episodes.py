@@ -47,6 +47,35 @@ class EpisodeStore:
         raws = self.connector.run(lambda r: r.mget([uk.episode(i) for i in ids]))
         return {i for i, raw in zip(ids, raws, strict=True) if raw is not None}
 
+    def unchanged_imports(self, user_id: str, digests: dict[str, str]) -> set[str]:
+        """Which episode ids of ``digests`` (id → digest of the imported turns) were imported before from
+        the same turns: stored and still there, or skipped then as not worth an episode (one round trip)."""
+        if not digests:
+            return set()
+        uk, ids = self.keys.user(user_id), list(digests)
+
+        def op(r: redis.Redis) -> list[list[bytes | None]]:
+            pipe = r.pipeline(transaction=False)
+            pipe.mget([uk.episode(i) for i in ids])
+            pipe.hmget(uk.collection("imports", "digests"), ids)
+            return pipe.execute()
+
+        raws, seen = self.connector.run(op)
+        return {
+            i
+            for i, raw, digest in zip(ids, raws, seen, strict=True)
+            if digest is not None
+            and (digest.decode() == f"skipped:{digests[i]}" or (raw is not None and digest.decode() == digests[i]))
+        }
+
+    def record_imports(self, user_id: str, stored: dict[str, str], skipped: dict[str, str]) -> None:
+        """Remember the digest of the turns each imported episode id was ``stored`` or ``skipped`` from."""
+        if not stored and not skipped:
+            return
+        key = self.keys.user(user_id).collection("imports", "digests")
+        pairs = [*stored.items(), *((i, f"skipped:{d}") for i, d in skipped.items())]
+        self.connector.run(lambda r: r.hset(key, items=[part for pair in pairs for part in pair]))
+
     def session_ids(self, user_id: str, ids: Iterable[str]) -> dict[str, str]:
         """The stored session id of each of ``ids``, in one MGET; an episode gone (forgotten, expired) or
         without a session (imported: '') is left out."""

@@ -90,9 +90,13 @@ class SourcesOut(ApiModel):
 
 
 class ImportOut(ApiModel):
-    sessions: int
+    sessions: int = Field(description="sessions found in the chosen sources")
     episodes_added: int
-    episodes_updated: int
+    episodes_updated: int = Field(description="sessions imported before whose turns changed since: stored again")
+    unchanged: int = Field(
+        0, description="sessions imported (or skipped) before with the same turns: not processed again"
+    )
     skipped: list[dict[str, str]]
     memories_added: int
+    memories_unchanged: int = Field(0, description="memory items stored before (same text): left as they are")
     warnings: list[str]
