@@ -22,16 +22,10 @@ class IngestModeOption(StrEnum):
 
 def running_embedded_redis(settings: Settings) -> str | None:
     """``unix://`` URL of the embedded Redis an ``agtos serve`` on this data directory runs, if it answers."""
-    import json
+    from agtos.storage.redis_conn import _socket_answers, embedded_socket
 
-    from agtos.storage.redis_conn import _socket_answers
-
-    registry = settings.data_dir / "redis" / "agtos.rdb.settings"
-    try:
-        path = str(json.loads(registry.read_text())["unixsocket"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return f"unix://{path}" if _socket_answers(path) else None
+    path = embedded_socket(settings.data_dir)
+    return f"unix://{path}" if path and _socket_answers(path) else None
 
 
 @contextmanager

@@ -62,3 +62,26 @@ def test_embedded_redis_survives_a_hard_kill(tmp_path: Path) -> None:
         listed = client.get("/api/memory/episodes", headers=user("finn")).json()
         assert listed["count"] == 1 and "trains" in listed["episodes"][0]["summary"]
     second.close()
+
+
+def test_health_of_the_embedded_redis_agtos_serve_shares_says_embedded(tmp_path: Path) -> None:
+    """`agtos serve` hands its worker (and its API workers) the embedded server's socket as REDIS_URL: `make run`'s
+    /health said "mode": "url" with no data directory, as if an external Redis were configured."""
+    from agtos.storage.redis_conn import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "data" / "redis")  # what `agtos serve` starts
+    try:
+        for data_dir, mode in ((tmp_path / "data", "embedded"), (tmp_path / "other", "url")):
+            settings = Settings(redis_url=f"unix://{server.socket_path}", data_dir=data_dir, key_prefix="agtos")
+            coordinator = MemoryCoordinator(settings)
+            with TestClient(create_app(coordinator=coordinator)) as client:
+                redis_info = client.get("/health").json()["tiers"]["episodic"]["redis"]
+            coordinator.close()
+            assert redis_info["mode"] == mode and redis_info["available"] is True
+            assert redis_info.get("dataDir") == (str(tmp_path / "data" / "redis") if mode == "embedded" else None)
+        assert server.pid > 0  # the API's close left the shared server running (serve stops it)
+        import redis
+
+        assert redis.Redis(unix_socket_path=server.socket_path).ping()
+    finally:
+        server.stop()

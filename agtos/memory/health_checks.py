@@ -188,8 +188,8 @@ def _redis_info(rt: Services) -> dict[str, Any]:
     """Mode and availability probed now (a PING), never the connection error: it names hosts, ports
     and socket paths (the server log has it)."""
     info: dict[str, Any] = {"mode": rt.connector.mode, "available": rt.connector.available(max_age_s=0)}
-    if rt.connector.embedded is not None:
-        info["dataDir"] = str(rt.connector.embedded.data_dir)
+    if rt.connector.embedded_dir is not None:
+        info["dataDir"] = str(rt.connector.embedded_dir)
     if not info["available"]:
         info["error"] = REDIS_DOWN
     return info

