@@ -17,6 +17,8 @@ from agtos.storage.keys import check_user_id
 
 USER_HEADER = "X-User-Id"
 PRINCIPAL_KEY = "agtos.principal"  # request scope: what get_principal found
+#: what a client's unset variable turns into (JavaScript, JSON, Python): one bucket shared by every such bug
+PLACEHOLDER_IDS = frozenset({"null", "undefined", "none", "nan"})
 
 
 async def get_coordinator(request: Request) -> MemoryCoordinator:
@@ -34,6 +36,8 @@ async def get_principal(request: Request) -> Principal | None:
     if PRINCIPAL_KEY in request.scope:
         cached: Principal | None = request.scope[PRINCIPAL_KEY]
         return cached
+    if len(request.headers.getlist("authorization")) > 1:  # which one counts would depend on the reader
+        raise HTTPException(status_code=400, detail="send Authorization once")
     authenticator: Authenticator = request.app.state.authenticator
     credentials = await BEARER(request)
     if credentials is None and authenticator.known_off():
@@ -59,6 +63,8 @@ async def get_user_id(
     """The caller's user id from ``X-User-Id`` (validated, sent at most once), the user key's user, or the default."""
     if len(request.headers.getlist(USER_HEADER)) > 1:
         raise HTTPException(status_code=400, detail=f"send {USER_HEADER} once")
+    if x_user_id is not None and x_user_id.lower() in PLACEHOLDER_IDS:
+        raise HTTPException(status_code=400, detail=f"{USER_HEADER} {x_user_id!r} is an unset client value, not a user")
     principal = await get_principal(request)
     if principal is None:
         coordinator: MemoryCoordinator = request.app.state.coordinator

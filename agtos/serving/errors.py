@@ -24,7 +24,8 @@ UNDECODABLE = "undecodable: invalid UTF-8 or nested too deeply"
 CORS_OFF = "OPTIONS is served only as the CORS preflight of an origin listed in AGTOS_CORS_ORIGINS (none by default)"
 
 ERROR_DESCRIPTIONS = {
-    400: "Invalid or duplicate X-User-Id, invalid record id, a service key without X-User-Id, or a Host not in "
+    400: "Invalid, duplicate or placeholder ('null', 'undefined') X-User-Id, a duplicate Authorization header, an "
+    "invalid record id, a service key without X-User-Id, or a Host not in "
     "AGTOS_ALLOWED_HOSTS",
     401: "Auth is on and the API key is missing, invalid or revoked (WWW-Authenticate: Bearer)",
     403: "Not allowed: the user opted out of persistence, a user key names another user, a cross-site write, "
