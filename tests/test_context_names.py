@@ -125,7 +125,8 @@ def test_a_question_naming_a_speaker_by_nickname_gets_that_speakers_turn_first(c
     turns = [i["text"] for i in context(client, "What did Johnny bake?", 60)["items"] if i["tier"] == "turn"]
     assert turns[:1] == [f"Jon: {JON_BAKED}"]  # not the greetings that say "Johnny", not Gina's bread
     turns = [i["text"] for i in context(client, "What did Gigi bake?", 60)["items"] if i["tier"] == "turn"]
-    assert turns[:1] == [f"Gina: {GINA_BAKED}"]
+    # said on Saturday 13 May 2023 (session 4): the Sunday before is 7 May
+    assert turns[:1] == ["Gina: I baked a loaf of banana bread on Sunday [= 7 May 2023], my first one."]
 
 
 def test_a_profile_line_sharing_only_a_speakers_name_is_not_relevant(client: TestClient) -> None:

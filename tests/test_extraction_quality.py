@@ -105,7 +105,7 @@ def test_two_named_people_facts_carry_each_speakers_name(client: TestClient, coo
     turns = [{"role": r, "name": n, "content": c, "timestamp": MAY_14_2024} for r, n, c in rows]
     assert stored_facts(coordinator, end_session(client, "s-maria-tom", turns)) == [
         "Tom loves Porto",
-        "Tom finally finished their PhD at ETH Zurich in January",
+        "Tom finally finished their PhD at ETH Zurich in January [= January 2024]",  # said on 14 May 2024
         "Maria moved to Porto last year [= 2023]",
         "Maria works at Farfetch",
         "Maria adopted a cat named Miso two weeks ago [= 30 April 2024]",

@@ -10,11 +10,13 @@ from datetime import UTC, datetime
 from itertools import pairwise
 
 import pytest
+from fastapi.testclient import TestClient
 
-from agtos.schemas import Episode, IngestItem, Turn
+from agtos.schemas import Episode, IngestItem, Role, Turn
 from agtos.tasks.dates import format_turn, resolve_dates
 from agtos.tasks.tokens import count_tokens
 from agtos.tasks.verbatim_turns import WINDOW_TOKENS, batch_turns, chunk_spans, stored_turns, turn_units
+from tests.test_probe_fidelity import context, end
 
 MAY_8 = int(datetime(2023, 5, 8, 14, 30, tzinfo=UTC).timestamp() * 1000)  # a Monday afternoon (UTC)
 
@@ -58,6 +60,66 @@ def test_words_that_only_look_like_dates_are_left_alone(text: str) -> None:
 def test_the_turn_date_is_its_own_not_today() -> None:
     just_after_midnight = int(datetime(2019, 12, 31, 23, 59, tzinfo=UTC).timestamp() * 1000) + 120_000
     assert dates("what a party yesterday", just_after_midnight) == [("yesterday", "2019-12-31", "day")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # said on Monday 8 May 2023: Tuesday 2 May and 9 May, Friday 5 May and 12 May, Sunday 14 May, Monday 1 May/15 May
+        ("On Tuesday I went to the park", [("Tuesday", "2023-05-02", "day")]),
+        ("I'm flying to Rome on Tuesday", [("Tuesday", "2023-05-09", "day")]),
+        ("We met on Monday.", [("Monday", "2023-05-01", "day")]),  # said on a Monday: the one before
+        ("I will see her on Monday", [("Monday", "2023-05-15", "day")]),
+        ("Friday night we watched a movie", [("Friday night", "2023-05-05", "day")]),
+        (
+            "I got a dog on Friday and will walk him on Sunday",  # each clause its own tense
+            [("Friday", "2023-05-05", "day"), ("Sunday", "2023-05-14", "day")],
+        ),
+        ("this morning I ran 5k", [("this morning", "2023-05-08", "day")]),
+        ("Tonight we cook", [("Tonight", "2023-05-08", "day")]),
+        ("We went camping last weekend", [("last weekend", "2023-05-06", "weekend")]),
+        ("What are you doing this weekend?", [("this weekend", "2023-05-13", "weekend")]),
+        ("Next weekend I'll hike", [("Next weekend", "2023-05-20", "weekend")]),
+        ("I visited Paris in March", [("March", "2023-03-08", "month")]),
+        ("I went to Lisbon in June", [("June", "2022-06-08", "month")]),
+        ("I'll go to Lisbon in June", [("June", "2023-06-08", "month")]),
+        ("I'll go to Oslo in May", [("May", "2023-05-08", "month")]),  # said in May: this May
+        ("Last May I quit my job", [("Last May", "2022-05-08", "month")]),
+        ("Next May we marry", [("Next May", "2024-05-08", "month")]),
+        ("This March was cold", [("This March", "2023-03-08", "month")]),
+    ],
+)
+def test_weekdays_weekends_and_months_named_alone_resolve_by_tense(
+    text: str, expected: list[tuple[str, str, str]]
+) -> None:
+    assert dates(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tuesday is my day off",  # no tense: which Tuesday is not said
+        "Are you free on Friday?",
+        "Mondays are hard",
+        "I was born in March.",  # a birthday's month, not a date
+        "I'm so excited for Saturday",  # an adjective, not a past tense
+        "We married in June 2019",  # absolute
+    ],
+)
+def test_a_weekday_or_month_whose_tense_is_not_said_is_left_alone(text: str) -> None:
+    assert dates(text) == []
+
+
+def test_weekends_are_the_calendar_weeks_saturdays() -> None:
+    sunday_14 = int(datetime(2023, 5, 14, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("last weekend and this weekend", sunday_14) == [
+        ("last weekend", "2023-05-06", "weekend"),
+        ("this weekend", "2023-05-13", "weekend"),
+    ]
+    monday_1 = int(datetime(2023, 5, 1, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("We hiked last weekend", monday_1) == [("last weekend", "2023-04-29", "weekend")]
+    turn = Turn(role=Role.user, name="Jon", content="We went camping last weekend", timestamp=MAY_8)
+    (stored,) = stored_turns("u", "ep-1", "s-1", [turn])
+    assert format_turn(stored) == "(8 May 2023) Jon: We went camping last weekend [= weekend of 6 May 2023]"
 
 
 def test_a_dated_speaker_line_shows_the_resolved_date_after_the_expression() -> None:
@@ -119,3 +181,25 @@ def test_a_long_turn_is_split_into_overlapping_windows_that_fit_the_embedder() -
     assert all(u.text.startswith("(8 May 2023) Ann: ") and count_tokens(u.text) <= WINDOW_TOKENS for u in units)
     assert units[-1].text.endswith("w899")
     assert [u.text for u in turn_units([stored.model_copy(update={"content": "short"})])] == ["(8 May 2023) Ann: short"]
+
+
+def test_weekdays_weekends_and_months_are_shown_resolved_in_the_context(client: TestClient) -> None:
+    """Turns of Monday 8 May 2023 sent through HTTP: the context shows each expression's absolute date."""
+    turns = [
+        ("Gina", "On Tuesday I went to a pottery class with Ana."),
+        ("Jon", "We went camping at Lake Tahoe last weekend."),
+        ("Gina", "I'll fly to Oaxaca in June for the food festival."),
+    ]
+    sent = [
+        {"role": "user", "name": name, "content": text, "timestamp": f"2023-05-08T10:0{i}:00Z"}
+        for i, (name, text) in enumerate(turns)
+    ]
+    end(client, "dated-alone", "s1", sent)
+    said = context(client, "dated-alone", "pottery class camping Lake Tahoe Oaxaca food festival")
+    assert "8 May 2023:\n" in said, said
+    for line in (
+        "- Gina: On Tuesday [= 2 May 2023] I went to a pottery class with Ana.",
+        "- Jon: We went camping at Lake Tahoe last weekend [= weekend of 6 May 2023].",
+        "- Gina: I'll fly to Oaxaca in June [= June 2023] for the food festival.",
+    ):
+        assert line in said, said

@@ -3,7 +3,10 @@ resolved to absolute dates against the turn's own timestamp.
 
 A short pattern list only finds the candidate spans (free-text date search also takes "we" for
 Wednesday and "may" for May); the date arithmetic is :mod:`dateparser`'s, with the turn's time as
-``RELATIVE_BASE``. Times are read on the local day where the turn was said: UTC, unless its timestamp was
+``RELATIVE_BASE``. A weekday or a month named alone ("on Tuesday", "in March") is the most recent one
+before the turn in past-tense speech, the next one in future-tense speech (``PREFER_DATES_FROM``), and
+left unresolved where the sentence shows neither; "last/this/next weekend" is the Saturday of
+dateparser's last/this/next week. Times are read on the local day where the turn was said: UTC, unless its timestamp was
 sent with an offset (``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
 """
 
@@ -25,20 +28,29 @@ _MONTH = r"(?:january|february|march|april|may|june|july|august|september|octobe
 _COUNT = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _UNIT = r"(?:day|week|month|year)s?"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+#: a month written alone: capitalised "May" only (the verb "may" is not a month), the others either way
+_MONTH_ALONE = (
+    "(?:" + "|".join("May" if m == "may" else f"[{m[0].upper()}{m[0]}]{m[1:]}" for m in _MONTH[3:-1].split("|")) + ")"
+)
+_NOT_DATED = r"(?!\s*(?:,\s*)?\d)"  # "May 2", "March 2019" are other patterns' (or absolute)
 
 # each pattern's group 1 is the span handed to dateparser
 _PATTERNS = [
     re.compile(p, re.IGNORECASE)
     for p in (
         r"\b(the day (?:before yesterday|after tomorrow))\b",
-        r"\b(yesterday|today|tonight|tomorrow|last night)\b",
-        rf"\b((?:last|next|this) (?:week|month|year|{_WEEKDAY}))\b",
+        r"\b(yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))\b",
+        rf"\b((?:last|next|this) (?:week|weekend|month|year|{_WEEKDAY}))\b",
+        rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
         rf"\b({_COUNT} {_UNIT} ago)\b",
         rf"\b(in {_COUNT} {_UNIT})\b",
         r"\b(?:in|since|during|of) ((?:19|20)\d{2})\b",
         rf"\b({_MONTH} {_DAY})\b(?!\s*(?:,\s*)?\d{{4}})",  # "May 2" (with a year it is no longer relative)
         rf"\b({_DAY} (?:of )?{_MONTH})\b(?!\s*(?:,\s*)?\d{{4}})",
     )
+] + [
+    re.compile(rf"\b((?i:last|next|this) {_MONTH_ALONE})\b{_NOT_DATED}"),
+    re.compile(rf"\b(?i:in|since|during|until|till|by|of|early|late|mid|through) ({_MONTH_ALONE})\b{_NOT_DATED}"),
 ]
 
 _PERIODS = {"day": DatePeriod.day, "part_of_day": DatePeriod.day, "week": DatePeriod.week}
@@ -67,25 +79,117 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
     day = turn_datetime(timestamp_ms, utc_offset).date()
     out: list[ResolvedDate] = []
     for start, end in candidate_spans(text)[:MAX_DATES]:
-        resolved = _resolve_span(text[start:end].lower(), day)
+        span = text[start:end].lower()
+        resolved = _resolve_span(span, day, tense(text, start, end) if _ALONE.fullmatch(span) else None)
         if resolved is not None:
             out.append(ResolvedDate(text=text[start:end], start=start, date=resolved[0], period=resolved[1]))
     return out
 
 
-@lru_cache(maxsize=8192)
-def _resolve_span(span: str, day: date) -> tuple[str, DatePeriod] | None:
-    """One expression against the start of the turn's day (every pattern names a day or longer, so
-    the time of day never changes the answer); cached, as the same phrases recur across a chat."""
-    parser = DateDataParser(
-        languages=["en"],
-        settings={"RELATIVE_BASE": datetime.combine(day, datetime.min.time()), "RETURN_TIME_AS_PERIOD": True},
-    )
-    data = parser.get_date_data(span)
+# a weekday or a month named alone: which one depends on the tense it is said in
+_ALONE = re.compile(rf"{_WEEKDAY}(?: (?:morning|afternoon|evening|night))?|{_MONTH}")
+_WEEKEND = re.compile(r"(last|this|next) weekend")
+_LAST_THIS_NEXT_MONTH = re.compile(rf"(last|this|next) ({_MONTH})")
+_PREFER = {"last": "past", "this": "current_period", "next": "future"}
+
+_SENTENCE_END = re.compile(r"[.!?\n]")
+_CLAUSE_END = re.compile(r"[.!?\n,;:]|\b(?:and|but|because|when|while|though|although)\b", re.IGNORECASE)
+_WORDS = re.compile(r"[\w']+")
+_FUTURE_WORDS = frozenset("will shall won't gonna tomorrow next upcoming until till".split())
+_PAST_WORDS = frozenset(
+    """was were did had went got bought came made met saw took told ate drove flew gave found left lost spent
+    won ran sat slept spoke heard felt kept sent sold began wrote caught brought ago yesterday since last""".split()
+)
+#: words ending in -ed that are no past tense
+_NOT_PAST = frozenset("speed indeed proceed exceed succeed breed bleed greed hundred sacred naked wicked".split())
+#: an -ed word after these is an adjective ("I'm so excited"), not a past tense
+_BEFORE_ADJECTIVE = frozenset(
+    "am is are i'm we're you're they're he's she's so very really pretty too be been being get getting feel".split()
+)
+_BE_NOW = frozenset("am is are i'm we're you're they're he's she's".split())
+
+
+def _cue(words: list[str], i: int) -> str | None:
+    """``"future"``, ``"past"`` or None: what word ``i`` of a sentence says of its tense."""
+    word, after = words[i], words[i + 1] if i + 1 < len(words) else ""
+    before = words[i - 1] if i else ""
+    if (word in _FUTURE_WORDS and not (word == "next" and after == "to")) or word.endswith("'ll"):
+        return "future"
+    if (word, after) in {("going", "to"), ("can't", "wait"), ("cannot", "wait"), ("looking", "forward")}:
+        return "future"
+    if word in {"plan", "plans", "planning", "planned"} and after in {"to", "on"}:
+        return "future"
+    if word in _BE_NOW and after.endswith("ing"):  # "I'm flying to Rome on Tuesday"
+        return "future"
+    if word in _PAST_WORDS:
+        return "past"
+    if len(word) > 4 and word.endswith("ed") and word not in _NOT_PAST and before not in _BEFORE_ADJECTIVE:
+        return "past"
+    return None
+
+
+def tense(text: str, start: int, end: int) -> str | None:
+    """``"past"`` or ``"future"``: the tense ``text[start:end]`` is said in, by the cue nearest it in
+    its clause, else in its sentence (a past verb, "ago", "since"; "will", "going to", "tomorrow",
+    "I'm flying"); None without one ("Tuesday is my day off")."""
+    for boundary in (_CLAUSE_END, _SENTENCE_END):
+        begin = max((m.end() for m in boundary.finditer(text, 0, start)), default=0)
+        stop = m.start() if (m := boundary.search(text, end)) else len(text)
+        found = [m for m in _WORDS.finditer(text, begin, stop) if not start <= m.start() < end]
+        words = [m.group().lower() for m in found]
+        if "born" in words:  # "born in March": a birthday's month, not a date
+            return None
+        cues = [
+            (min(abs(m.start() - end), abs(start - m.end())), cue)
+            for i, m in enumerate(found)
+            if (cue := _cue(words, i)) is not None
+        ]
+        if cues:
+            return min(cues)[1]
+    return None
+
+
+def _parse(span: str, day: date, prefer: str | None = None) -> tuple[date, DatePeriod] | None:
+    """dateparser's reading of ``span`` on ``day`` (a weekday or month alone: the ``prefer`` one)."""
+    settings: dict[str, object] = {"RELATIVE_BASE": datetime.combine(day, datetime.min.time())}
+    settings["RETURN_TIME_AS_PERIOD"] = True
+    if prefer is not None:
+        settings["PREFER_DATES_FROM"] = prefer
+    data = DateDataParser(languages=["en"], settings=settings).get_date_data(span)
     period = _PERIODS.get(data.period or "")
     if data.date_obj is None or period is None:
         return None
-    resolved = data.date_obj.date()
+    return data.date_obj.date(), period
+
+
+@lru_cache(maxsize=8192)
+def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str, DatePeriod] | None:
+    """One expression against the start of the turn's day (every pattern names a day or longer, so
+    the time of day never changes the answer), a weekday or month alone by the tense ``said_in``
+    (None: left unresolved); cached, as the same phrases recur across a chat."""
+    if _ALONE.fullmatch(span):
+        found = _parse(span, day, said_in) if said_in else None
+        if found is None:
+            return None
+        resolved, period = found
+        if said_in == "future" and period == DatePeriod.month and resolved.month == day.month:
+            resolved = resolved.replace(year=day.year)  # "in May" said in May: this May
+        return resolved.isoformat(), period
+    if m := _WEEKEND.fullmatch(span):  # the Saturday of the calendar week (:func:`_resolve_span` of "last week")
+        week = _resolve_span(f"{m.group(1)} week", day)
+        return ((date.fromisoformat(week[0]) + timedelta(days=5)).isoformat(), DatePeriod.weekend) if week else None
+    if m := _LAST_THIS_NEXT_MONTH.fullmatch(span):
+        found = _parse(m.group(2), day, _PREFER[m.group(1)])
+        if found is None:
+            return None
+        resolved = found[0]
+        if m.group(1) == "last" and resolved.month == day.month:  # "last May" said in May: a year ago
+            resolved = resolved.replace(year=day.year - 1)
+        return resolved.isoformat(), DatePeriod.month
+    found = _parse(span, day)
+    if found is None:
+        return None
+    resolved, period = found
     if period == DatePeriod.week and _COUNTED.search(span):  # "three weeks ago": that many weeks from the day
         return resolved.isoformat(), DatePeriod.day
     if period == DatePeriod.week:  # "last week": the calendar week, named by its Monday
@@ -146,6 +250,8 @@ def format_resolved(resolved: ResolvedDate) -> str:
         return f"{day:%B %Y}"
     if resolved.period == DatePeriod.week:
         return f"week of {format_day(day)}"
+    if resolved.period == DatePeriod.weekend:
+        return f"weekend of {format_day(day)}"
     return format_day(day)
 
 
