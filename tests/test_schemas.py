@@ -75,6 +75,7 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("valid_from", I64, OPTIONAL),  # issue 16: facts that change over time
             ("valid_until", I64, OPTIONAL),
             ("superseded_by", S, OPTIONAL),
+            ("utc_offset", I64, OPTIONAL),  # minutes east of UTC where its turn was said
         ],
     ),
     "conclusion": (

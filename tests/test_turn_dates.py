@@ -12,6 +12,8 @@ from itertools import pairwise
 import pytest
 from fastapi.testclient import TestClient
 
+from agtos.memory.context_builder import evidence_items
+from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Episode, IngestItem, Role, Turn
 from agtos.tasks.dates import format_turn, resolve_dates
 from agtos.tasks.tokens import count_tokens
@@ -203,3 +205,35 @@ def test_weekdays_weekends_and_months_are_shown_resolved_in_the_context(client: 
         "- Gina: I'll fly to Oaxaca in June [= June 2023] for the food festival.",
     ):
         assert line in said, said
+
+
+def test_a_fact_is_dated_on_the_local_day_its_turn_was_said(client: TestClient, coordinator: MemoryCoordinator) -> None:
+    """'I adopted a corgi' said at 2023-05-08T20:00-07:00 (Monday evening in Oregon, Tuesday 9 May in UTC):
+    its turn line was under 8 May but its fact line said 9 May. Said again on 1 June (UTC), the fact
+    keeps the day it was first said."""
+    corgi = "I adopted a corgi named Biscuit."
+    end(
+        client,
+        "fact-tz",
+        "oregon",
+        [
+            {"role": "user", "content": corgi, "timestamp": "2023-05-08T20:00:00-07:00"},
+            {"role": "assistant", "content": "Congratulations!", "timestamp": "2023-05-08T20:01:00-07:00"},
+        ],
+    )
+
+    def fact_lines() -> list[str]:
+        items, _ = evidence_items(coordinator.services, "fact-tz", "corgi named Biscuit", 1_000, 10)
+        return [item.bullet for item in items if item.tier == "semantic"]
+
+    assert fact_lines() == ["- (8 May 2023) User adopted a corgi named Biscuit"]
+    end(
+        client,
+        "fact-tz",
+        "june",
+        [
+            {"role": "user", "content": corgi, "timestamp": "2023-06-01T10:00:00Z"},
+            {"role": "assistant", "content": "Cute!", "timestamp": "2023-06-01T10:01:00Z"},
+        ],
+    )
+    assert fact_lines() == ["- (8 May 2023) User adopted a corgi named Biscuit"]

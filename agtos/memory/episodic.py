@@ -57,5 +57,8 @@ def build_episode(
         importance=decision.importance,
         type=decision.type,
         facts=facts,
-    ).with_fact_times({f: found.stated_at[f] for f in facts if found.stated_at.get(f)})
+    ).with_fact_times(
+        {f: found.stated_at[f] for f in facts if found.stated_at.get(f)},
+        {f: found.stated_offset[f] for f in facts if f in found.stated_offset},
+    )
     return EpisodeDraft(episode, decision)

@@ -116,8 +116,8 @@ def update(
         changes["text"] = text
     if kind is not None:
         changes["kind"] = kind
-    if valid_from is not None:
-        changes["valid_from"] = valid_from
+    if valid_from is not None:  # a time sent as ms: on its UTC day, not the turn's local one
+        changes |= {"valid_from": valid_from, "utc_offset": None}
     if valid_until is not None or clear_until:
         changes |= {"valid_until": valid_until, "superseded_by": None}
     new = Memory.model_validate(old.model_dump() | changes)

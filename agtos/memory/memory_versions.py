@@ -67,12 +67,14 @@ class MemoryVersions:
                     "created_at": old.created_at,
                     "importance": max(old.importance, memory.importance),
                     "valid_from": min(old.valid_from, memory.valid_from),
+                    "utc_offset": old.utc_offset if old.valid_from <= memory.valid_from else memory.utc_offset,
                     "valid_until": old.valid_until,
                     "superseded_by": old.superseded_by,
                 }
                 reopened = old.valid_until is not None and memory.valid_from >= old.valid_until
                 if reopened:
-                    update |= {"valid_from": memory.valid_from, "valid_until": None, "superseded_by": None}
+                    update |= {"valid_from": memory.valid_from, "utc_offset": memory.utc_offset}
+                    update |= {"valid_until": None, "superseded_by": None}
                 memory = memory.model_copy(update=update)
                 if reopened or len(sources) > len(old.source_episode_ids):
                     action: ChangeAction = "reopened" if reopened else "restated"

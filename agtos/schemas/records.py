@@ -214,16 +214,23 @@ class Episode(Record):
     type: EpisodeType = EpisodeType.conversation
     facts: list[str] = Field(default_factory=list, max_length=256)
     entities: list[str] = Field(default_factory=list, max_length=256)
-    #: each fact → when its turn said it (ms), known while the episode built from its turns is being
-    #: ingested (kept by model_copy; not stored, not a field of the record or its Arrow schema)
+    #: each fact → when its turn said it (ms), and the turn's UTC offset if it was sent with one, known
+    #: while the episode built from its turns is being ingested (kept by model_copy; not stored, not a
+    #: field of the record or its Arrow schema)
     _fact_times: dict[str, int] = PrivateAttr(default_factory=dict)
+    _fact_offsets: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def said_at(self, fact: str) -> int:
         """When ``fact`` was said: its turn's time if known, else the episode's."""
         return self._fact_times.get(fact) or self.timestamp
 
-    def with_fact_times(self, times: dict[str, int]) -> Episode:
+    def offset_at(self, fact: str) -> int | None:
+        """The UTC offset (minutes east) where ``fact``'s turn was said, if known."""
+        return self._fact_offsets.get(fact) if self._fact_times.get(fact) else None
+
+    def with_fact_times(self, times: dict[str, int], offsets: dict[str, int] | None = None) -> Episode:
         self._fact_times = dict(times)
+        self._fact_offsets = dict(offsets or {})
         return self
 
 
@@ -262,6 +269,9 @@ class Memory(Record):
         default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when a later fact replaced it (ms); None: current"
     )
     superseded_by: str | None = Field(default=None, max_length=128, description="the memory that replaced it")
+    utc_offset: UtcOffset = Field(
+        default=None, description="minutes east of UTC where it was said (its turn's): it is dated on that local day"
+    )
 
     @model_validator(mode="after")
     def _valid_from_default(self) -> Memory:

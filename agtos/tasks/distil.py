@@ -40,7 +40,7 @@ def memory_kind(text: str) -> MemoryKind:
 
 def distil_memories(episodes: list[Episode]) -> list[Memory]:
     """One memory per distinct fact across the batch, with every source episode listed; valid from
-    when it was first said (its turn's time; the episode's when the turn's is not known)."""
+    when it was first said (its turn's time and UTC offset; the episode's time when the turn's is not known)."""
     by_id: dict[str, Memory] = {}
     for episode in episodes:
         for fact in episode.facts:
@@ -50,7 +50,8 @@ def distil_memories(episodes: list[Episode]) -> list[Memory]:
                 memory = by_id[mid]
                 if episode.id not in memory.source_episode_ids:
                     memory.source_episode_ids.append(episode.id)
-                memory.valid_from = min(memory.valid_from, said)
+                if said < memory.valid_from:
+                    memory.valid_from, memory.utc_offset = said, episode.offset_at(fact)
                 continue
             by_id[mid] = Memory(
                 id=mid,
@@ -61,5 +62,6 @@ def distil_memories(episodes: list[Episode]) -> list[Memory]:
                 created_at=episode.timestamp,
                 importance=episode.importance,
                 valid_from=said,
+                utc_offset=episode.offset_at(fact),
             )
     return list(by_id.values())

@@ -152,10 +152,15 @@ class Extraction:
     topic: str = "general"
     #: each fact, preference or correction → the time (ms) of the first turn that said it (0: undated)
     stated_at: dict[str, int] = field(default_factory=dict)
+    #: and that turn's UTC offset (minutes east), when it was sent with one
+    stated_offset: dict[str, int] = field(default_factory=dict)
 
-    def add(self, tier: list[str], text: str, timestamp: int) -> None:
+    def add(self, tier: list[str], text: str, turn: Turn) -> None:
         tier.append(text)
-        self.stated_at.setdefault(text, timestamp)
+        if text not in self.stated_at:
+            self.stated_at[text] = turn.timestamp
+            if turn.utc_offset is not None:
+                self.stated_offset[text] = turn.utc_offset
 
 
 def is_trivial(text: str) -> bool:
@@ -219,7 +224,7 @@ def dated(text: str, timestamp_ms: int, utc_offset: int | None = None) -> str:
 def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction) -> None:
     for sentence in sentences(u.text):
         if agent_chat and u.turn.role == Role.user.value and CORRECTION_RE.search(sentence):
-            out.add(out.corrections, sentence, u.turn.timestamp)
+            out.add(out.corrections, sentence, u.turn)
         statement = statement_of(sentence)
         if statement is None:
             continue
@@ -230,7 +235,7 @@ def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat
                 continue
             if PREFERENCE_RE.search(text):
                 said = dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset)
-                out.add(out.preferences, said, u.turn.timestamp)
+                out.add(out.preferences, said, u.turn)
                 continue
             informative = len(informative_words(text, names))
             listed = FACT_RE.search(text) is not None and informative >= 1
@@ -238,7 +243,7 @@ def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat
             stated = informative >= 2 and opens and not _REQUEST.search(text)
             if listed or stated:
                 said = dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset)
-                out.add(out.facts, said, u.turn.timestamp)
+                out.add(out.facts, said, u.turn)
 
 
 def keywords_of(texts: list[str], limit: int = 8) -> list[str]:
