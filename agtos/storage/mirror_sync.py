@@ -45,6 +45,23 @@ end
 """
 
 
+#: every mirror's version check in one script: KEYS each mirror's ``meta`` and ``changes`` keys, ARGV
+#: each mirror's version ('' for a mirror that holds nothing: its log is not read); per mirror the
+#: meta's epoch, version and floor, and the ids written after that version (its ``changes`` above it)
+CHECKS_LUA = """
+local out = {}
+for i = 1, #ARGV do
+  out[2 * i - 1] = redis.call('HMGET', KEYS[2 * i - 1], 'epoch', 'ver', 'floor')
+  if ARGV[i] == '' then
+    out[2 * i] = {}
+  else
+    out[2 * i] = redis.call('ZRANGEBYSCORE', KEYS[2 * i], '(' .. ARGV[i], '+inf')
+  end
+end
+return out
+"""
+
+
 class Mirror(Protocol):
     """What sync needs of a mirror: whether it holds data, and of which life and version."""
 
@@ -84,33 +101,44 @@ def plan_sync(connector: RedisConnector, meta_key: str, changes_key: str, mirror
 
 
 def plan_many(connector: RedisConnector, checks: Sequence[SyncCheck]) -> list[SyncPlan]:
-    """:func:`plan_sync` for several mirrors in one round trip (one MULTI/EXEC: the indexes of one
-    user share the user's hash tag, so this also holds on Redis Cluster)."""
+    """:func:`plan_sync` for several mirrors in one round trip (one script, or one MULTI/EXEC on a
+    Redis Cluster: the indexes of one user share the user's hash tag, so this holds there too)."""
     return plan_with_reads(connector, checks)[0]
 
 
 def plan_with_reads(
     connector: RedisConnector, checks: Sequence[SyncCheck], reads: Sequence[Callable[[Any], Any]] = ()
 ) -> tuple[list[SyncPlan], list[Any]]:
-    """:func:`plan_many`, and in the same round trip (the same MULTI/EXEC) the ``reads``: each queues
-    one command of the same user's keys on the pipeline it is given; their replies in order."""
+    """:func:`plan_many`, and in the same round trip the ``reads``: each queues one command of the
+    same user's keys on the pipeline it is given; their replies in order. The version checks are one
+    :data:`CHECKS_LUA` (atomic, as a MULTI of an HMGET and a ZRANGEBYSCORE per mirror was; ~0.1 ms
+    less client CPU per search: redis-py packs and parses one command, not ~12 with MULTI's
+    QUEUED replies), the reads beside it in the pipeline; on a Redis Cluster one MULTI of them all."""
     if not checks and not reads:
         return [], []
     bases = [(c.mirror.loaded, c.mirror.epoch, c.mirror.version) for c in checks]
+    scripted = bool(checks) and connector.mode != "cluster"
 
-    def check(r: redis.Redis) -> list[Any]:
-        pipe = r.pipeline(transaction=True)
+    def check(r: redis.Redis) -> tuple[list[Any], list[tuple[Any, Any]]]:
+        pipe = r.pipeline(transaction=not scripted)
         for read in reads:
             read(pipe)
-        for c, (loaded, _, since) in zip(checks, bases, strict=True):
+        if scripted:
+            keys = [key for c in checks for key in (c.meta_key, c.changes_key)]
+            since = [str(version) if loaded else "" for loaded, _, version in bases]
+            pipe.execute_command("EVAL", CHECKS_LUA, len(keys), *keys, *since)
+            *answers, found = pipe.execute()
+            return answers, list(zip(found[::2], found[1::2], strict=True))
+        for c, (loaded, _, version) in zip(checks, bases, strict=True):
             pipe.hmget(c.meta_key, ["epoch", "ver", "floor"])
             if loaded:  # the change log since our version
-                pipe.zrangebyscore(c.changes_key, f"({since}", "+inf")
-        return pipe.execute()
+                pipe.zrangebyscore(c.changes_key, f"({version}", "+inf")
+        answers = pipe.execute()
+        rest = iter(answers[len(reads) :])
+        return answers[: len(reads)], [(next(rest), next(rest) if base[0] else []) for base in bases]
 
-    replies = connector.run(check)
-    rest = iter(replies[len(reads) :])
-    return [_plan(next(rest), next(rest) if base[0] else [], base) for base in bases], list(replies[: len(reads)])
+    answers, found = connector.run(check)
+    return [_plan(meta, changed, base) for (meta, changed), base in zip(found, bases, strict=True)], list(answers)
 
 
 def _plan(meta: list[Any], changed: list[Any], base: tuple[bool, bytes | None, int]) -> SyncPlan:
