@@ -18,6 +18,7 @@ from agtos.schemas import Episode, IngestItem, Role, Turn
 from agtos.tasks.dates import format_turn, resolve_dates
 from agtos.tasks.tokens import count_tokens
 from agtos.tasks.verbatim_turns import WINDOW_TOKENS, batch_turns, chunk_spans, stored_turns, turn_units
+from tests.helpers import user
 from tests.test_probe_fidelity import context, end
 
 MAY_8 = int(datetime(2023, 5, 8, 14, 30, tzinfo=UTC).timestamp() * 1000)  # a Monday afternoon (UTC)
@@ -210,7 +211,7 @@ def test_weekdays_weekends_and_months_are_shown_resolved_in_the_context(client: 
 def test_a_fact_is_dated_on_the_local_day_its_turn_was_said(client: TestClient, coordinator: MemoryCoordinator) -> None:
     """'I adopted a corgi' said at 2023-05-08T20:00-07:00 (Monday evening in Oregon, Tuesday 9 May in UTC):
     its turn line was under 8 May but its fact line said 9 May. Said again on 1 June (UTC), the fact
-    keeps the day it was first said."""
+    keeps the day it was first said; a valid_from edited in ms is read on its UTC day."""
     corgi = "I adopted a corgi named Biscuit."
     end(
         client,
@@ -237,3 +238,9 @@ def test_a_fact_is_dated_on_the_local_day_its_turn_was_said(client: TestClient, 
         ],
     )
     assert fact_lines() == ["- (8 May 2023) User adopted a corgi named Biscuit"]
+    listed = client.get("/api/memory/memories", headers=user("fact-tz")).json()["memories"]
+    (corgi_id,) = [m["id"] for m in listed if "corgi" in m["text"]]
+    moved = {"valid_from": 1_683_590_400_000}  # 2023-05-09T00:00Z, sent in ms: read on its UTC day
+    edited = client.put(f"/api/memory/memories/{corgi_id}", json=moved, headers=user("fact-tz"))
+    assert edited.status_code == 200, edited.text
+    assert fact_lines() == ["- (9 May 2023) User adopted a corgi named Biscuit"]
