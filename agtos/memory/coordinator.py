@@ -93,8 +93,10 @@ class MemoryCoordinator:
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
         return self.sessions.add_turns(user_id, session_id, [turn])
 
-    def add_turns(self, user_id: str, session_id: str, turns: list[Turn]) -> WorkingMemory:
-        return self.sessions.add_turns(user_id, session_id, turns)
+    def add_turns(
+        self, user_id: str, session_id: str, turns: list[Turn], idempotency_key: str | None = None
+    ) -> WorkingMemory:
+        return self.sessions.add_turns(user_id, session_id, turns, idempotency_key)
 
     def session(self, user_id: str, session_id: str) -> WorkingMemory | None:
         return self.sessions.session(user_id, session_id)

@@ -21,7 +21,7 @@ from agtos.schemas import Episode, Turn
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import InvalidIdentifier, check_record_id, check_user_id
 from agtos.storage.redis_conn import StorageUnavailable
-from agtos.storage.session_journal import JournalFull, JournalRead
+from agtos.storage.session_journal import IdempotencyConflict, JournalFull, JournalRead
 from agtos.tasks.extract import extract
 from agtos.tasks.importance import decide_save
 
@@ -89,10 +89,13 @@ class LiveSessions:
         """Append one turn (see :meth:`add_turns`)."""
         return self.add_turns(user_id, session_id, [turn])
 
-    def add_turns(self, user_id: str, session_id: str, turns: list[Turn]) -> WorkingMemory:
+    def add_turns(
+        self, user_id: str, session_id: str, turns: list[Turn], idempotency_key: str | None = None
+    ) -> WorkingMemory:
         """Journal the turns in Redis, all or none, and only then add them to working memory: a
         returned append is durable. ``StorageUnavailable`` (Redis down) and ``JournalFull`` (a cap
-        passed) leave nothing written. An opted-out user's turns stay in working memory only."""
+        passed) leave nothing written (a timeout may have: a retry with the same ``idempotency_key``
+        is then not appended again). An opted-out user's turns stay in working memory only."""
         check_user_id(user_id)
         check_record_id(session_id, "session id")
         turns = dated_like_their_neighbours(turns)
@@ -102,7 +105,7 @@ class LiveSessions:
                 for turn in turns:
                     wm.add(turn)
             else:
-                self._journal(user_id, session_id, wm, turns)
+                self._journal(user_id, session_id, wm, turns, idempotency_key)
         self.activity.turn(user_id, session_id)
         return wm
 
@@ -133,18 +136,22 @@ class LiveSessions:
                 self._journal_catch_up(wm, self.services.journal.turns(user_id, session_id, wm.journal_len))
         return wm
 
-    def _journal(self, user_id: str, session_id: str, wm: WorkingMemory, turns: list[Turn]) -> None:
+    def _journal(
+        self, user_id: str, session_id: str, wm: WorkingMemory, turns: list[Turn], idempotency_key: str | None
+    ) -> None:
         """Append to the journal (the caller holds ``wm.lock``), then to ``wm``, with any turns
         other processes journalled first; on failure ``wm`` is left as it was."""
         try:
-            appended = self.services.journal.append(user_id, session_id, turns, seen=wm.journal_len)
-        except (StorageUnavailable, JournalFull):
+            appended = self.services.journal.append(
+                user_id, session_id, turns, seen=wm.journal_len, idempotency_key=idempotency_key
+            )
+        except (StorageUnavailable, JournalFull, IdempotencyConflict):
             if not wm.messages:  # created for this append: not a live session
                 self.working.discard(user_id, session_id, wm)
             raise
         if appended.reset:
             wm.reset()
-        self._journal_catch_up(wm, [*appended.unseen, *turns])
+        self._journal_catch_up(wm, appended.unseen if appended.replayed else [*appended.unseen, *turns])
 
     @staticmethod
     def _journal_catch_up(wm: WorkingMemory, turns: list[Turn]) -> None:

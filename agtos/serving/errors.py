@@ -15,7 +15,7 @@ from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
-from agtos.storage.session_journal import JournalFull
+from agtos.storage.session_journal import IdempotencyConflict, JournalFull
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,10 @@ def install_error_handlers(app: FastAPI) -> None:
             content={"message": "memory storage (Redis) is unavailable; try again later"},
             headers={"Retry-After": str(STORAGE_RETRY_AFTER_S)},
         )
+
+    @app.exception_handler(IdempotencyConflict)
+    async def _idempotency_conflict(_: Request, exc: IdempotencyConflict) -> JSONResponse:
+        return _validation_response([{"loc": ("header", "Idempotency-Key"), "msg": str(exc)}])
 
     @app.exception_handler(JournalFull)
     async def _journal_full(_: Request, exc: JournalFull) -> JSONResponse:

@@ -21,6 +21,7 @@ session stays live and indexed, and a later end stores it as an episode of its o
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,20 @@ class JournalFull(Exception):
     """An append would pass a journal cap; nothing of it was written."""
 
 
+class IdempotencyConflict(ValueError):
+    """An idempotency key already used for other turns of the session; nothing was written."""
+
+
+def _idempotency_id(session_id: str, key: str) -> str:
+    """The record id of a session's idempotency key (any characters the client sent, hashed)."""
+    return hashlib.sha256(f"{session_id}\x00{key}".encode()).hexdigest()[:32]
+
+
+def _batch_digest(batch: list[Turn]) -> str:
+    """What a retry must repeat: the turns' roles and contents (times may be the server's, so differ)."""
+    return hashlib.sha256(json.dumps([[t.role, t.content] for t in batch]).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Appended:
     """What an append left: the journal's length and the entries before the new turns that the
@@ -56,10 +71,12 @@ class Appended:
     length: int
     reset: bool
     unseen: list[Turn]
+    replayed: bool = False  # the idempotency key's append was done before: nothing appended now
 
 
-# KEYS: list, live (zset), turns (hash), bytes (hash)[, the global index (zset), not on a cluster]
-# ARGV: session, now ms, ttl s, seen, max turns, max bytes, max sessions, max user turns, index member, turn...
+# KEYS: list, live (zset), turns (hash), bytes (hash), idempotency mark[, the global index (zset), not on a cluster]
+# ARGV: session, now ms, ttl s, seen, max turns, max bytes, max sessions, max user turns, index member,
+# digest of the batch ('' without an idempotency key), turn...
 _APPEND_LUA = """
 local list, live, nturns, nbytes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local sid, now, ttl, seen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -76,8 +93,14 @@ if old == 0 then
   redis.call('HDEL', nturns, sid)
   redis.call('HDEL', nbytes, sid)
 end
-local k, add = #ARGV - 9, 0
-for i = 10, #ARGV do add = add + #ARGV[i] end
+local k, add = #ARGV - 10, 0
+for i = 11, #ARGV do add = add + #ARGV[i] end
+local replay = 0
+if ARGV[10] ~= '' then
+  local done = redis.call('GET', KEYS[5])
+  if done and done ~= ARGV[10] then return {-6, 0} end
+  if done then replay, k = 1, 0 end  -- appended before (a retry after an unknown outcome): only the catch-up
+end
 if k > 0 then  -- no turns: nothing written or refused, only the catch-up below
   local bytes = tonumber(redis.call('HGET', nbytes, sid) or '0')
   if max_turns > 0 and old + k > max_turns then return {-1, old} end
@@ -91,8 +114,9 @@ if k > 0 then  -- no turns: nothing written or refused, only the catch-up below
     for _, n in ipairs(redis.call('HVALS', nturns)) do total = total + tonumber(n) end
     if total + k > max_user_turns then return {-4, total} end
   end
-  redis.call('RPUSH', list, unpack(ARGV, 10))
-  if KEYS[5] then redis.call('ZADD', KEYS[5], now, ARGV[9]) end
+  redis.call('RPUSH', list, unpack(ARGV, 11))
+  if ARGV[10] ~= '' then redis.call('SET', KEYS[5], ARGV[10], 'EX', ttl) end
+  if KEYS[6] then redis.call('ZADD', KEYS[6], now, ARGV[9]) end
   redis.call('EXPIRE', list, ttl)
   redis.call('ZADD', live, now + ttl * 1000, sid)
   redis.call('HINCRBY', nturns, sid, k)
@@ -101,7 +125,7 @@ if k > 0 then  -- no turns: nothing written or refused, only the catch-up below
 end
 local reset = seen > old
 local first = reset and 0 or seen
-local out = {old + k, reset and 1 or 0}
+local out = {old + k, reset and 1 or 0, replay}
 if first < old then
   for _, raw in ipairs(redis.call('LRANGE', list, first, old - 1)) do out[#out + 1] = raw end
 end
@@ -198,13 +222,19 @@ class SessionJournal:
         base = self.keys.user(user_id).base
         return [f"{base}:journals:{part}" for part in ("live", "turns", "bytes")]
 
-    def append(self, user_id: str, session_id: str, turns: list[Turn] | Turn, seen: int = 0) -> Appended:
+    def append(
+        self, user_id: str, session_id: str, turns: list[Turn] | Turn, seen: int = 0, idempotency_key: str | None = None
+    ) -> Appended:
         """Append the turns all or none and renew the TTL; ``JournalFull`` past a cap.
 
-        ``seen`` is how many entries the caller already holds: the reply carries the others."""
+        ``seen`` is how many entries the caller already holds: the reply carries the others. With an
+        ``idempotency_key`` the append happens once per session: a retry with the same key and turns
+        (roles and contents) appends nothing and says ``replayed``; with other turns it is an
+        ``IdempotencyConflict``."""
         batch = [turns] if isinstance(turns, Turn) else turns
         lim = self.limits
-        keys = [self._key(user_id, session_id), *self._index_keys(user_id)]
+        mark = self.keys.user(user_id).record("journal-idem", _idempotency_id(session_id, idempotency_key or ""))
+        keys = [self._key(user_id, session_id), *self._index_keys(user_id), mark]
         args: list[str | int] = [
             session_id,
             int(time.time() * 1000),
@@ -215,6 +245,7 @@ class SessionJournal:
             lim.sessions_per_user,
             lim.turns_per_user,
             member := _member(user_id, session_id),
+            _batch_digest(batch) if idempotency_key else "",
             *(t.model_dump_json() for t in batch),
         ]
         if not self._cluster:
@@ -229,10 +260,12 @@ class SessionJournal:
 
         reply = self.connector.run(op)
         code = int(reply[0])
+        if code == -6:
+            raise IdempotencyConflict("this Idempotency-Key was used for other turns of this session")
         if code < 0:
             raise JournalFull(self._refusal(code, int(reply[1]), len(batch)))
-        unseen = [Turn.model_validate_json(as_bytes(raw)) for raw in reply[2:]]
-        return Appended(length=code, reset=bool(int(reply[1])), unseen=unseen)
+        unseen = [Turn.model_validate_json(as_bytes(raw)) for raw in reply[3:]]
+        return Appended(length=code, reset=bool(int(reply[1])), unseen=unseen, replayed=bool(int(reply[2])))
 
     def _refusal(self, code: int, current: int, adding: int) -> str:
         lim = self.limits

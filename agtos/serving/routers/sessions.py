@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.live_sessions import LoneRequest
@@ -33,17 +33,39 @@ def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
         )
 
 
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="Any unique string per append (a UUID): a retry with the same key and turns after a 503 or a "
+        "lost response is acknowledged without appending them again (a timed-out write may have landed); "
+        "the same key with other turns of the session is a 422. Kept as long as the session's journal.",
+    ),
+]
+
+
 @router.post("/{session_id}/turns", response_model=TurnsAppendedOut, responses=errors(413))
-async def append_turns(coordinator: Coordinator, user_id: UserId, session_id: SessionId, body: TurnsIn) -> Response:
+async def append_turns(
+    coordinator: Coordinator,
+    user_id: UserId,
+    session_id: SessionId,
+    body: TurnsIn,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
     """Append one or more turns, all or none: 200 only once they are journalled in Redis (503 when
     it is down, 413 past a journal cap: nothing written). Older turns are summarised when the
-    working-memory limits are passed; ``GET`` the session for its messages."""
-    return await in_thread(_append_turns, coordinator, user_id, session_id, body)
+    working-memory limits are passed; ``GET`` the session for its messages. Send an
+    ``Idempotency-Key`` to retry safely."""
+    return await in_thread(_append_turns, coordinator, user_id, session_id, body, idempotency_key)
 
 
-def _append_turns(coordinator: MemoryCoordinator, user_id: str, session_id: str, body: TurnsIn) -> Response:
+def _append_turns(
+    coordinator: MemoryCoordinator, user_id: str, session_id: str, body: TurnsIn, idempotency_key: str | None
+) -> Response:
     turns = body.named_turns()
-    wm = coordinator.add_turns(user_id, session_id, turns)
+    wm = coordinator.add_turns(user_id, session_id, turns, idempotency_key)
     with wm.lock:
         appended = TurnsAppendedOut(
             session_id=session_id,
