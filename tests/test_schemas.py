@@ -34,6 +34,7 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("type", S, OPTIONAL),
             ("facts", STRS, OPTIONAL),
             ("entities", STRS, OPTIONAL),
+            ("utc_offset", I64, OPTIONAL),  # minutes east of UTC where its last turn was said
         ],
     ),
     "turn": (

@@ -244,3 +244,23 @@ def test_a_fact_is_dated_on_the_local_day_its_turn_was_said(client: TestClient, 
     edited = client.put(f"/api/memory/memories/{corgi_id}", json=moved, headers=user("fact-tz"))
     assert edited.status_code == 200, edited.text
     assert fact_lines() == ["- (9 May 2023) User adopted a corgi named Biscuit"]
+
+
+def test_conclusion_and_session_lines_are_dated_on_the_local_day_of_the_session(
+    client: TestClient, coordinator: MemoryCoordinator
+) -> None:
+    """A session said on the evening of 2 March 2021 in California (3 March in UTC): its conclusion's and
+    its summary's lines said 3 March."""
+    end(
+        client,
+        "session-tz",
+        "diet",
+        [
+            {"role": "user", "content": "I'm vegetarian since college.", "timestamp": "2021-03-02T20:00:00-08:00"},
+            {"role": "assistant", "content": "Noted, no meat then.", "timestamp": "2021-03-02T20:01:00-08:00"},
+        ],
+    )
+    said = context(client, "session-tz", "suggest a dinner recipe with meat dishes")
+    assert "### Conclusions\n- (2 March 2021) User does not eat meat" in said, said
+    items, _ = evidence_items(coordinator.services, "session-tz", "vegetarian since college", 1_000, 10)
+    assert [item.day for item in items if item.tier == "episodic"] == ["2 March 2021"]

@@ -84,7 +84,8 @@ def evidence_items(
             continue  # the question names whom it asks about; this line is about someone else or no one
         source = sources.get(source_ids[0]) if source_ids else None
         if tier == "conclusion" and source is not None:
-            when = source.timestamp  # when it was said, not when the Dreamer read it (a 2021 chat's is not today's)
+            # when it was said, not when the Dreamer read it (a 2021 chat's is not today's), on its local day
+            when, offset = source.timestamp, source.utc_offset
         items.append(
             ContextItem(
                 tier,
@@ -100,7 +101,11 @@ def evidence_items(
         )
     for hit in found.episodes[:limit]:
         ep = hit.episode
-        items.append(ContextItem("episodic", ep.id, ep.summary, hit.score, ep.timestamp, ep.id, ep.session_id))
+        items.append(
+            ContextItem(
+                "episodic", ep.id, ep.summary, hit.score, ep.timestamp, ep.id, ep.session_id, utc_offset=ep.utc_offset
+            )
+        )
     return items, found.degraded
 
 

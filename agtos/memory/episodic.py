@@ -46,6 +46,7 @@ def build_episode(
     decision = decide_save(turns, found)
     summary = summariser.summarise(turns) if decision.save else "(not saved)"
     facts = list(dict.fromkeys(found.corrections + found.preferences + found.facts))[:256]
+    last = max(turns, key=lambda t: t.timestamp, default=None)
     episode = Episode(
         id=session_episode_id(user_id, session_id, segment),
         user_id=user_id,
@@ -53,7 +54,8 @@ def build_episode(
         summary=summary or "(empty session)",
         keywords=found.keywords,
         topic=found.topic,
-        timestamp=max((t.timestamp for t in turns), default=0) or now_ms(),
+        timestamp=(last.timestamp if last else 0) or now_ms(),
+        utc_offset=last.utc_offset if last and last.timestamp else None,
         importance=decision.importance,
         type=decision.type,
         facts=facts,

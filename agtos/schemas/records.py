@@ -222,6 +222,9 @@ class Episode(Record):
     type: EpisodeType = EpisodeType.conversation
     facts: list[str] = Field(default_factory=list, max_length=256)
     entities: list[str] = Field(default_factory=list, max_length=256)
+    utc_offset: UtcOffset = Field(
+        default=None, description="minutes east of UTC where its last turn was said: it is dated on that local day"
+    )
     #: each fact → when its turn said it (ms), and the turn's UTC offset if it was sent with one, known
     #: while the episode built from its turns is being ingested (kept by model_copy; not stored, not a
     #: field of the record or its Arrow schema)
