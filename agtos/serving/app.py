@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from agtos import __version__
@@ -17,7 +18,7 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.auth import BEARER, WRITE_METHODS, Authenticator, RequestGuardMiddleware
 from agtos.serving.cors import JsonCorsMiddleware, cors_options
-from agtos.serving.deps import USER_HEADER, get_principal
+from agtos.serving.deps import USER_HEADER, get_principal, get_user_id, user_header_parameter
 from agtos.serving.errors import error_response, install_error_handlers
 from agtos.serving.gc_tuning import tuned_gc
 from agtos.serving.inflight import InflightCounter, InflightMiddleware
@@ -115,11 +116,19 @@ def document_guards(app: FastAPI, keyed: Iterable[APIRouter]) -> None:
     (a user key naming another user, a cross-site write), 413 (a write's body over the limit) and
     415 (a non-JSON write)."""
     build = app.openapi
+    keyed = list(keyed)
     operations = {
         (route.path, method.lower())
         for router in keyed
         for route in router.routes
         if isinstance(route, APIRoute)
+        for method in route.methods or ()
+    }
+    named = {  # the operations that read X-User-Id (get_user_id)
+        (route.path, method.lower())
+        for router in (app.router, *keyed)
+        for route in router.routes
+        if isinstance(route, APIRoute) and _names_user(route.dependant)
         for method in route.methods or ()
     }
 
@@ -130,6 +139,8 @@ def document_guards(app: FastAPI, keyed: Iterable[APIRouter]) -> None:
             schema.setdefault("components", {}).setdefault("securitySchemes", {})[BEARER.scheme_name] = scheme
             for path, item in schema.get("paths", {}).items():
                 for method, op in item.items():
+                    if (path, method) in named:
+                        _add_user_header(op)
                     if (path, method) in operations:
                         op["security"] = [{BEARER.scheme_name: []}]
                     _add_guard_statuses(method.upper() in WRITE_METHODS, op)
@@ -137,6 +148,23 @@ def document_guards(app: FastAPI, keyed: Iterable[APIRouter]) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to amend the schema
+
+
+def _add_user_header(op: dict[str, Any]) -> None:
+    """Declare ``X-User-Id`` where FastAPI put a dependency's header parameter: last of the parameters,
+    which come before the request body and the responses (the same document, byte for byte)."""
+    if "parameters" in op:
+        op["parameters"].append(user_header_parameter())
+        return
+    items = list(op.items())
+    at = next((i for i, (key, _) in enumerate(items) if key in ("requestBody", "responses")), len(items))
+    op.clear()
+    op.update([*items[:at], ("parameters", [user_header_parameter()]), *items[at:]])
+
+
+def _names_user(dependant: Dependant) -> bool:
+    """Whether ``get_user_id`` is among the (nested) dependencies of a route."""
+    return any(d.call is get_user_id or _names_user(d) for d in dependant.dependencies)
 
 
 def _add_guard_statuses(writes: bool, op: dict[str, Any]) -> None:
