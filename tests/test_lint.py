@@ -12,7 +12,7 @@ from agtos.schemas import Conclusion, Episode
 from agtos.schemas.records import now_ms
 from agtos.serving.app import create_app
 from agtos.tasks.data_checks import DataCheckFailed
-from tests.helpers import run_maintenance, user
+from tests.helpers import end_session, run_maintenance, user
 
 DAY = 86_400_000
 U = "lint-user"
@@ -201,3 +201,26 @@ def test_lint_flow_runs_under_prefect(lint_coordinator: MemoryCoordinator) -> No
     finally:
         use_runtime(None)
     assert reports[0]["summary"]["status"] == "completed" and reports[0]["summary"]["prune"] == 1
+
+
+def test_a_conclusion_the_lint_marks_stale_leaves_the_profile_at_once(lint_settings: Settings) -> None:
+    """The profile leaves out stale explicit conclusions, so the lint that marks one stale must rebuild it
+    (as an episode's forget does), not leave its line until the user's next Dreamer run. With
+    AGTOS_MAINTENANCE_STALE_DAYS=0 every conclusion is stale; the line the user set stays."""
+    cfg = MaintenanceConfig(staleThresholdDays=0, guard_retries=0, guard_delay_s=0.0)
+    coordinator = MemoryCoordinator(lint_settings.with_overrides(maintenance=cfg))
+    said = [{"role": "user", "content": "I am allergic to peanuts."}, {"role": "assistant", "content": "Noted."}]
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            put = client.put("/api/memory/profile", json={"facts": ["User keeps bees"]}, headers=user("ines"))
+            assert put.status_code == 200, put.text
+            end_session(client, "ines", "s1", said)
+            before = client.get("/api/memory/profile", headers=user("ines")).json()["profile"]
+            assert before["facts"] == ["User keeps bees", "User is allergic to peanuts"], before
+            run = run_maintenance(client, "ines")
+            assert run["status"] == "completed" and run["report"]["summary"]["stale"] >= 1, run
+            after = client.get("/api/memory/profile", headers=user("ines")).json()["profile"]
+        assert after["facts"] == ["User keeps bees"], after
+        assert "User is allergic to peanuts" not in after["sources"], after
+    finally:
+        coordinator.close()

@@ -21,6 +21,7 @@ import polars as pl
 
 from agtos.config import MaintenanceConfig
 from agtos.memory.contradiction_pipeline import detect_contradictions
+from agtos.memory.dreamer_pipeline import load_recent_episodes, refresh_profile
 from agtos.memory.resource_guard import run_when_safe
 from agtos.memory.service_errors import MaintenanceDisabledError
 from agtos.memory.vector_repair import fill_user
@@ -196,7 +197,8 @@ def prune_expired(rt: Services, user_id: str) -> dict[str, int]:
 
 
 def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceReport:
-    """Write changed conclusions, delete removed ones, store the report, fire contradiction events."""
+    """Write changed conclusions, delete removed ones, rebuild the profile's derived lines from what is
+    left (as the Dreamer and an episode's forget do), store the report, fire contradiction events."""
     kept = [state.conclusions[i] for i in state.changed if i in state.conclusions]
     validate_table("conclusions", _frame([c.model_dump() for c in kept], ["id", "text", "confidence", "type"]))
     store = rt.conclusions
@@ -206,6 +208,8 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
     for survivor_id, duplicate_id in state.memory_merges:  # in pair order: a chain folds into its first
         survivor, duplicate = state.memories[survivor_id], state.memories[duplicate_id]
         state.memories[survivor_id] = rt.semantic.merge_duplicate(survivor, duplicate, origin="lint")
+    if state.changed or state.removed:  # profile lines cite conclusions: a stale, merged or pruned one's goes
+        refresh_profile(rt, state.user_id, load_recent_episodes(rt, state.user_id))
     expired = prune_expired(rt, state.user_id)
     filled = fill_user(rt, state.user_id)  # records stored while the embedder was down get their vectors
     summary = {
