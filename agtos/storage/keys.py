@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 USER_ID_PATTERN = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.@-]{1,128}$")  # not "." or "..": no path-like ids
-RECORD_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+RECORD_ID_PATTERN = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.-]{1,128}$")  # not only dots: ".." is a path segment
 
 
 class InvalidIdentifier(ValueError):
@@ -29,7 +29,7 @@ def check_user_id(user_id: str) -> str:
 
 def check_record_id(value: str, what: str = "id") -> str:
     if not RECORD_ID_PATTERN.fullmatch(value or ""):
-        raise InvalidIdentifier(f"{what} must be 1-128 characters of letters, digits, '_', '.' or '-'")
+        raise InvalidIdentifier(f"{what} must be 1-128 characters of letters, digits, '_', '.' or '-' (not only dots)")
     return value
 
 

@@ -42,7 +42,7 @@ class TurnIn(RequestModel):
 
     model_config = ConfigDict(extra="forbid")
     role: Literal["user", "assistant", "system"]
-    content: str = Field(min_length=1, max_length=100_000)
+    content: str = Field(min_length=1, max_length=100_000, pattern=r"\S", description="not blank")
     timestamp: SentTime | None = Field(default=None, description="when it was said; default: now")
     name: str | None = Field(default=None, max_length=128, description="the speaker's name")
     utc_offset: UtcOffset = Field(
