@@ -1,10 +1,11 @@
 """Who is calling: bearer API keys, per-key rate limits, the Host allow-list and the cross-site write guard.
 
 Auth is on once an API key has been created (``agtos keys create``; it stays on when the last key
-is revoked) or with ``AGTOS_AUTH=required``. A presented key is looked up in Redis on every request
-(no cache), so a revocation by any process counts from the next request on; a process that saw auth
-off trusts that for calls without a key for ``OFF_CACHE_S`` (1 s), so a first key created elsewhere
-applies to them within a second. With auth off
+is revoked, until ``agtos keys off``) or with ``AGTOS_AUTH=required``. A process that saw auth on
+keeps it on if the marker then vanishes (Redis restarted without its data): it fails closed, not open.
+A presented key is looked up in Redis on every request (no cache), so a revocation by any process
+counts from the next request on; a process that saw auth off trusts that for calls without a key for
+``OFF_CACHE_S`` (1 s), so a first key created elsewhere applies to them within a second. With auth off
 everything behaves as without this module. When Redis cannot be asked, the last answer this
 process saw stands if it was "auth off" (reads keep degrading to ``available: false``); otherwise
 (auth on, or never asked) the request gets a 503.
@@ -69,6 +70,7 @@ class Authenticator:
         self._lock = threading.Lock()
         self._enabled_seen: bool | None = None  # the last answer Redis gave to "is auth on?"
         self._seen_at = 0.0
+        self._ever_on = False  # this process saw auth on: a marker gone since (Redis lost its data) keeps it on
 
     def _parts(self) -> tuple[ApiKeyStore, RateLimiter]:
         if self._store is None or self._limiter is None:  # built on first use: the OpenAPI stand-in has no Redis
@@ -93,8 +95,12 @@ class Authenticator:
             if self.settings.auth == "auto" and self._enabled_seen is False:
                 return None  # auth was off when Redis last answered: it stays off while Redis is down
             raise
-        self._enabled_seen, self._seen_at = found.enabled, time.monotonic()
-        if self.settings.auth != "required" and not found.enabled:
+        enabled = found.enabled or (self._ever_on and not found.known)
+        if enabled and not found.enabled:
+            log.error("the API-key marker is gone from Redis (data lost?): auth stays on; recreate the keys")
+        self._ever_on = self._ever_on or enabled
+        self._enabled_seen, self._seen_at = enabled, time.monotonic()
+        if self.settings.auth != "required" and not enabled:
             return None
         if found.key is None:
             raise unauthorized("an API key is required" if token is None else "invalid or revoked API key")

@@ -49,10 +49,12 @@ class ApiKey:
 
 @dataclass(frozen=True)
 class AuthLookup:
-    """What one request's key check found: whether auth is on (a key was created), and the matching key if any."""
+    """What one request's key check found: whether auth is on (a key was created), and the matching key if any;
+    ``known``: Redis holds the on/off marker (False on a fresh install, and after Redis lost its data)."""
 
     enabled: bool
     key: ApiKey | None
+    known: bool = True
 
 
 def digest(key: str) -> str:
@@ -92,7 +94,7 @@ class ApiKeyStore:
 
     def enabled(self) -> bool:
         """Whether a key was ever created (and auth not disabled since)."""
-        return bool(self.connector.run(lambda r: r.exists(self.on_key)))
+        return _on(self.connector.run(lambda r: r.get(self.on_key)))
 
     def disable(self) -> bool:
         """Switch key auth off again; refused (False) while any key exists."""
@@ -100,7 +102,7 @@ class ApiKeyStore:
         def op(r: redis.Redis) -> bool:
             if r.hlen(self.key):
                 return False
-            r.delete(self.on_key)
+            r.set(self.on_key, 0)  # an explicit off: a missing marker may be lost data (see Authenticator)
             return True
 
         return self.connector.run(op)
@@ -109,19 +111,25 @@ class ApiKeyStore:
         """One round trip: whether auth is on, and the record ``presented`` proves (None if it proves none)."""
         match = KEY_PATTERN.fullmatch(presented or "")
         if presented is None or match is None:
-            return AuthLookup(enabled=self.enabled(), key=None)
+            marker = self.connector.run(lambda r: r.get(self.on_key))
+            return AuthLookup(enabled=_on(marker), key=None, known=marker is not None)
 
         def op(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
-            pipe.exists(self.on_key)
+            pipe.get(self.on_key)
             pipe.hget(self.key, match.group(1))
             return pipe.execute()
 
-        on, raw = self.connector.run(op)
+        marker, raw = self.connector.run(op)
         record = _record(raw) if raw is not None else None
         if record is None or not hmac.compare_digest(record.digest, digest(presented)):
-            return AuthLookup(enabled=bool(on), key=None)
+            return AuthLookup(enabled=_on(marker), key=None, known=marker is not None)
         return AuthLookup(enabled=True, key=record)
+
+
+def _on(marker: bytes | str | None) -> bool:
+    """The marker says on: ``1`` once a key was created (``0`` after ``agtos keys off``)."""
+    return marker is not None and as_text(marker) == "1"
 
 
 def _record(raw: bytes | str) -> ApiKey:
