@@ -71,6 +71,7 @@ class Authenticator:
         self._enabled_seen: bool | None = None  # the last answer Redis gave to "is auth on?"
         self._seen_at = 0.0
         self._ever_on = False  # this process saw auth on: a marker gone since (Redis lost its data) keeps it on
+        self._marker_seen = True
 
     def _parts(self) -> tuple[ApiKeyStore, RateLimiter]:
         if self._store is None or self._limiter is None:  # built on first use: the OpenAPI stand-in has no Redis
@@ -96,8 +97,9 @@ class Authenticator:
                 return None  # auth was off when Redis last answered: it stays off while Redis is down
             raise
         enabled = found.enabled or (self._ever_on and not found.known)
-        if enabled and not found.enabled:
+        if enabled and not found.enabled and self._marker_seen:  # logged once, when it goes
             log.error("the API-key marker is gone from Redis (data lost?): auth stays on; recreate the keys")
+        self._marker_seen = found.known
         self._ever_on = self._ever_on or enabled
         self._enabled_seen, self._seen_at = enabled, time.monotonic()
         if self.settings.auth != "required" and not enabled:
