@@ -319,3 +319,13 @@ def test_fuse_evidence_counts_at_most_depth_items_per_owner() -> None:
     fused = dict(fuse_evidence({"turns": ["e1", "e1", "e1", "e2"]}, {"turns": 1.0}, depth=2))
     assert fused["e1"] == pytest.approx(1 / 61 + 1 / 62)
     assert fused["e2"] == pytest.approx(1 / 64)
+
+
+def test_a_turn_line_is_dated_on_the_day_where_it_was_said_and_attributed_once() -> None:
+    """2023-11-14T22:13:20Z said at UTC+02:00 is 15 November there, at UTC-05:00 still 14 November
+    (1f50b5c); a content that opens with its speaker's 'Gina: ' is not attributed twice (c75c67c)."""
+    east = stored(0, "Gina", "Gina: I booked the night train.", utc_offset=120)
+    west = stored(1, "Jon", "Jon - I will bring snacks", utc_offset=-300)
+    first, second = turn_items([east, west], east, 1.0)
+    assert (first.text, first.utc_offset, first.day) == ("Gina: I booked the night train.", 120, "15 November 2023")
+    assert (second.text, second.utc_offset, second.day) == ("Jon: Jon - I will bring snacks", -300, "14 November 2023")

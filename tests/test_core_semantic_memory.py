@@ -7,12 +7,19 @@ again. Expected values are literals (ids, texts, times, the documented history a
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pytest
 import redis
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.semantic import SemanticMemory
+from agtos.providers.embedding_base import EmbeddingTimeout
+from agtos.providers.embeddings import OllamaEmbedder
 from agtos.schemas import Episode, Memory
+from tests.stub_servers import hash_embedding
+from tests.test_embedder_breaker import HangableEmbedServer
 
 JAN = 1_704_700_800_000  # 2024-01-08 08:00 UTC
 MAR = 1_710_489_600_000  # 2024-03-15 08:00 UTC
@@ -375,3 +382,35 @@ def test_the_versions_store_has_the_documented_origin_of_each_change(sem: Semant
     assert [c[:2] for c in history(sem, "m-tea")] == [("created", "extracted"), ("edited", "user")]
     assert [c[:4] for c in history(sem, "m-cat-2")] == [("merged", "lint", "m-cat", None)]
     assert [c[:3] for c in history(sem, "m-acme")][-1] == ("reopened", "user", "m-globex")
+
+
+def test_a_request_waits_a_remote_embedder_its_own_bound_and_queries_the_query_bound(sem: SemanticMemory) -> None:
+    """``embed_within``/``embed_or_none(wait_s)`` bound a remote embedder by the request's wait (0.3 s),
+    several queries at once by the query bound (0.5 s), not by the batch timeout (8 s); the vectors are
+    the service's, to unit length (458d130, 6d413c6)."""
+    server = HangableEmbedServer()
+    embedder = OllamaEmbedder("in-house", server.url, timeout_s=8.0, query_timeout_s=0.5, breaker_failures=100)
+    remote = SemanticMemory(sem.connector, sem.keys, sem.episodes, lambda: embedder)
+    try:
+        texts = ["grey cat", "night train to Lyon"]
+        counts = np.array([hash_embedding(t) for t in texts])
+        expected = counts / np.linalg.norm(counts, axis=1, keepdims=True)  # unit vectors
+        assert np.allclose(remote.embed_within(texts, 0.3), expected)
+        assert np.allclose(remote.embed_or_none(texts, 0.3), expected)  # type: ignore[arg-type]
+        assert np.allclose(np.array(remote._embed_queries(texts)), expected)
+        server.hang()
+        for call, wait_s in (
+            (lambda: remote.embed_within(["bees"], 0.3), 0.3),
+            (lambda: remote._embed_queries(["bees", "honey bees"]), 0.5),
+        ):
+            started = time.monotonic()
+            with pytest.raises(EmbeddingTimeout):
+                call()
+            assert wait_s <= time.monotonic() - started < wait_s + 2.0
+        started = time.monotonic()
+        assert remote.embed_or_none(["bees"], 0.3) is None
+        assert time.monotonic() - started < 0.3 + 2.0
+    finally:
+        server.answer()
+        server.close()
+        embedder.close()

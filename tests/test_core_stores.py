@@ -172,3 +172,14 @@ def test_ids_between_lists_50_by_default(episodes: EpisodeStore, raw_redis: redi
     ghost_ids(raw_redis, key_prefix, 60)  # scores 0..59
     found = episodes.ids_between("alice", 0, 100)
     assert (len(found), found[0], found[-1]) == (50, "gone-0", "gone-49")
+
+
+def test_session_ids_names_each_stored_episodes_session_once(episodes: EpisodeStore) -> None:
+    """An episode gone, of another user, or without a session (imported: '') is left out."""
+    for ep in (episode(1), episode(2), episode(4, user="bob")):
+        episodes.save(ep)
+    episodes.save(Episode(id="ep-3", user_id="alice", session_id="", summary="imported", timestamp=3_000))
+    wanted = ["ep-2", "ep-1", "ep-2", "ep-3", "ep-9", "ep-4"]
+    assert episodes.session_ids("alice", iter(wanted)) == {"ep-2": "s2", "ep-1": "s1"}
+    assert episodes.session_ids("alice", []) == {}
+    assert episodes.session_ids("bob", ["ep-4", "ep-1"]) == {"ep-4": "s4"}

@@ -151,3 +151,15 @@ def test_the_query_embeds_once_while_the_speakers_are_those_last_read(
     assert [(h.episode.id, h.score) for h in recall.search_episodes(rt, USER, question, 3)] == first
     assert sorted(seen[2:]) == [question, "What is the name of dog?"]
     assert recall._LATEST[USER] == (USER, *recall._LATEST[USER][1:]) != ("stale",)
+
+
+def test_a_speakers_name_is_read_also_written_without_its_accents() -> None:
+    """'Zoe' and 'Nunez' name the speakers 'Zoë' and 'Ñúñez' (418bd29), read as their names as given;
+    a name without accents stays as written."""
+    names = ["Zoë", "Ñúñez", "Jon"]
+    assert named_speakers("What does Zoe do, and where is Zoë's brother?", names) == {"zoë"}
+    assert named_speakers("Did Nunez call Jon?", names) == {"ñúñez", "jon"}
+    assert named_speakers("Did ÑÚÑEZ call?", names) == {"ñúñez"}
+    assert without_speakers("What does Zoe do for work?", ["Zoë"]) == "What does do for work?"
+    assert without_speakers("What does Zoë do for work?", ["Zoë"]) == "What does do for work?"
+    assert without_speakers("Did Zoey call?", ["Zoë"]) == "Did Zoey call?"  # whole names only
