@@ -73,7 +73,7 @@ def test_a_long_turn_highlight_is_cut_to_what_matched(client: TestClient) -> Non
     assert "The lighthouse is tall." in texts  # a short turn stays whole
     (long_one,) = [t for t in texts if "Peniche" in t]
     assert len(long_one) <= 1_600  # about 256 tokens
-    assert "My grandmother's lighthouse in Peniche was painted teal last spring." in long_one
+    assert "My grandmother's lighthouse in Peniche was painted teal last spring [= spring 2022]." in long_one
     assert "…" in long_one
 
 

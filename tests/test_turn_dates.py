@@ -89,6 +89,10 @@ def test_the_turn_date_is_its_own_not_today() -> None:
         ("Last May I quit my job", [("Last May", "2022-05-08", "month")]),
         ("Next May we marry", [("Next May", "2024-05-08", "month")]),
         ("This March was cold", [("This March", "2023-03-08", "month")]),
+        ("I never tried it until January of 2018", [("2018", "2018-05-08", "year")]),  # no January of 2023
+        ("We met last summer", [("last summer", "2022-06-01", "season")]),
+        ("My internship is this summer", [("this summer", "2023-06-01", "season")]),
+        ("I studied in Rome last spring", [("last spring", "2022-03-01", "season")]),  # May: this one is under way
     ],
 )
 def test_weekdays_weekends_and_months_named_alone_resolve_by_tense(
@@ -106,10 +110,32 @@ def test_weekdays_weekends_and_months_named_alone_resolve_by_tense(
         "I was born in March.",  # a birthday's month, not a date
         "I'm so excited for Saturday",  # an adjective, not a past tense
         "We married in June 2019",  # absolute
+        "I had brunch, a Sunday morning tradition of ours",  # no one Sunday
+        "We went hiking every Saturday",
     ],
 )
 def test_a_weekday_or_month_whose_tense_is_not_said_is_left_alone(text: str) -> None:
     assert dates(text) == []
+
+
+def test_seasons_are_resolved_where_their_year_is_not_in_doubt() -> None:
+    october = int(datetime(2023, 10, 2, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("last summer and next fall and this autumn", october) == [
+        ("last summer", "2023-06-01", "season"),  # over: this year's
+        ("next fall", "2024-09-01", "season"),
+        ("this autumn", "2023-09-01", "season"),
+    ]
+    assert dates("next summer", MAY_8) == []  # said in May: this coming one or the one after
+    december = int(datetime(2023, 12, 20, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("this spring", december) == [("this spring", "2024-03-01", "season")]  # the nearer one
+    january = int(datetime(2024, 1, 14, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("My friend has a job there this summer", january) == []  # 5 months from either
+    assert dates("My friend took this photo this summer", january) == [("this summer", "2023-06-01", "season")]
+    assert dates("I'll visit Greece this summer", january) == [("this summer", "2024-06-01", "season")]
+    (stored,) = stored_turns("u", "ep-1", "s-1", [Turn(role=Role.user, content="Paris this fall!", timestamp=october)])
+    assert format_turn(stored) == "(2 October 2023) User: Paris this fall [= fall 2023]!"
+    leap_day = int(datetime(2024, 2, 29, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("Last February I moved", leap_day) == [("Last February", "2023-02-28", "month")]
 
 
 def test_weekends_are_the_calendar_weeks_saturdays() -> None:

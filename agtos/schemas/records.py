@@ -180,6 +180,7 @@ class DatePeriod(StrEnum):
     day = "day"
     week = "week"
     weekend = "weekend"  # named by its Saturday
+    season = "season"  # spring, summer or fall/autumn, named by its first day (1 March, 1 June, 1 September)
     month = "month"
     year = "year"
 

@@ -27,12 +27,13 @@ _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _MONTH = r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
 _COUNT = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _UNIT = r"(?:day|week|month|year)s?"
+_SEASON = r"(?:spring|summer|fall|autumn)"  # winter spans two years: left alone
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 #: a month written alone: capitalised "May" only (the verb "may" is not a month), the others either way
 _MONTH_ALONE = (
     "(?:" + "|".join("May" if m == "may" else f"[{m[0].upper()}{m[0]}]{m[1:]}" for m in _MONTH[3:-1].split("|")) + ")"
 )
-_NOT_DATED = r"(?!\s*(?:,\s*)?\d)"  # "May 2", "March 2019" are other patterns' (or absolute)
+_NOT_DATED = r"(?!\s*(?:,\s*|of\s+)?\d)"  # "May 2", "March 2019", "January of 2018": others' (or absolute)
 
 # each pattern's group 1 is the span handed to dateparser
 _PATTERNS = [
@@ -40,7 +41,7 @@ _PATTERNS = [
     for p in (
         r"\b(the day (?:before yesterday|after tomorrow))\b",
         r"\b(yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))\b",
-        rf"\b((?:last|next|this) (?:week|weekend|month|year|{_WEEKDAY}))\b",
+        rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}))\b",
         rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
         rf"\b({_COUNT} {_UNIT} ago)\b",
         rf"\b(in {_COUNT} {_UNIT})\b",
@@ -80,7 +81,10 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
     out: list[ResolvedDate] = []
     for start, end in candidate_spans(text)[:MAX_DATES]:
         span = text[start:end].lower()
-        resolved = _resolve_span(span, day, tense(text, start, end) if _ALONE.fullmatch(span) else None)
+        said_in = tense(text, start, end) if _ALONE.fullmatch(span) or _THIS_SEASON.fullmatch(span) else None
+        if said_in is not None and _GENERIC.search(text, 0, start):  # "a Sunday morning tradition"
+            continue
+        resolved = _resolve_span(span, day, said_in)
         if resolved is not None:
             out.append(ResolvedDate(text=text[start:end], start=start, date=resolved[0], period=resolved[1]))
     return out
@@ -90,6 +94,12 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
 _ALONE = re.compile(rf"{_WEEKDAY}(?: (?:morning|afternoon|evening|night))?|{_MONTH}")
 _WEEKEND = re.compile(r"(last|this|next) weekend")
 _LAST_THIS_NEXT_MONTH = re.compile(rf"(last|this|next) ({_MONTH})")
+_LAST_THIS_NEXT_SEASON = re.compile(rf"(last|this|next) ({_SEASON})")
+_THIS_SEASON = re.compile(rf"this {_SEASON}")
+#: a weekday or month after these is no one day or month ("a Sunday morning tradition", "every Monday")
+_GENERIC = re.compile(r"\b(?:a|an|every|each|any|some|one|the)\s+$", re.IGNORECASE)
+#: the month a season starts (meteorological, northern hemisphere)
+_SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9}
 _PREFER = {"last": "past", "this": "current_period", "next": "future"}
 
 _SENTENCE_END = re.compile(r"[.!?\n]")
@@ -173,7 +183,7 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
             return None
         resolved, period = found
         if said_in == "future" and period == DatePeriod.month and resolved.month == day.month:
-            resolved = resolved.replace(year=day.year)  # "in May" said in May: this May
+            resolved = _in_year(resolved, day.year)  # "in May" said in May: this May
         return resolved.isoformat(), period
     if m := _WEEKEND.fullmatch(span):  # the Saturday of the calendar week (:func:`_resolve_span` of "last week")
         week = _resolve_span(f"{m.group(1)} week", day)
@@ -184,8 +194,10 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
             return None
         resolved = found[0]
         if m.group(1) == "last" and resolved.month == day.month:  # "last May" said in May: a year ago
-            resolved = resolved.replace(year=day.year - 1)
+            resolved = _in_year(resolved, day.year - 1)
         return resolved.isoformat(), DatePeriod.month
+    if m := _LAST_THIS_NEXT_SEASON.fullmatch(span):
+        return _season(m.group(1), _SEASON_START[m.group(2)], day, said_in)
     found = _parse(span, day)
     if found is None:
         return None
@@ -195,6 +207,37 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
     if period == DatePeriod.week:  # "last week": the calendar week, named by its Monday
         resolved -= timedelta(days=resolved.weekday())
     return resolved.isoformat(), period
+
+
+def _in_year(day: date, year: int) -> date:
+    """``day`` of its month in ``year`` (29 February: the 28th)."""
+    return day.replace(year=year, day=min(day.day, 28))
+
+
+def _season(which: str, first: int, day: date, said_in: str | None) -> tuple[str, DatePeriod] | None:
+    """Last/this/next season (starting in month ``first``) said on ``day``, named by its first day: last
+    is the latest one that is over ("last summer" said in May 2023 or July 2023 is 2022's, in
+    October 2023's); next is the one after this year's once that has begun; this is the one under
+    way, else by the tense ``said_in`` the latest over (past) or the next to come (future), else
+    the nearer of the two ("this summer" said in May 2023 or in October 2023 is 2023's). Where they
+    are ambiguous ("next summer" said in May; "this summer" said in January without a tense), None.
+    Dateparser reads no seasons."""
+    year, month = day.year, day.month
+    if which == "last":
+        year -= month <= first + 2
+    elif which == "next":
+        if month < first:
+            return None
+        year += 1
+    elif not first <= month <= first + 2:
+        since, until = (month - first - 2) % 12, (first - month) % 12  # months since its end, to its start
+        if said_in is None and since == until:
+            return None
+        if said_in == "future" or (said_in is None and until < since):
+            year += month > first + 2
+        else:
+            year -= month < first
+    return date(year, first, 1).isoformat(), DatePeriod.season
 
 
 # a count of weeks ("a week ago", "three weeks ago", "in 2 weeks") names a day that many weeks away
@@ -252,6 +295,8 @@ def format_resolved(resolved: ResolvedDate) -> str:
         return f"week of {format_day(day)}"
     if resolved.period == DatePeriod.weekend:
         return f"weekend of {format_day(day)}"
+    if resolved.period == DatePeriod.season:  # as it was called: "fall" or "autumn"
+        return f"{resolved.text.split()[-1].lower()} {day.year}"
     return format_day(day)
 
 
