@@ -163,3 +163,4 @@ def test_a_speakers_name_is_read_also_written_without_its_accents() -> None:
     assert without_speakers("What does Zoe do for work?", ["Zoë"]) == "What does do for work?"
     assert without_speakers("What does Zoë do for work?", ["Zoë"]) == "What does do for work?"
     assert without_speakers("Did Zoey call?", ["Zoë"]) == "Did Zoey call?"  # whole names only
+    assert named_speakers("What did June do in May?", ["June", "May"]) == set()  # no name but months
