@@ -32,9 +32,23 @@ HYBRID_STAGES = (
 BACKFILL_ROW = "HTTP back-fill (POST /api/memory/conversations, 32 sessions per POST)"
 
 
-def _run(args: list[str]) -> None:
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+def _run_all(logs: Path, *runs: list[str]) -> None:
+    """Run the scripts side by side (each in its own process under its own key prefix, as alone:
+    the set-up's wall time is that of the slowest, not the sum); each must exit 0. Output goes to
+    files: a full pipe would stall a script while the test waits on another."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, args in enumerate(runs):
+            with (logs / f"{i}.out").open("wb") as out, (logs / f"{i}.err").open("wb") as err:
+                procs.append(subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=out, stderr=err))
+        for i, (args, proc) in enumerate(zip(runs, procs, strict=True)):
+            code = proc.wait(timeout=300)
+            assert code == 0, (args, *((logs / f"{i}.{name}").read_text()[-3000:] for name in ("out", "err")))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +56,13 @@ def results(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Path:
     out = tmp_path_factory.mktemp("bench-results")
     cache = tmp_path_factory.mktemp("bench-cache")
     url = ["--redis-url", redis_url]
-    _run(["-m", "benchmarks.ingest", "--no-flow", "--sessions", "4", "--results-dir", str(out), *url])
     recall = ["--sizes", "120", "--ingest-sample", "20", "--queries", "6", "--warmup", "2"]
-    _run(["benchmarks/recall.py", *recall, "--results-dir", str(out), "--cache-dir", str(cache), *url])
-    _run(["-m", "benchmarks.lint", "--sizes", "400", "--naive-size", "150", "--results-dir", str(out), *url])
+    _run_all(
+        tmp_path_factory.mktemp("bench-logs"),
+        ["-m", "benchmarks.ingest", "--no-flow", "--sessions", "4", "--results-dir", str(out), *url],
+        ["benchmarks/recall.py", *recall, "--results-dir", str(out), "--cache-dir", str(cache), *url],
+        ["-m", "benchmarks.lint", "--sizes", "400", "--naive-size", "150", "--results-dir", str(out), *url],
+    )
     return out
 
 
