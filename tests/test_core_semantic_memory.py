@@ -398,6 +398,10 @@ def test_a_request_waits_a_remote_embedder_its_own_bound_and_queries_the_query_b
         assert np.allclose(remote.embed_within(texts, 0.3), expected)
         assert np.allclose(remote.embed_or_none(texts, 0.3), expected)  # type: ignore[arg-type]
         assert np.allclose(np.array(remote._embed_queries(texts)), expected)
+        asked = server.requests
+        for _ in range(2):  # one query: embed_one's cache, one request
+            assert np.allclose(np.array(remote._embed_queries(texts[1:])), expected[1:])
+        assert server.requests == asked + 1
         server.hang()
         for call, wait_s in (
             (lambda: remote.embed_within(["bees"], 0.3), 0.3),
