@@ -5,13 +5,13 @@ round trips a read makes is what its latency grows with. Counted on the app's ow
 command sent alone and each pipeline (MULTI/EXEC or not) is one round trip. Expected, per request,
 once the index mirrors are loaded:
 
-* search (2): the mirrors' version checks with the user's latest sessions (one MULTI); the records
+* search (2): the mirrors' version checks (one Lua script) with the user's latest sessions (one pipeline); the records
   of every hit: episodes, turns, the episodes of the turn hits, and the memories of the facts of
   those episodes whose facts this process has seen, with the memories that superseded them (one
   pipeline; the memories to prefer current facts). The hits' facts not seen yet are read after (a
   third round trip: a Lua script reads their memories and the memories that superseded them);
 * context (3): the user's latest sessions with the profile (one pipeline); the version checks (one
-  MULTI); the records of every hit, turns with their neighbours, and the memories as above (one
+  Lua script); the records of every hit, turns with their neighbours, and the memories as above (one
   pipeline).
 
 Before these were pipelined: search 7 (8 with a superseded fact), context 14 (a LINDEX per turn
