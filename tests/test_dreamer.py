@@ -307,6 +307,26 @@ def test_query_as_ingest_endpoint(client: TestClient, valuable: bool) -> None:
         assert again["ingest"] is False and again["reason"] == "dedup-window"
 
 
+def test_a_response_sent_again_right_after_a_slow_save_is_deduplicated(
+    client: TestClient, coordinator: MemoryCoordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dedup window (5 s) counted from the admission, not the save: a first save slower than the window
+    (a cold embedder) let the same response, sent again the moment it was answered, be ingested twice."""
+    import time
+
+    ingest = coordinator.ingest
+
+    def slow_ingest(*args: object, **kwargs: object) -> object:
+        time.sleep(5.2)  # longer than the 5 s window
+        return ingest(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(coordinator, "ingest", slow_ingest)
+    payload = {"session_id": "slow", "response": LONG, "tool_calls": 2, "query": "Which flight should I take?"}
+    assert client.post("/api/memory/responses", json=payload, headers=user("omar")).json()["ingest"] is True
+    again = client.post("/api/memory/responses", json=payload, headers=user("omar")).json()
+    assert (again["ingest"], again["reason"]) == (False, "dedup-window")
+
+
 def test_idle_sessions_are_ended_for_the_agent(settings: Settings) -> None:
     """An agent that never calls /end: the sweeper saves the session and the Dreamer runs."""
     import time

@@ -282,6 +282,9 @@ class MemoryCoordinator:
         if decision.ingest:
             episode = response_episode(user_id, session_id, response, query, decision.score)
             self.ingest([IngestItem(user_id=user_id, session_id=session_id, episode=episode)])
+            # the dedup window runs from the save's end: a first save slower than the window (a cold embedder)
+            # would otherwise let the same response, sent again at once, be ingested again
+            self.services.query_ingest.mark_interaction_saved(user_id, session_id)
         return decision.response(episode)
 
     # -- profile, health --------------------------------------------------------------
