@@ -26,10 +26,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve_output(tmp: Path, redis_url: str, args: list[str], env: dict[str, str]) -> str:
-    """Start ``agtos serve`` with ``args``, ask ``/health`` twice, stop it; its output."""
+CASES = {  # id: (serve's arguments, its environment, whether it logs the requests)
+    "default-off": ([], {}, False),
+    "flag-on": (["--access-log"], {}, True),
+    "env-on": ([], {"AGTOS_ACCESS_LOG": "true"}, True),
+    "flag-over-env": (["--no-access-log"], {"AGTOS_ACCESS_LOG": "true"}, False),
+}
+
+
+def start_serve(tmp: Path, redis_url: str, args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``agtos serve`` with ``args`` and ``env``, its output in ``tmp/serve-<port>.log``."""
     port = free_port()
-    log = tmp / f"serve-{port}.log"
     full_env = {name: value for name, value in os.environ.items() if name != "AGTOS_ACCESS_LOG"}
     full_env |= {
         "REDIS_URL": redis_url,
@@ -39,34 +46,43 @@ def serve_output(tmp: Path, redis_url: str, args: list[str], env: dict[str, str]
         **env,
     }
     cmd = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port), "--no-worker", *args]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    with (tmp / f"serve-{port}.log").open("wb") as out:
+        return subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT), port
+
+
+def ask_health_twice(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    deadline, answered = time.monotonic() + 120, 0
+    while answered < 2 and time.monotonic() < deadline and proc.poll() is None:
         try:
-            deadline, answered = time.monotonic() + 120, 0
-            while answered < 2 and time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    answered += httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
-                except httpx.HTTPError:
-                    time.sleep(0.3)
-            assert answered == 2, log.read_text()
-        finally:
+            answered += httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    assert answered == 2, log.read_text()
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> dict[str, str]:
+    """Each case's ``agtos serve`` (all started at once, each its own process, port, prefix and
+    log: the start-ups overlap), asked ``/health`` twice and stopped; its output by case id."""
+    tmp = tmp_path_factory.mktemp("access-log")
+    started: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+    try:
+        for case, (args, env, _logged) in CASES.items():
+            (tmp / case).mkdir()
+            started[case] = start_serve(tmp / case, redis_url, args, env)
+        for case, (proc, port) in started.items():
+            ask_health_twice(proc, port, tmp / case / f"serve-{port}.log")
+    finally:
+        for proc, _port in started.values():
             proc.terminate()
+        for proc, _port in started.values():
             proc.wait(timeout=60)
-    return log.read_text()
+    return {case: (tmp / case / f"serve-{port}.log").read_text() for case, (_proc, port) in started.items()}
 
 
-@pytest.mark.parametrize(
-    ("args", "env", "logged"),
-    [
-        ([], {}, False),
-        (["--access-log"], {}, True),
-        ([], {"AGTOS_ACCESS_LOG": "true"}, True),
-        (["--no-access-log"], {"AGTOS_ACCESS_LOG": "true"}, False),
-    ],
-    ids=["default-off", "flag-on", "env-on", "flag-over-env"],
-)
-def test_serve_access_log(tmp_path: Path, redis_url: str, args: list[str], env: dict[str, str], logged: bool) -> None:
-    output = serve_output(tmp_path, redis_url, args, env)
+@pytest.mark.parametrize("case", CASES)
+def test_serve_access_log(outputs: dict[str, str], case: str) -> None:
+    output, logged = outputs[case], CASES[case][2]
     assert "Application startup complete" in output  # the server's own log stays
     assert output.count(ACCESS_LINE) == (2 if logged else 0), output
 
