@@ -315,9 +315,10 @@ def test_a_response_sent_again_right_after_a_slow_save_is_deduplicated(
     import time
 
     ingest = coordinator.ingest
+    coordinator.services.query_ingest.dedup_window_s = 1.5  # the default 5 s, shortened for the suite's time
 
     def slow_ingest(*args: object, **kwargs: object) -> object:
-        time.sleep(5.2)  # longer than the 5 s window
+        time.sleep(1.7)  # longer than the window
         return ingest(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(coordinator, "ingest", slow_ingest)
