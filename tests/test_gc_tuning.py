@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings
 from agtos.serving.app import create_app
 from agtos.serving.gc_tuning import GcPauses, summarise
+from tests.helpers import delete_prefix
 
 PYTHON_DEFAULT_THRESHOLD = [700, 10, 10]  # CPython's documented gc.get_threshold() default
 
@@ -52,54 +54,79 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve_gc_stats(tmp: Path, redis_url: str, prefix: str, env: dict[str, str]) -> dict:
-    """Start ``agtos serve`` with ``env``, store and search a memory, stop it; its ``gc-<pid>.json``."""
+CASES = {  # id: (serve's environment, whether it freezes)
+    "default-on": ({}, True),
+    "off": ({"AGTOS_GC_FREEZE": "false"}, False),
+    "on": ({"AGTOS_GC_FREEZE": "on"}, True),
+}
+
+
+def start_serve(tmp: Path, redis_url: str, prefix: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``agtos serve`` with ``env``, recording into ``tmp/gc``; the process and its URL."""
     port = free_port()
-    stats = tmp / "gc"
     full_env = {name: value for name, value in os.environ.items() if not name.startswith("AGTOS_GC_")}
     full_env |= {
         "REDIS_URL": redis_url,
-        "AGTOS_KEY_PREFIX": prefix,  # the fixture's: its keys are deleted after the test
+        "AGTOS_KEY_PREFIX": prefix,  # deleted after the tests
         "AGTOS_DATA_DIR": str(tmp / "data"),
         "AGTOS_CONFIG_DIR": str(tmp / "config"),
-        "AGTOS_GC_STATS_DIR": str(stats),
+        "AGTOS_GC_STATS_DIR": str(tmp / "gc"),
         **env,
     }
     cmd = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(port), "--no-worker"]
-    log = tmp / "serve.log"
-    url, user = f"http://127.0.0.1:{port}", {"X-User-Id": "gc-test"}
-    with log.open("wb") as out:
+    with (tmp / "serve.log").open("wb") as out:
         proc = subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def store_and_search(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    """Once ``/health`` answers: store a memory and search for it."""
+    user = {"X-User-Id": "gc-test"}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.3)
-            memory = {"text": "User keeps a sourdough starter called Bubbles", "kind": "fact"}
-            created = httpx.post(f"{url}/api/memory/memories", json=memory, headers=user, timeout=60)
-            assert created.status_code in (200, 201), (created.text, log.read_text())
-            found = httpx.get(f"{url}/api/memory/search", params={"q": "sourdough"}, headers=user, timeout=60)
-            assert found.status_code == 200, found.text
-        finally:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    memory = {"text": "User keeps a sourdough starter called Bubbles", "kind": "fact"}
+    created = httpx.post(f"{url}/api/memory/memories", json=memory, headers=user, timeout=60)
+    assert created.status_code in (200, 201), (created.text, log.read_text())
+    found = httpx.get(f"{url}/api/memory/search", params={"q": "sourdough"}, headers=user, timeout=60)
+    assert found.status_code == 200, found.text
+
+
+@pytest.fixture(scope="module")
+def gc_stats(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[dict[str, dict]]:
+    """Each case's ``agtos serve`` (all started at once, each its own process, port, key prefix and
+    folders: the start-ups overlap) stores and searches a memory and stops; its ``gc-<pid>.json``."""
+    tmp = tmp_path_factory.mktemp("gc-serve")
+    prefixes = {case: f"agtos-test-{uuid.uuid4().hex[:10]}" for case in CASES}
+    started: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    try:
+        for case, (env, _frozen) in CASES.items():
+            (tmp / case).mkdir()
+            started[case] = start_serve(tmp / case, redis_url, prefixes[case], env)
+        for case, (proc, url) in started.items():
+            store_and_search(proc, url, tmp / case / "serve.log")
+    finally:
+        for proc, _url in started.values():
             proc.terminate()
+        for proc, _url in started.values():
             proc.wait(timeout=60)
-    files = list(stats.glob("gc-*.json"))
-    assert [f.name for f in files] == [f"gc-{proc.pid}.json"], log.read_text()
-    return dict(json.loads(files[0].read_text()))
+    stats = {}
+    for case, (proc, _url) in started.items():
+        files = list((tmp / case / "gc").glob("gc-*.json"))
+        assert [f.name for f in files] == [f"gc-{proc.pid}.json"], (tmp / case / "serve.log").read_text()
+        stats[case] = dict(json.loads(files[0].read_text()))
+    yield stats
+    for prefix in prefixes.values():
+        delete_prefix(redis_url, prefix)
 
 
-@pytest.mark.parametrize(
-    ("env", "frozen"),
-    [({}, True), ({"AGTOS_GC_FREEZE": "false"}, False), ({"AGTOS_GC_FREEZE": "on"}, True)],
-    ids=["default-on", "off", "on"],
-)
-def test_serve_applies_the_gc_variables(
-    tmp_path: Path, redis_url: str, key_prefix: str, env: dict[str, str], frozen: bool
-) -> None:
-    data = serve_gc_stats(tmp_path, redis_url, key_prefix, env)
+@pytest.mark.parametrize("case", CASES)
+def test_serve_applies_the_gc_variables(gc_stats: dict[str, dict], case: str) -> None:
+    data, frozen = gc_stats[case], CASES[case][1]
     assert data["freeze"] is frozen
     # the modules, routes and settings alive after start-up: many thousands of objects
     assert (data["frozen"] > 10_000) if frozen else (data["frozen"] == 0), data["frozen"]
