@@ -65,3 +65,26 @@ def test_listed_origins_only(cors_client: TestClient) -> None:
 def test_only_origins_are_listed(origins: str) -> None:
     with pytest.raises(SettingsError, match="AGTOS_CORS_ORIGINS"):
         Settings(cors_origins=origins)
+
+
+def test_a_listed_origin_may_use_every_method_header_and_error_header(cors_client: TestClient) -> None:
+    """The README's CORS promise in full: a listed origin's page may DELETE and PUT, send its key in
+    Authorization (and JSON), and read Retry-After, Location and WWW-Authenticate of the answers."""
+    for method in ("GET", "POST", "PUT", "DELETE"):
+        asked = {**preflight(APP, method), "Access-Control-Request-Headers": "authorization, content-type, x-user-id"}
+        granted = cors_client.options("/api/memory/memories/mem-1", headers=asked)
+        assert granted.status_code == 200, (method, granted.text)
+        assert method in granted.headers["access-control-allow-methods"].split(", ")
+        assert {"authorization", "content-type", "x-user-id"} <= {
+            h.strip().lower() for h in granted.headers["access-control-allow-headers"].split(",")
+        }
+    read = cors_client.get("/api/memory/episodes", headers={**user("cora"), "Origin": APP})
+    assert read.status_code == 200
+    exposed = {h.strip().lower() for h in read.headers["access-control-expose-headers"].split(",")}
+    assert exposed == {"retry-after", "location", "www-authenticate"}
+
+
+def test_a_wrong_method_is_a_plain_405_not_the_cors_hint(client: TestClient) -> None:
+    """Only OPTIONS gets the AGTOS_CORS_ORIGINS hint: a GET of a POST-only path is the usual 405."""
+    wrong = client.get("/api/memory/sessions/s1/turns", headers=user("cora"))
+    assert (wrong.status_code, wrong.json(), wrong.headers["allow"]) == (405, {"message": "Method Not Allowed"}, "POST")
