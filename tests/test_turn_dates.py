@@ -112,6 +112,10 @@ def test_weekdays_weekends_and_months_named_alone_resolve_by_tense(
         "We married in June 2019",  # absolute
         "I had brunch, a Sunday morning tradition of ours",  # no one Sunday
         "We went hiking every Saturday",
+        # booked or scheduled (past) for a time that may be still to come: found by test_hot_route_threads,
+        # whose "I booked a trip … for the second week of June", said in December, read [= June] of that year
+        "I booked a trip to Lisbon for the second week of June with my sister Ana",
+        "I scheduled the dentist for Tuesday",
     ],
 )
 def test_a_weekday_or_month_whose_tense_is_not_said_is_left_alone(text: str) -> None:

@@ -117,6 +117,8 @@ _BEFORE_ADJECTIVE = frozenset(
     "am is are i'm we're you're they're he's she's so very really pretty too be been being get getting feel".split()
 )
 _BE_NOW = frozenset("am is are i'm we're you're they're he's she's".split())
+#: past tenses of arranging something: what was booked is often still to come ("I booked a trip for June")
+_ARRANGED = frozenset("booked scheduled reserved registered arranged organised organized rescheduled postponed".split())
 
 
 def _cue(words: list[str], i: int) -> str | None:
@@ -148,6 +150,8 @@ def tense(text: str, start: int, end: int) -> str | None:
         found = [m for m in _WORDS.finditer(text, begin, stop) if not start <= m.start() < end]
         words = [m.group().lower() for m in found]
         if "born" in words:  # "born in March": a birthday's month, not a date
+            return None
+        if _ARRANGED.intersection(words):  # "booked a trip for June": the trip's June may be the next one
             return None
         cues = [
             (min(abs(m.start() - end), abs(start - m.end())), cue)
