@@ -18,6 +18,7 @@ from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embedding_base import EmbeddingTimeout
 from agtos.providers.embeddings import OllamaEmbedder
 from agtos.schemas import Episode, Memory
+from agtos.storage.pending_vectors import PendingVectors
 from tests.stub_servers import hash_embedding
 from tests.test_embedder_breaker import HangableEmbedServer
 
@@ -402,7 +403,16 @@ def test_a_request_waits_a_remote_embedder_its_own_bound_and_queries_the_query_b
         for _ in range(2):  # one query: embed_one's cache, one request
             assert np.allclose(np.array(remote._embed_queries(texts[1:])), expected[1:])
         assert server.requests == asked + 1
+        written: list[np.ndarray | None] = []
+        pending = PendingVectors(sem.connector, sem.keys)
+        remote.embed_then_write("memory", [("alice", "m-cat")], texts[:1], written.append)
+        assert written[0] is not None and np.allclose(written[0], expected[:1])
+        assert pending.oldest("alice", 10) == []  # written with its vector: nothing waits
         server.hang()
+        started = time.monotonic()
+        remote.embed_then_write("memory", [("alice", "m-bees")], ["bees"], written.append, 0.3)
+        assert time.monotonic() - started < 0.3 + 2.0  # the request's wait, not the batch timeout (8 s)
+        assert written[1] is None and [p.record_id for p in pending.oldest("alice", 10)] == ["m-bees"]
         for call, wait_s in (
             (lambda: remote.embed_within(["bees"], 0.3), 0.3),
             (lambda: remote._embed_queries(["bees", "honey bees"]), 0.5),
