@@ -14,10 +14,12 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import psutil  # type: ignore[import-untyped]
@@ -25,6 +27,7 @@ import pytest
 import redis
 
 from agtos.cli_worker_process import WorkerChild
+from tests.helpers import delete_prefix
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
 
@@ -38,9 +41,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@contextmanager
-def serve(tmp: Path, env: dict[str, str], *args: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``agtos serve`` on a free port, up once ``/health`` shows a live worker; killed if still running after."""
+@dataclass
+class Launched:
+    """An ``agtos serve`` started in ``tmp`` (its data, config and log), not yet waited for."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    tmp: Path
+    env: dict[str, str]
+    log: IO[bytes]
+
+    def stop(self) -> None:
+        """Kill it and its children if still running (again: a no-op), and an embedded Redis left."""
+        for child in psutil.Process(self.proc.pid).children(recursive=True) if self.proc.poll() is None else []:
+            child.kill()
+        self.proc.kill()
+        self.proc.wait(30)
+        self.log.close()
+        kill_embedded_redis(self.tmp)
+
+
+def launch(tmp: Path, env: dict[str, str], *args: str) -> Launched:
+    """``agtos serve`` on a free port, started (not waited for)."""
     port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AGTOS_", "REDIS_URL"))}
     full = base | {"AGTOS_DATA_DIR": str(tmp / "data"), "AGTOS_CONFIG_DIR": str(tmp / "config"), **env}
@@ -51,18 +73,43 @@ def serve(tmp: Path, env: dict[str, str], *args: str) -> Iterator[tuple[subproce
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
+    return Launched(proc, f"http://127.0.0.1:{port}", tmp, env, log)
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[dict[str, Launched]]:
+    """Each test's ``agtos serve``, all started at once (each its own process, port, folder and key
+    prefix or embedded Redis: the start-ups overlap); a test waits for its own and stops it."""
+    prefixes = {name: f"agtos-test-{uuid.uuid4().hex[:10]}" for name in ("restarts", "killed", "thread")}
+    on_redis = {name: {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": prefix} for name, prefix in prefixes.items()}
+    specs: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+        "restarts": (on_redis["restarts"], ()),
+        "embedded": ({}, ("--workers", "2")),
+        "killed": (on_redis["killed"], ()),
+        "thread": (on_redis["thread"] | {"AGTOS_SERVE_WORKER": "thread"}, ()),
+    }
+    started: dict[str, Launched] = {}
+    try:
+        for name, (env, args) in specs.items():
+            started[name] = launch(tmp_path_factory.mktemp(name), env, *args)
+        yield started
+    finally:
+        for one in started.values():
+            one.stop()
+        for prefix in prefixes.values():
+            delete_prefix(redis_url, prefix)
+
+
+@contextmanager
+def serve(launched: Launched) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """Up once ``/health`` shows a live worker; killed if still running after."""
+    proc, url = launched.proc, launched.url
     try:
         wait_for(lambda: proc.poll() is not None or queue(url).get("workersAlive", 0) >= 1, 120, "a live worker")
-        assert proc.poll() is None, (tmp / f"serve-{port}.log").read_text()
+        assert proc.poll() is None, Path(launched.log.name).read_text()
         yield proc, url
     finally:
-        for child in psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []:
-            child.kill()
-        proc.kill()
-        proc.wait(30)
-        log.close()
-        kill_embedded_redis(tmp)
+        launched.stop()
 
 
 def kill_embedded_redis(tmp: Path) -> None:
@@ -131,10 +178,10 @@ def stop_and_check_no_orphan(proc: subprocess.Popen[bytes], children: list[int],
 
 
 def test_serve_ingests_in_one_idle_child_restarts_it_and_leaves_none(
-    tmp_path: Path, redis_url: str, key_prefix: str
+    launched: dict[str, Launched], redis_url: str
 ) -> None:
-    env = {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix}
-    with serve(tmp_path, env) as (proc, url):
+    key_prefix = launched["restarts"].env["AGTOS_KEY_PREFIX"]
+    with serve(launched["restarts"]) as (proc, url):
         [child] = worker_children(proc)
         assert os.sched_getscheduler(child.pid) == SCHED_IDLE
         assert queue(url)["workerInProcess"] is False
@@ -151,9 +198,9 @@ def test_serve_ingests_in_one_idle_child_restarts_it_and_leaves_none(
         stop_and_check_no_orphan(proc, [child.pid, again.pid])
 
 
-def test_serve_with_the_embedded_redis_shares_it_with_the_child(tmp_path: Path) -> None:
+def test_serve_with_the_embedded_redis_shares_it_with_the_child(launched: dict[str, Launched]) -> None:
     """``--workers 2`` and the embedded Redis: still one worker child, no thread in either API process."""
-    with serve(tmp_path, {}, "--workers", "2") as (proc, url):
+    with serve(launched["embedded"]) as (proc, url):
         [child] = worker_children(proc)
         assert sum("worker" in p.cmdline() for p in psutil.Process(proc.pid).children(recursive=True)) == 1
         assert {queue(url)["workerInProcess"] for _ in range(6)} == {False}
@@ -164,9 +211,9 @@ def test_serve_with_the_embedded_redis_shares_it_with_the_child(tmp_path: Path) 
         stop_and_check_no_orphan(proc, [child.pid], server_pid)
 
 
-def test_a_child_whose_serve_was_killed_stops_by_itself(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
+def test_a_child_whose_serve_was_killed_stops_by_itself(launched: dict[str, Launched]) -> None:
     """SIGKILL leaves ``agtos serve`` no chance to clean up: the child sees its parent gone and exits."""
-    with serve(tmp_path, {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix}) as (proc, _url):
+    with serve(launched["killed"]) as (proc, _url):
         [child] = worker_children(proc)
         proc.kill()
         proc.wait(10)
@@ -177,9 +224,9 @@ def test_a_child_whose_serve_was_killed_stops_by_itself(tmp_path: Path, redis_ur
                 child.kill()
 
 
-def test_thread_layout_runs_no_child(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
-    env = {"REDIS_URL": redis_url, "AGTOS_KEY_PREFIX": key_prefix, "AGTOS_SERVE_WORKER": "thread"}
-    with serve(tmp_path, env) as (proc, url):
+def test_thread_layout_runs_no_child(launched: dict[str, Launched], redis_url: str) -> None:
+    key_prefix = launched["thread"].env["AGTOS_KEY_PREFIX"]
+    with serve(launched["thread"]) as (proc, url):
         assert worker_children(proc) == []
         assert queue(url)["workerInProcess"] is True
         assert consumer_pids(redis_url, key_prefix) == {proc.pid}
