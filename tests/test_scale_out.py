@@ -51,8 +51,9 @@ def two_apis(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[tuple[
                 time.sleep(0.5)
         yield urls[0], urls[1]
     finally:
-        for proc in procs:
+        for proc in procs:  # both told first: their shutdowns overlap
             proc.terminate()
+        for proc in procs:
             proc.wait(timeout=30)
 
 
