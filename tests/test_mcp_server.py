@@ -298,9 +298,10 @@ def test_in_process_mode_over_stdio(in_process_env: dict[str, str], tmp_path: Pa
     }
     log = tmp_path / "carol.jsonl"
     log.write_text(json.dumps(session) + "\n", encoding="utf-8")
-    ingest = [sys.executable, "-m", "agtos.cli", "memory", "ingest", str(log), "--user", "carol"]
-    done = subprocess.run(ingest, cwd=ROOT, env=in_process_env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # the CLI in this process (its own process is test_conversation_ingest's and the MCP servers' here)
+    done = CliRunner().invoke(cli_app, ["memory", "ingest", str(log), "--user", "carol"], env=in_process_env)
+    assert done.exit_code == 0, done.output
+    assert "1 session(s): stored 1, unchanged 0, skipped 0" in done.output
 
     async def run() -> None:
         async with (
