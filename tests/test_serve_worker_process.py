@@ -101,7 +101,14 @@ def launched(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterat
 
 
 @contextmanager
-def serve(launched: Launched) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def serve(tmp: Path, env: dict[str, str], *args: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``agtos serve`` on a free port, up once ``/health`` shows a live worker; killed if still running after."""
+    with served(launch(tmp, env, *args)) as up:
+        yield up
+
+
+@contextmanager
+def served(launched: Launched) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """Up once ``/health`` shows a live worker; killed if still running after."""
     proc, url = launched.proc, launched.url
     try:
@@ -181,7 +188,7 @@ def test_serve_ingests_in_one_idle_child_restarts_it_and_leaves_none(
     launched: dict[str, Launched], redis_url: str
 ) -> None:
     key_prefix = launched["restarts"].env["AGTOS_KEY_PREFIX"]
-    with serve(launched["restarts"]) as (proc, url):
+    with served(launched["restarts"]) as (proc, url):
         [child] = worker_children(proc)
         assert os.sched_getscheduler(child.pid) == SCHED_IDLE
         assert queue(url)["workerInProcess"] is False
@@ -200,7 +207,7 @@ def test_serve_ingests_in_one_idle_child_restarts_it_and_leaves_none(
 
 def test_serve_with_the_embedded_redis_shares_it_with_the_child(launched: dict[str, Launched]) -> None:
     """``--workers 2`` and the embedded Redis: still one worker child, no thread in either API process."""
-    with serve(launched["embedded"]) as (proc, url):
+    with served(launched["embedded"]) as (proc, url):
         [child] = worker_children(proc)
         assert sum("worker" in p.cmdline() for p in psutil.Process(proc.pid).children(recursive=True)) == 1
         assert {queue(url)["workerInProcess"] for _ in range(6)} == {False}
@@ -213,7 +220,7 @@ def test_serve_with_the_embedded_redis_shares_it_with_the_child(launched: dict[s
 
 def test_a_child_whose_serve_was_killed_stops_by_itself(launched: dict[str, Launched]) -> None:
     """SIGKILL leaves ``agtos serve`` no chance to clean up: the child sees its parent gone and exits."""
-    with serve(launched["killed"]) as (proc, _url):
+    with served(launched["killed"]) as (proc, _url):
         [child] = worker_children(proc)
         proc.kill()
         proc.wait(10)
@@ -226,7 +233,7 @@ def test_a_child_whose_serve_was_killed_stops_by_itself(launched: dict[str, Laun
 
 def test_thread_layout_runs_no_child(launched: dict[str, Launched], redis_url: str) -> None:
     key_prefix = launched["thread"].env["AGTOS_KEY_PREFIX"]
-    with serve(launched["thread"]) as (proc, url):
+    with served(launched["thread"]) as (proc, url):
         assert worker_children(proc) == []
         assert queue(url)["workerInProcess"] is True
         assert consumer_pids(redis_url, key_prefix) == {proc.pid}
