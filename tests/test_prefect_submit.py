@@ -38,10 +38,14 @@ DIES_WITH_ITS_PARENT = (
 )
 
 
-@pytest.fixture(scope="module")
-def lint_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A real Prefect server (its own home) knowing the flow ``memory-lint`` and its deployment
-    ``nightly-lint``, registered through its REST API (no runner, no worker): (API URL, deployment id)."""
+_SERVER: dict[str, str] = {}  # this pytest process's Prefect server for the lint deployment: its API URL
+
+
+def prefect_server(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real Prefect server (its own home), started on first use and stopped when the session ends:
+    this module and test_readme_examples share it (one start-up, 15-30 s on a loaded machine)."""
+    if "api" in _SERVER:
+        return _SERVER["api"]
     port = free_port()
     env = {
         **os.environ,
@@ -57,18 +61,36 @@ def lint_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    api = f"http://127.0.0.1:{port}/api"
-    try:
-        _wait(f"{api}/health", 120)
-        with api_client(api) as client:
-            flow = client.post("/flows/", json={"name": "memory-lint"})
-            assert flow.status_code in (200, 201), flow.text
-            deployment = client.post("/deployments/", json={"name": "nightly-lint", "flow_id": flow.json()["id"]})
-            assert deployment.status_code in (200, 201), deployment.text
-        yield api, deployment.json()["id"]
-    finally:
+
+    def stop() -> None:
         proc.terminate()
         proc.wait(timeout=30)
+
+    config.add_cleanup(stop)
+    api = f"http://127.0.0.1:{port}/api"
+    _wait(f"{api}/health", 120)
+    _SERVER["api"] = api
+    return api
+
+
+@pytest.fixture(scope="module")
+def lint_deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """The Prefect server knowing the flow ``memory-lint`` and its deployment ``nightly-lint``,
+    registered through its REST API (no runner, no worker): (API URL, deployment id). The deployment
+    is deleted after the module: the next module's is new, with none of this one's flow runs."""
+    api = prefect_server(request.config, tmp_path_factory)
+    with api_client(api) as client:
+        flow = client.post("/flows/", json={"name": "memory-lint"})
+        assert flow.status_code in (200, 201), flow.text
+        deployment = client.post("/deployments/", json={"name": "nightly-lint", "flow_id": flow.json()["id"]})
+        assert deployment.status_code in (200, 201), deployment.text
+    deployment_id = deployment.json()["id"]
+    yield api, deployment_id
+    with api_client(api) as client:
+        deleted = client.delete(f"/deployments/{deployment_id}")
+        assert deleted.status_code == 204, deleted.text
 
 
 def use_prefect_api(monkeypatch: pytest.MonkeyPatch, api: str | None) -> None:
