@@ -329,3 +329,16 @@ def test_a_turn_line_is_dated_on_the_day_where_it_was_said_and_attributed_once()
     first, second = turn_items([east, west], east, 1.0)
     assert (first.text, first.utc_offset, first.day) == ("Gina: I booked the night train.", 120, "15 November 2023")
     assert (second.text, second.utc_offset, second.day) == ("Jon: Jon - I will bring snacks", -300, "14 November 2023")
+
+
+def test_a_speakers_name_in_decomposed_unicode_is_read_as_its_composed_form() -> None:
+    """'Zoe' + U+0308 (a combining diaeresis: macOS file names, some keyboards) is the name 'Zoë': a speaker
+    named so was matched neither by 'Zoe' nor by a typed 'Zoë', nor a decomposed query by the speaker 'Zoë'
+    (found by mutmut over _unaccented, 2026-12-06)."""
+    from agtos.tasks.ranking import named_speakers, without_speakers
+
+    decomposed = "Zoe\u0308"
+    for query in ("What does Zoe do for work?", "What does Zoë do for work?", f"What does {decomposed} do for work?"):
+        for name in ("Zoë", decomposed):
+            assert without_speakers(query, [name]) == "What does do for work?", (query, name)
+            assert named_speakers(query, [name, "Jon"]) == {name.lower()}, (query, name)

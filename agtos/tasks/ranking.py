@@ -9,6 +9,7 @@ search with :func:`without_speakers` (the query without the names of the people 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Protocol, TypeVar
@@ -163,8 +164,15 @@ def rerank_by_recency(hits: list[T], weight: float | None = None) -> list[T]:
     return sorted(hits, key=weighted, reverse=True)
 
 
+def _composed(text: str) -> str:
+    """``text`` in Unicode's composed form: "Zoe" + a combining diaeresis is written "Zoë"."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
+
+
 def _names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
-    wanted = sorted({n.strip() for n in names if n and n.strip().lower() not in _CALENDAR}, key=len, reverse=True)
+    wanted = sorted(
+        {_composed(n.strip()) for n in names if n and n.strip().lower() not in _CALENDAR}, key=len, reverse=True
+    )
     if not wanted:
         return None
     return re.compile(r"(?<!\w)(?:" + "|".join(map(_unaccented, wanted)) + r")" + _POSSESSIVE + r"(?!\w)", re.I)
@@ -189,7 +197,7 @@ def without_speakers(query: str, names: Iterable[str]) -> str:
     pattern = _names_pattern(names)
     if pattern is None:
         return query
-    stripped = " ".join(pattern.sub(lambda m: " " if m[0][0].isupper() else m[0], query).split())
+    stripped = " ".join(pattern.sub(lambda m: " " if m[0][0].isupper() else m[0], _composed(query)).split())
     return stripped if content_words(stripped) else query
 
 
@@ -198,6 +206,6 @@ def named_speakers(query: str, names: Iterable[str]) -> set[str]:
     or a day), lower-cased: the people it asks about."""
     canonical = {fold(n.strip()): n.strip().lower() for n in names if n}  # "Zoe" names the speaker "Zoë"
     pattern = _names_pattern(names)
-    found = pattern.finditer(query) if pattern is not None else ()
+    found = pattern.finditer(_composed(query)) if pattern is not None else ()
     said = (re.sub(_POSSESSIVE + "$", "", m[0]) for m in found if m[0][0].isupper())
     return {canonical.get(fold(name), name.lower()) for name in said}
