@@ -325,8 +325,8 @@ def test_the_knowledge_page_asks_for_a_key(base_url: str, coordinator: MemoryCoo
 
 @needs_chromium
 def test_a_401_to_a_request_sent_before_the_key_does_not_ask_again(
-    base_url: str,
-    coordinator: MemoryCoordinator,  # noqa: F811
+    base_url: str,  # noqa: F811
+    coordinator: MemoryCoordinator,
 ) -> None:
     """CI flake of 2026-12-06: the page's two first requests both answer 401; when the second answer arrived after
     the key was entered, the page hid the form, then showed it again (and toasted the 401). Held here on purpose."""
