@@ -11,7 +11,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from fastapi.testclient import TestClient
@@ -23,6 +25,9 @@ from agtos.storage.api_keys import ApiKeyStore
 from tests.helpers import user
 from tests.redis_process import RedisProcess
 from tests.test_knowledge_page import CHROMIUM, CHROMIUM_ARGS, base_url, needs_chromium  # noqa: F401 - base_url: a fixture
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 AppFor = Callable[..., TestClient]
 TURN = {"turns": [{"role": "user", "content": "I keep my passport in the blue drawer."}]}
@@ -299,28 +304,37 @@ def test_the_settings_read_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 # -- the Knowledge page ----------------------------------------------------------------------------
 
 
-@needs_chromium
-def test_the_knowledge_page_asks_for_a_key(base_url: str, coordinator: MemoryCoordinator) -> None:  # noqa: F811
-    from playwright.sync_api import expect, sync_playwright
+@contextmanager
+def browser_page() -> Iterator[Page]:
+    """A page of the Debian Chromium (15 s default timeout), closed with its browser."""
+    from playwright.sync_api import sync_playwright
 
-    key, _ = store_of(coordinator).create("service", "knowledge-page")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
             page.set_default_timeout(15_000)
-            sent: list[str | None] = []
-            page.on("request", lambda r: sent.append(r.headers.get("authorization")) if "/api/" in r.url else None)
-            page.goto(f"{base_url}/knowledge")
-            expect(page.locator("#key-form")).to_be_visible()  # the API answered 401
-            expect(page.locator("#toast")).to_contain_text("an API key is required")
-            page.fill("#key", key)
-            page.press("#key", "Enter")
-            expect(page.locator("#stats")).to_contain_text("0 entities")
-            expect(page.locator("#key-form")).to_be_hidden()
-            assert sent[0] is None and sent[-1] == f"Bearer {key}"
+            yield page
         finally:
             browser.close()
+
+
+@needs_chromium
+def test_the_knowledge_page_asks_for_a_key(base_url: str, coordinator: MemoryCoordinator) -> None:  # noqa: F811
+    from playwright.sync_api import expect
+
+    key, _ = store_of(coordinator).create("service", "knowledge-page")
+    with browser_page() as page:
+        sent: list[str | None] = []
+        page.on("request", lambda r: sent.append(r.headers.get("authorization")) if "/api/" in r.url else None)
+        page.goto(f"{base_url}/knowledge")
+        expect(page.locator("#key-form")).to_be_visible()  # the API answered 401
+        expect(page.locator("#toast")).to_contain_text("an API key is required")
+        page.fill("#key", key)
+        page.press("#key", "Enter")
+        expect(page.locator("#stats")).to_contain_text("0 entities")
+        expect(page.locator("#key-form")).to_be_hidden()
+        assert sent[0] is None and sent[-1] == f"Bearer {key}"
 
 
 @needs_chromium
@@ -330,35 +344,29 @@ def test_a_401_to_a_request_sent_before_the_key_does_not_ask_again(
 ) -> None:
     """CI flake of 2026-12-06: the page's two first requests both answer 401; when the second answer arrived after
     the key was entered, the page hid the form, then showed it again (and toasted the 401). Held here on purpose."""
-    from playwright.sync_api import Route, expect, sync_playwright
+    from playwright.sync_api import Route, expect
 
     key, _ = store_of(coordinator).create("service", "knowledge-page-race")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(15_000)
-            held: list[Route] = []
-            stats_auth: list[str | None] = []
+    with browser_page() as page:
+        held: list[Route] = []
+        stats_auth: list[str | None] = []
 
-            def hold_first(route: Route) -> None:
-                stats_auth.append(route.request.headers.get("authorization"))
-                if held:
-                    route.continue_()
-                else:
-                    held.append(route)
+        def hold_first(route: Route) -> None:
+            stats_auth.append(route.request.headers.get("authorization"))
+            if held:
+                route.continue_()
+            else:
+                held.append(route)
 
-            page.route("**/api/entities/stats", hold_first)
-            page.goto(f"{base_url}/knowledge")
-            expect(page.locator("#key-form")).to_be_visible()  # the entity list answered 401
-            page.fill("#key", key)
-            page.press("#key", "Enter")
-            expect(page.locator("#key-form")).to_be_hidden()
-            expect(page.locator("#entity-list")).to_contain_text("No entities yet.")
-            held[0].continue_()  # sent without a key: the server answers 401 now, after the key was entered
-            expect(page.locator("#stats")).to_contain_text("0 entities")
-            page.wait_for_timeout(300)
-            expect(page.locator("#key-form")).to_be_hidden()
-            assert stats_auth[0] is None and f"Bearer {key}" in stats_auth[1:]
-        finally:
-            browser.close()
+        page.route("**/api/entities/stats", hold_first)
+        page.goto(f"{base_url}/knowledge")
+        expect(page.locator("#key-form")).to_be_visible()  # the entity list answered 401
+        page.fill("#key", key)
+        page.press("#key", "Enter")
+        expect(page.locator("#key-form")).to_be_hidden()
+        expect(page.locator("#entity-list")).to_contain_text("No entities yet.")
+        held[0].continue_()  # sent without a key: the server answers 401 now, after the key was entered
+        expect(page.locator("#stats")).to_contain_text("0 entities")
+        page.wait_for_timeout(300)
+        expect(page.locator("#key-form")).to_be_hidden()
+        assert stats_auth[0] is None and f"Bearer {key}" in stats_auth[1:]
