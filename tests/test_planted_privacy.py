@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +120,18 @@ def test_an_episode_forget_finds_a_memory_no_keyword_index_holds(client: TestCli
 
 
 def asks_about_divorce(n: int) -> list[dict[str, str]]:
+    """Session ``n``, said at 15:00 UTC ``2 - n`` days ago: an afternoon, so the Dreamer adds no morning habit
+    (two sessions between 05:00 and 12:00 UTC make 'User is a morning person who checks divorce…': the test
+    failed whenever the suite ran in those hours, as the CI of 05:00 UTC on 2026-12-06 did)."""
     said = [
         "I need advice on my divorce. My divorce lawyer wants more documents for the divorce filing.",
         "I need advice on my divorce hearing. My divorce lawyer says the divorce hearing is on Friday.",
     ][n]
-    return [{"role": "user", "content": said}, {"role": "assistant", "content": "Sure: gather documents, list assets."}]
+    day = datetime.now(UTC).replace(hour=15, minute=0, second=0, microsecond=0) - timedelta(days=2 - n)
+    return [
+        {"role": "user", "content": said, "timestamp": day.isoformat()},
+        {"role": "assistant", "content": "Sure: gather documents, list assets.", "timestamp": day.isoformat()},
+    ]
 
 
 def test_a_pattern_learnt_from_forgotten_episodes_leaves_the_profile(client: TestClient) -> None:
