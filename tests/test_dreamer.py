@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -350,3 +350,21 @@ def test_idle_sessions_are_ended_for_the_agent(settings: Settings) -> None:
             assert coordinator.activity.idle_sessions(0) == []  # ended once, not again
     finally:
         coordinator.close()
+
+
+@pytest.mark.parametrize(
+    ("offset", "morning"), [("-08:00", False), ("+02:00", True)], ids=["california-evening", "berlin-morning"]
+)
+def test_a_morning_habit_is_read_on_the_local_clock(client: TestClient, offset: str, morning: bool) -> None:
+    """The weather sessions at 07:05 / 08:05 UTC were read as mornings wherever they were said: sent from
+    California (-08:00) they are the evenings before (23:05 / 00:05), sent from Berlin (+02:00) 09:05 / 10:05."""
+    minutes = (-1 if offset[0] == "-" else 1) * (int(offset[1:3]) * 60 + int(offset[4:]))
+    for sid, stamp, turns in HISTORY:
+        local = datetime.fromtimestamp(stamp / 1000, UTC) + timedelta(minutes=minutes)
+        when = local.replace(tzinfo=None).isoformat() + offset  # the same instant, written in its local time
+        body = {"turns": [{"role": r, "content": c, "timestamp": when} for r, c in turns]}
+        assert client.post(f"/api/memory/sessions/{sid}/turns", json=body, headers=user("lena")).status_code == 200
+        assert client.post(f"/api/memory/sessions/{sid}/end", headers=user("lena")).json()["saved"] is True
+    found = {c["text"] for c in conclusions(client, "lena", type="inductive")}
+    assert "User regularly asks about weather" in found
+    assert ("User is a morning person who checks weather first thing in the day" in found) is morning, found

@@ -25,7 +25,7 @@ from agtos.tasks.text import content_words, normalise
 
 log = logging.getLogger(__name__)
 
-MORNING_HOURS = range(5, 12)  # UTC hours; episodes carry UTC millisecond timestamps
+MORNING_HOURS = range(5, 12)  # local hours where the session's UTC offset is known, else UTC hours
 DEDUCTIONS: dict[str, str] = {
     "vegetarian": "User does not eat meat, so recommendations should avoid meat dishes",
     "vegan": "User avoids all animal products, so recommendations should be plant-based",
@@ -105,7 +105,7 @@ def _inductive(user_id: str, episodes: list[Episode]) -> list[Conclusion]:
         if len(sessions) < 2:
             continue
         ids = [e.id for e in eps]
-        hours = [datetime.fromtimestamp(e.timestamp / 1000, tz=UTC).hour for e in eps]
+        hours = [datetime.fromtimestamp(e.timestamp / 1000 + 60 * (e.utc_offset or 0), tz=UTC).hour for e in eps]
         confidence = 0.45 + 0.1 * min(4, len(sessions) - 1)
         if all(h in MORNING_HOURS for h in hours):
             text = f"User is a morning person who checks {topic} first thing in the day"
