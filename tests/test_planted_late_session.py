@@ -1,0 +1,71 @@
+"""Planted-bug audit of the code landed late on 2026-12-06 (issue 20, docs/testing.md: fail-closed auth,
+Idempotency-Key, dotted ids, request spellings, import digests, seasons, the local-clock morning habit):
+each test kills a realistic one-line bug that the owning tests let through (planted one at a time in a
+copy). Real Redis, through HTTP where a user would go."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from agtos.serving.auth import OFF_CACHE_S
+from tests.helpers import user
+from tests.test_auth import bearer, store_of
+
+TURN = {"turns": [{"role": "user", "content": "I keep my passport in the blue drawer."}]}
+
+
+def test_auth_that_was_on_stays_closed_when_the_marker_goes_even_after_an_explicit_off(
+    client: TestClient, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """Planted in Authenticator: ``_ever_on`` set to each answer instead of kept once seen. The process
+    saw auth on, then an operator's ``agtos keys off``, then Redis lost its data: it fails closed (README:
+    a process that saw auth on keeps it on while the marker is missing)."""
+    store = store_of(client)
+    _, record = store.create("service", "bot")
+    assert client.get("/api/memory/episodes", headers=user("eve")).status_code == 401
+    assert store.revoke(record.id) and store.disable()
+    assert client.get("/api/memory/episodes", headers=user("eve")).status_code == 200
+    raw_redis.delete(f"{key_prefix}:{{auth}}:on")  # Redis restarted without its data
+    time.sleep(OFF_CACHE_S + 0.05)  # past the while 'auth off' is trusted without asking Redis
+    lost = client.get("/api/memory/episodes", headers=user("eve"))
+    assert lost.status_code == 401, lost.text
+
+
+def test_the_lost_marker_is_logged_once_not_on_every_request(
+    client: TestClient, raw_redis: redis.Redis, key_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Planted in Authenticator (96354aa): the 'marker is gone' error logged on every request while the
+    marker is missing. Three refused requests after the loss log it once; a new marker and a second loss
+    log it again."""
+    store = store_of(client)
+    key, _ = store.create("service", "bot")
+    assert client.get("/api/memory/episodes", headers=bearer(key, **user("eve"))).status_code == 200
+    raw_redis.delete(f"{key_prefix}:{{auth}}:keys", f"{key_prefix}:{{auth}}:on")
+    with caplog.at_level(logging.ERROR, logger="agtos.serving.auth"):
+        for _ in range(3):
+            assert client.get("/api/memory/episodes", headers=user("eve")).status_code == 401
+        gone = [r for r in caplog.records if "marker is gone" in r.getMessage()]
+        assert len(gone) == 1, [r.getMessage() for r in caplog.records]
+        key, _ = store.create("service", "bot")
+        assert client.get("/api/memory/episodes", headers=bearer(key, **user("eve"))).status_code == 200
+        raw_redis.delete(f"{key_prefix}:{{auth}}:keys", f"{key_prefix}:{{auth}}:on")
+        assert client.get("/api/memory/episodes", headers=user("eve")).status_code == 401
+        assert len([r for r in caplog.records if "marker is gone" in r.getMessage()]) == 2
+
+
+def test_one_idempotency_key_in_two_sessions_appends_to_each(client: TestClient) -> None:
+    """Planted in the journal: the key's mark not per session (the session id left out of its digest). The
+    header is per session (README: 'the same key with other turns of the session is a 422'): a client
+    reusing its key in another session has that session's turn appended, not acknowledged as a replay."""
+    keyed = {**user("ida"), "Idempotency-Key": "retry-7"}
+    for session in ("s1", "s2"):
+        appended = client.post(f"/api/memory/sessions/{session}/turns", json=TURN, headers=keyed)
+        assert appended.status_code == 200, appended.text
+        assert (appended.json()["appended"], appended.json()["journalLength"]) == (1, 1)
+        got = client.get(f"/api/memory/sessions/{session}", headers=user("ida")).json()["messages"]
+        assert [m["content"] for m in got] == [TURN["turns"][0]["content"]]
