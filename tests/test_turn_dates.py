@@ -93,6 +93,13 @@ def test_the_turn_date_is_its_own_not_today() -> None:
         ("We met last summer", [("last summer", "2022-06-01", "season")]),
         ("My internship is this summer", [("this summer", "2023-06-01", "season")]),
         ("I studied in Rome last spring", [("last spring", "2022-03-01", "season")]),  # May: this one is under way
+        # a thing one has on a weekday, said in the present: the coming one
+        ("I have a dentist appointment on Tuesday", [("Tuesday", "2023-05-09", "day")]),
+        ("We're meeting Friday", [("Friday", "2023-05-12", "day")]),
+        ("The party is on Saturday", [("Saturday", "2023-05-13", "day")]),
+        ("I've got an exam on Friday", [("Friday", "2023-05-12", "day")]),
+        ("I had a dentist appointment on Tuesday", [("Tuesday", "2023-05-02", "day")]),
+        ("I have had an interview on Friday", [("Friday", "2023-05-05", "day")]),
     ],
 )
 def test_weekdays_weekends_and_months_named_alone_resolve_by_tense(
@@ -116,6 +123,8 @@ def test_weekdays_weekends_and_months_named_alone_resolve_by_tense(
         # whose "I booked a trip … for the second week of June", said in December, read [= June] of that year
         "I booked a trip to Lisbon for the second week of June with my sister Ana",
         "I scheduled the dentist for Tuesday",
+        "I have yoga on Tuesday",  # no one thing on one Tuesday
+        "I have a photo from Tuesday",
     ],
 )
 def test_a_weekday_or_month_whose_tense_is_not_said_is_left_alone(text: str) -> None:
@@ -140,6 +149,23 @@ def test_seasons_are_resolved_where_their_year_is_not_in_doubt() -> None:
     assert format_turn(stored) == "(2 October 2023) User: Paris this fall [= fall 2023]!"
     leap_day = int(datetime(2024, 2, 29, 12, tzinfo=UTC).timestamp() * 1000)
     assert dates("Last February I moved", leap_day) == [("Last February", "2023-02-28", "month")]
+
+
+def test_a_winter_is_named_by_its_december() -> None:
+    """Winter spans two calendar years (December to February): the one of 2022-23 starts 1 December 2022."""
+    may = MAY_8
+    assert dates("We went skiing last winter", may) == [("last winter", "2022-12-01", "season")]
+    assert dates("I'll ski in the Alps this winter", may) == [("this winter", "2023-12-01", "season")]
+    assert dates("This winter was so cold", may) == [("This winter", "2022-12-01", "season")]
+    assert dates("next winter", may) == []  # said in May: the coming one or the one after
+    january = int(datetime(2024, 1, 14, 12, tzinfo=UTC).timestamp() * 1000)  # inside the winter of 2023-24
+    assert dates("last winter, this winter and next winter", january) == [
+        ("last winter", "2022-12-01", "season"),
+        ("this winter", "2023-12-01", "season"),
+        ("next winter", "2024-12-01", "season"),
+    ]
+    (stored,) = stored_turns("u", "ep-1", "s-1", [Turn(role=Role.user, content="We met last winter", timestamp=may)])
+    assert format_turn(stored) == "(8 May 2023) User: We met last winter [= winter 2022–23]"
 
 
 def test_weekends_are_the_calendar_weeks_saturdays() -> None:
@@ -222,18 +248,22 @@ def test_weekdays_weekends_and_months_are_shown_resolved_in_the_context(client: 
         ("Gina", "On Tuesday I went to a pottery class with Ana."),
         ("Jon", "We went camping at Lake Tahoe last weekend."),
         ("Gina", "I'll fly to Oaxaca in June for the food festival."),
+        ("Jon", "I have a dentist appointment on Tuesday."),
+        ("Gina", "We went skiing in Utah last winter."),
     ]
     sent = [
         {"role": "user", "name": name, "content": text, "timestamp": f"2023-05-08T10:0{i}:00Z"}
         for i, (name, text) in enumerate(turns)
     ]
     end(client, "dated-alone", "s1", sent)
-    said = context(client, "dated-alone", "pottery class camping Lake Tahoe Oaxaca food festival")
+    said = context(client, "dated-alone", "pottery class camping Lake Tahoe Oaxaca food festival dentist skiing Utah")
     assert "8 May 2023:\n" in said, said
     for line in (
         "- Gina: On Tuesday [= 2 May 2023] I went to a pottery class with Ana.",
         "- Jon: We went camping at Lake Tahoe last weekend [= weekend of 6 May 2023].",
         "- Gina: I'll fly to Oaxaca in June [= June 2023] for the food festival.",
+        "- Jon: I have a dentist appointment on Tuesday [= 9 May 2023].",
+        "- Gina: We went skiing in Utah last winter [= winter 2022–23].",
     ):
         assert line in said, said
 

@@ -4,10 +4,14 @@ resolved to absolute dates against the turn's own timestamp.
 A short pattern list only finds the candidate spans (free-text date search also takes "we" for
 Wednesday and "may" for May); the date arithmetic is :mod:`dateparser`'s, with the turn's time as
 ``RELATIVE_BASE``. A weekday or a month named alone ("on Tuesday", "in March") is the most recent one
-before the turn in past-tense speech, the next one in future-tense speech (``PREFER_DATES_FROM``), and
-left unresolved where the sentence shows neither; "last/this/next weekend" is the Saturday of
-dateparser's last/this/next week. Times are read on the local day where the turn was said: UTC, unless its timestamp was
-sent with an offset (``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
+before the turn in past-tense speech, the next one in future-tense speech (``PREFER_DATES_FROM``) or
+where a thing one has on a day is said in the present ("I have a dentist appointment on Tuesday",
+"the party is on Saturday"), and left unresolved where the sentence shows neither ("Tuesday is my
+day off", "I have yoga on Tuesday"); "last/this/next weekend" is the Saturday of dateparser's
+last/this/next week. A season is named by its first day, a winter by its December ("last winter"
+said in May 2023 is the winter of 2022-23, shown as "winter 2022–23"). Times are read on the local
+day where the turn was said: UTC, unless its timestamp was sent with an offset
+(``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _MONTH = r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
 _COUNT = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _UNIT = r"(?:day|week|month|year)s?"
-_SEASON = r"(?:spring|summer|fall|autumn)"  # winter spans two years: left alone
+_SEASON = r"(?:spring|summer|fall|autumn|winter)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 #: a month written alone: capitalised "May" only (the verb "may" is not a month), the others either way
 _MONTH_ALONE = (
@@ -98,8 +102,8 @@ _LAST_THIS_NEXT_SEASON = re.compile(rf"(last|this|next) ({_SEASON})")
 _THIS_SEASON = re.compile(rf"this {_SEASON}")
 #: a weekday or month after these is no one day or month ("a Sunday morning tradition", "every Monday")
 _GENERIC = re.compile(r"\b(?:a|an|every|each|any|some|one|the)\s+$", re.IGNORECASE)
-#: the month a season starts (meteorological, northern hemisphere)
-_SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9}
+#: the month a season starts (meteorological, northern hemisphere): a winter is named by its December
+_SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _PREFER = {"last": "past", "this": "current_period", "next": "future"}
 
 _SENTENCE_END = re.compile(r"[.!?\n]")
@@ -119,6 +123,13 @@ _BEFORE_ADJECTIVE = frozenset(
 _BE_NOW = frozenset("am is are i'm we're you're they're he's she's".split())
 #: past tenses of arranging something: what was booked is often still to come ("I booked a trip for June")
 _ARRANGED = frozenset("booked scheduled reserved registered arranged organised organized rescheduled postponed".split())
+#: things one has on a day (an appointment, an exam): had or have on a weekday, said in the present, the next one
+_EVENTS = frozenset(
+    """appointment meeting interview exam test class lesson date party flight surgery checkup check-up shift
+    deadline presentation concert game match recital audition rehearsal wedding funeral ceremony trip""".split()
+)
+#: "have", and "got" after these, is the present ("I've got a test on Friday"), not a past tense
+_HAVE = frozenset("have has i've we've you've they've he's she's it's".split())
 
 
 def _cue(words: list[str], i: int) -> str | None:
@@ -133,11 +144,34 @@ def _cue(words: list[str], i: int) -> str | None:
         return "future"
     if word in _BE_NOW and after.endswith("ing"):  # "I'm flying to Rome on Tuesday"
         return "future"
+    if _present_event(words, i):  # "I have a dentist appointment on Tuesday", "the party is on Saturday"
+        return "future"
+    if word == "got" and before in _HAVE:  # "I've got": have
+        return None
     if word in _PAST_WORDS:
         return "past"
     if len(word) > 4 and word.endswith("ed") and word not in _NOT_PAST and before not in _BEFORE_ADJECTIVE:
         return "past"
     return None
+
+
+def _present_event(words: list[str], i: int) -> bool:
+    """Word ``i`` names a thing one has on a day, in the present: after a "have" or "has" a few words
+    before it ("I have a dentist appointment", "we've got an exam"), or before "is" ("my interview is",
+    "the party's")."""
+    word = words[i]
+    if word.endswith("'s") and word[:-2] in _EVENTS:
+        return True
+    if word not in _EVENTS:
+        return False
+    if i + 1 < len(words) and words[i + 1] in {"is", "are"}:
+        return True
+    for j in range(i - 1, max(-1, i - 5), -1):
+        if words[j] in _HAVE or (words[j] == "got" and j and words[j - 1] in _HAVE):
+            return True
+        if words[j] in _PAST_WORDS or (len(words[j]) > 4 and words[j].endswith("ed")):
+            return False  # "I have had an interview", "we've booked a class"
+    return False
 
 
 def tense(text: str, start: int, end: int) -> str | None:
@@ -219,29 +253,34 @@ def _in_year(day: date, year: int) -> date:
 
 
 def _season(which: str, first: int, day: date, said_in: str | None) -> tuple[str, DatePeriod] | None:
-    """Last/this/next season (starting in month ``first``) said on ``day``, named by its first day: last
-    is the latest one that is over ("last summer" said in May 2023 or July 2023 is 2022's, in
-    October 2023's); next is the one after this year's once that has begun; this is the one under
-    way, else by the tense ``said_in`` the latest over (past) or the next to come (future), else
-    the nearer of the two ("this summer" said in May 2023 or in October 2023 is 2023's). Where they
-    are ambiguous ("next summer" said in May; "this summer" said in January without a tense), None.
-    Dateparser reads no seasons."""
-    year, month = day.year, day.month
+    """Last/this/next season (starting in month ``first``) said on ``day``, named by its first day (a
+    winter by its December: the winter of 2022-23 is 1 December 2022): last is the latest one that is
+    over ("last summer" said in May 2023 or July 2023 is 2022's, in October 2023's; "last winter" said
+    in May 2023 or January 2024 is 2022-23's); next is the one after the latest to begin, once that
+    one began this calendar year or is under way ("next winter" said in January 2024 is 2024-25's);
+    this is the one under way, else by the tense ``said_in`` the latest over (past) or the next to
+    come (future), else the nearer of the two ("this summer" said in May 2023 or in October 2023 is
+    2023's). Where they are ambiguous ("next summer" said in May, "next winter" in October: this
+    coming one or the one after; "this summer" said in January without a tense), None. Dateparser
+    reads no seasons."""
+    since = (day.month - first) % 12  # months since the latest start
+    latest = date(day.year - (day.month < first), first, 1)
+    under_way = since <= 2
     if which == "last":
-        year -= month <= first + 2
+        found = _in_year(latest, latest.year - 1) if under_way else latest
     elif which == "next":
-        if month < first:
+        if not under_way and latest.year != day.year:
             return None
-        year += 1
-    elif not first <= month <= first + 2:
-        since, until = (month - first - 2) % 12, (first - month) % 12  # months since its end, to its start
-        if said_in is None and since == until:
+        found = _in_year(latest, latest.year + 1)
+    elif under_way:
+        found = latest
+    else:
+        ended, coming = since - 2, 12 - since  # months since its end, to the next start
+        if said_in is None and ended == coming:
             return None
-        if said_in == "future" or (said_in is None and until < since):
-            year += month > first + 2
-        else:
-            year -= month < first
-    return date(year, first, 1).isoformat(), DatePeriod.season
+        future = said_in == "future" or (said_in is None and coming < ended)
+        found = _in_year(latest, latest.year + 1) if future else latest
+    return found.isoformat(), DatePeriod.season
 
 
 # a count of weeks ("a week ago", "three weeks ago", "in 2 weeks") names a day that many weeks away
@@ -299,8 +338,9 @@ def format_resolved(resolved: ResolvedDate) -> str:
         return f"week of {format_day(day)}"
     if resolved.period == DatePeriod.weekend:
         return f"weekend of {format_day(day)}"
-    if resolved.period == DatePeriod.season:  # as it was called: "fall" or "autumn"
-        return f"{resolved.text.split()[-1].lower()} {day.year}"
+    if resolved.period == DatePeriod.season:  # as it was called: "fall" or "autumn"; a winter by both years
+        name = resolved.text.split()[-1].lower()
+        return f"{name} {day.year}–{(day.year + 1) % 100:02d}" if day.month == 12 else f"{name} {day.year}"
     return format_day(day)
 
 
