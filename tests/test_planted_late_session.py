@@ -69,3 +69,39 @@ def test_one_idempotency_key_in_two_sessions_appends_to_each(client: TestClient)
         assert (appended.json()["appended"], appended.json()["journalLength"]) == (1, 1)
         got = client.get(f"/api/memory/sessions/{session}", headers=user("ida")).json()["messages"]
         assert [m["content"] for m in got] == [TURN["turns"][0]["content"]]
+
+
+def test_an_idempotency_key_is_kept_as_long_as_the_sessions_journal(
+    client: TestClient, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """Planted in the journal's Lua: the key's mark written without its TTL (kept for ever: every key a
+    client sent stays in Redis). The header's description: 'Kept as long as the session's journal'
+    (AGTOS_SESSION_JOURNAL_TTL_HOURS, 48 h by default)."""
+    keyed = {**user("ida"), "Idempotency-Key": "retry-8"}
+    assert client.post("/api/memory/sessions/s1/turns", json=TURN, headers=keyed).status_code == 200
+    (mark,) = raw_redis.keys(f"{key_prefix}:*journal-idem*")
+    (journal,) = raw_redis.keys(f"{key_prefix}:*session:s1:turns")
+    assert 48 * 3600 - 60 < raw_redis.ttl(mark) <= 48 * 3600
+    assert abs(raw_redis.ttl(mark) - raw_redis.ttl(journal)) <= 1
+
+
+def test_a_retry_must_repeat_the_turns_roles_too(client: TestClient) -> None:
+    """Planted in the journal: the batch's digest of the contents only. The same key with the same words
+    sent as the assistant's turn is other turns (a 422), not a replay of the user's."""
+    keyed = {**user("ida"), "Idempotency-Key": "retry-9"}
+    assert client.post("/api/memory/sessions/s1/turns", json=TURN, headers=keyed).status_code == 200
+    said_by_assistant = {"turns": [{**TURN["turns"][0], "role": "assistant"}]}
+    refused = client.post("/api/memory/sessions/s1/turns", json=said_by_assistant, headers=keyed)
+    assert refused.status_code == 422, refused.text
+    assert "Idempotency-Key" in refused.json()["message"]
+
+
+def test_a_turn_that_starts_with_blanks_is_not_blank(client: TestClient) -> None:
+    """Planted in TurnIn: the not-blank pattern anchored (``^\\S``), refusing a turn that starts with a
+    space or a newline (a pasted block, an indented snippet). Only all-blank turns are refused."""
+    content = "\n    def hello():\n        return 'hi'"
+    body = {"turns": [{"role": "user", "content": content}]}
+    appended = client.post("/api/memory/sessions/s1/turns", json=body, headers=user("ida"))
+    assert appended.status_code == 200, appended.text
+    got = client.get("/api/memory/sessions/s1", headers=user("ida")).json()["messages"]
+    assert [m["content"] for m in got] == [content]
