@@ -77,6 +77,7 @@ CONTRACT: dict[str, tuple[str, list[tuple[str, pa.DataType, bool]]]] = {
             ("valid_until", I64, OPTIONAL),
             ("superseded_by", S, OPTIONAL),
             ("utc_offset", I64, OPTIONAL),  # minutes east of UTC where its turn was said
+            ("until_utc_offset", I64, OPTIONAL),  # where the fact that ended it was said
         ],
     ),
     "conclusion": (

@@ -68,18 +68,29 @@ def evidence_items(
     turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
     found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1, who=who)
     derived = [
-        (m.id, m.text, m.valid_from, m.source_episode_ids, s, "semantic", m.valid_until, m.utc_offset)
+        (
+            m.id,
+            m.text,
+            m.valid_from,
+            m.source_episode_ids,
+            s,
+            "semantic",
+            m.valid_until,
+            m.utc_offset,
+            m.until_utc_offset,
+        )
         for m, s in found.memories
     ]
     derived += [
-        (c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None, None) for c, s in found.conclusions
+        (c.id, c.text, c.updated_at, c.source_episode_ids, s, "conclusion", None, None, None)
+        for c, s in found.conclusions
     ]
     found_episodes = {h.episode.id: h.episode for h in found.episodes}
     sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]], found_episodes)
     asked = found.asked(query)
     for m, relevance in zip(found.turns, turn_relevance(found, query, asked), strict=True):
         items += turn_items(m.window, m.turn, relevance, query, _chunk(m.doc_ids[0]))
-    for record_id, text, when, source_ids, score, tier, until, offset in derived:
+    for record_id, text, when, source_ids, score, tier, until, offset, until_offset in derived:
         if asked and not found.asked(text) & asked:
             continue  # the question names whom it asks about; this line is about someone else or no one
         source = sources.get(source_ids[0]) if source_ids else None
@@ -97,6 +108,7 @@ def evidence_items(
                 source.session_id if source else None,
                 until=until,
                 utc_offset=offset,
+                until_offset=until_offset,
             )
         )
     for hit in found.episodes[:limit]:

@@ -119,7 +119,7 @@ def update(
     if valid_from is not None:  # a time sent as ms: on its UTC day, not the turn's local one
         changes |= {"valid_from": valid_from, "utc_offset": None}
     if valid_until is not None or clear_until:
-        changes |= {"valid_until": valid_until, "superseded_by": None}
+        changes |= {"valid_until": valid_until, "until_utc_offset": None, "superseded_by": None}  # ms: its UTC day
     new = Memory.model_validate(old.model_dump() | changes)
     if new.text == old.text:  # the stored vector stays
         vector = rt.semantic.store("memory").vectors.vectors(user_id, [mid]).get(mid)

@@ -69,12 +69,13 @@ class MemoryVersions:
                     "valid_from": min(old.valid_from, memory.valid_from),
                     "utc_offset": old.utc_offset if old.valid_from <= memory.valid_from else memory.utc_offset,
                     "valid_until": old.valid_until,
+                    "until_utc_offset": old.until_utc_offset,
                     "superseded_by": old.superseded_by,
                 }
                 reopened = old.valid_until is not None and memory.valid_from >= old.valid_until
                 if reopened:
                     update |= {"valid_from": memory.valid_from, "utc_offset": memory.utc_offset}
-                    update |= {"valid_until": None, "superseded_by": None}
+                    update |= {"valid_until": None, "until_utc_offset": None, "superseded_by": None}
                 memory = memory.model_copy(update=update)
                 if reopened or len(sources) > len(old.source_episode_ids):
                     action: ChangeAction = "reopened" if reopened else "restated"
@@ -115,7 +116,11 @@ class MemoryVersions:
                 else:
                     continue
                 pool[earlier.id] = earlier.model_copy(
-                    update={"valid_until": later.valid_from, "superseded_by": later.id}
+                    update={
+                        "valid_until": later.valid_from,
+                        "until_utc_offset": later.utc_offset,  # read on the local day the later one was said
+                        "superseded_by": later.id,
+                    }
                 )
                 closed.add(earlier.id)
                 changes.append(change(pool[earlier.id], "supersession", "superseded", related_id=later.id))
@@ -147,7 +152,7 @@ class MemoryVersions:
         replaced = [c.related_id for c in self.history.history(user_id, memory_id) if c.action == "supersedes"]
         found = store.get_many(user_id, [i for i in dict.fromkeys(replaced) if i])
         reopened = [
-            m.model_copy(update={"valid_until": None, "superseded_by": None})
+            m.model_copy(update={"valid_until": None, "until_utc_offset": None, "superseded_by": None})
             for m in map(Memory.model_validate_json, found.values())
             if m.superseded_by == memory_id
         ]

@@ -284,6 +284,9 @@ class Memory(Record):
     utc_offset: UtcOffset = Field(
         default=None, description="minutes east of UTC where it was said (its turn's): it is dated on that local day"
     )
+    until_utc_offset: UtcOffset = Field(
+        default=None, description="minutes east of UTC where the fact that ended it was said: valid_until's local day"
+    )
 
     @model_validator(mode="after")
     def _valid_from_default(self) -> Memory:

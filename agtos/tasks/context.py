@@ -87,6 +87,7 @@ class ContextItem:
     neighbour: bool = False  # a turn next to a matched one, there for its context
     until: int | None = None  # a superseded fact: when a later one replaced it (ms)
     utc_offset: int | None = None  # a turn sent with a UTC offset: minutes east of UTC where it was said
+    until_offset: int | None = None  # the UTC offset where the fact that superseded it was said
 
     @property
     def day(self) -> str:
@@ -99,7 +100,7 @@ class ContextItem:
         day's heading (:func:`day_heading`); a superseded fact says until when it held."""
         if self.tier in UNDATED or self.tier == "turn":
             return f"- {self.text}"
-        until = f" ({until_label(self.until)})" if self.until is not None else ""
+        until = f" ({until_label(self.until, self.until_offset)})" if self.until is not None else ""
         return f"- ({self.day}) {self.text}{until}"
 
     @property

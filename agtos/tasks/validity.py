@@ -178,9 +178,10 @@ def ended_values(claims: list[Claim]) -> list[str]:
     return list(dict.fromkeys(c.value for c in claims if c.ends))
 
 
-def until_label(valid_until: int) -> str:
-    """``until March 2024``: how a superseded fact is labelled in a context."""
-    return f"until {turn_datetime(valid_until):%B %Y}"
+def until_label(valid_until: int, utc_offset: int | None = None) -> str:
+    """``until March 2024``: how a superseded fact is labelled in a context, by the month where the
+    fact that ended it was said (``utc_offset`` minutes east of UTC; UTC without one)."""
+    return f"until {turn_datetime(valid_until, utc_offset):%B %Y}"
 
 
 _PAST = re.compile(
