@@ -6,7 +6,13 @@ Layout (see :mod:`agtos.storage.index_keys`), under ``…:{namespace}:_idx:bm25:
 * ``len``       hash ``doc_id -> document length`` (HLEN is the document count)
 * ``terms``     hash ``doc_id -> "term:tf term:tf …"`` (for removal and for mirrors)
 * ``stats``     hash ``total -> sum of document lengths``
-* ``meta``, ``changes``  the versioned change log of :mod:`agtos.storage.mirror_sync`
+* ``meta``, ``changes``  the versioned change log of :mod:`agtos.storage.mirror_sync`; ``meta``'s
+  ``tok`` is the :data:`~agtos.tasks.bm25.TOKENIZER_VERSION` that made the terms (absent: 1)
+* ``upgrade``   a lock held while one process upgrades the terms to the current tokenizer
+
+An index whose terms an older tokenizer made (plurals folded only, before Snowball stems) is
+upgraded once, from its stored terms (``bm25.stem`` of an old term is the new term of its word):
+by the first write, search or mirror load of a process that finds ``tok`` older, under the lock.
 
 Writes run as one Lua script per batch of documents, so a re-add replaces a document
 atomically even with concurrent writers. Searches are served by an in-process
@@ -18,7 +24,9 @@ log (a write by any process is seen by the next search of every process); with
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -42,16 +50,24 @@ from agtos.tasks import bm25
 
 DEFAULT_MAX_POSTINGS = 5_000
 WRITE_BATCH = 500
+UPGRADE_LOCK_MS = 60_000  # one process's upgrade of one user's index to the current tokenizer at most
+UPGRADE_POLL_S = 0.05  # a write waits for another process's upgrade, polling this often
+CURRENT_KEPT = 100_000  # users whose index this process knows current (a set, cleared when full)
+_RELEASE_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 # KEYS: meta, changes, terms, len, stats. ARGV: op ("set"|"del"), epoch candidate, max log
-# size, postings key prefix, then (id, "term:tf …") pairs for "set" or ids for "del".
+# size, postings key prefix, the tokenizer version to record in meta ('' none), then
+# (id, "term:tf …") pairs for "set" or ids for "del".
 # Returns {version, documents that were indexed before (del) or are now (set), epoch}.
 _WRITE_LUA = (
     LOG_BEGIN_LUA
     + """
 local prefix = ARGV[4]
 local changed, delta = 0, 0
-local i = 5
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[1], 'tok', ARGV[5])
+end
+local i = 6
 while i <= #ARGV do
   local id, new = ARGV[i], nil
   if ARGV[1] == 'set' then
@@ -130,6 +146,7 @@ class BM25Index:
         self.max_change_log = max_change_log
         self._mirrors: MirrorRegistry[BM25Mirror] = MirrorRegistry(BM25Mirror, max_loaded_users)
         self._script: Script | None = None
+        self._current: set[str] = set()  # users whose index holds the current tokenizer's terms
 
     def _key(self, user_id: str, part: str) -> str:
         return index_key(self.keys, user_id, self.namespace, f"bm25:{part}")
@@ -144,9 +161,11 @@ class BM25Index:
         for doc_id, _ in docs:
             check_record_id(doc_id, f"{self.namespace} id")
         freqs = [(doc_id, bm25.term_frequencies(bm25.tokenize(text))) for doc_id, text in docs]
+        if freqs:
+            self.upgrade(user_id, wait=True)
         for start in range(0, len(freqs), WRITE_BATCH):
             chunk = dict(freqs[start : start + WRITE_BATCH])
-            self._write(user_id, "set", chunk)
+            self._write(user_id, "set", chunk, str(bm25.TOKENIZER_VERSION))
         return [sum(tf.values()) for _, tf in freqs]
 
     def remove(self, user_id: str, doc_id: str) -> bool:
@@ -160,12 +179,13 @@ class BM25Index:
             removed += self._write(user_id, "del", dict.fromkeys(doc_ids[start : start + WRITE_BATCH]))
         return removed
 
-    def _write(self, user_id: str, op: str, docs: Mapping[str, dict[str, int] | None]) -> int:
-        """Run the write script and mirror it locally; how many documents it changed."""
+    def _write(self, user_id: str, op: str, docs: Mapping[str, dict[str, int] | None], tokenizer: str = "") -> int:
+        """Run the write script and mirror it locally; how many documents it changed. ``tokenizer``:
+        the version to record as the one that made the index's terms ('' leaves it as it is)."""
         if not docs:
             return 0
         keys = [self._key(user_id, p) for p in ("meta", "changes", "terms", "len", "stats")]
-        args: list[Any] = [op, uuid.uuid4().hex, self.max_change_log, self._key(user_id, "t:")]
+        args: list[Any] = [op, uuid.uuid4().hex, self.max_change_log, self._key(user_id, "t:"), tokenizer]
         for doc_id, tf in docs.items():
             args += [doc_id] if tf is None else [doc_id, encode_terms(tf)]
 
@@ -184,6 +204,60 @@ class BM25Index:
                     advance_after_own_write(mirror, int(version), bytes(epoch))
         return int(changed)
 
+    # -- tokenizer upgrade --------------------------------------------------------------
+    def upgrade(self, user_id: str, *, wait: bool = False) -> bool:
+        """Make sure the user's index holds the terms of the current tokenizer (one round trip the
+        first time per user and process, none after); True if this call rewrote them. An index an
+        older tokenizer made is upgraded here, from its stored terms, under a lock; while another
+        process holds it a search reads the index as it is, a write (``wait``) waits for it."""
+        if user_id in self._current:
+            return False
+        meta, lengths = self._key(user_id, "meta"), self._key(user_id, "len")
+
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            pipe.hget(meta, "tok")
+            pipe.hlen(lengths)
+            return pipe.execute()
+
+        deadline = time.monotonic() + UPGRADE_LOCK_MS / 1000
+        while True:
+            tok, n_docs = self.connector.run(read)
+            if not n_docs or int(tok or 1) >= bm25.TOKENIZER_VERSION:
+                break  # empty (its first write records the version) or current
+            upgraded = self._upgrade_locked(user_id)
+            if upgraded is not None:
+                self._mark_current(user_id)
+                return upgraded
+            if not wait or time.monotonic() > deadline:
+                return False
+            time.sleep(UPGRADE_POLL_S)
+        self._mark_current(user_id)
+        return False
+
+    def _mark_current(self, user_id: str) -> None:
+        if len(self._current) >= CURRENT_KEPT:
+            self._current.clear()
+        self._current.add(user_id)
+
+    def _upgrade_locked(self, user_id: str) -> bool | None:
+        """Rewrite every document's terms as the current tokenizer makes them (None: another
+        process holds the lock; False: it was done meanwhile)."""
+        lock, token = self._key(user_id, "upgrade"), uuid.uuid4().hex
+        if not self.connector.run(lambda r: r.set(lock, token, nx=True, px=UPGRADE_LOCK_MS)):
+            return None
+        try:
+            tok = self.connector.run(lambda r: r.hget(self._key(user_id, "meta"), "tok"))
+            if int(tok or 1) >= bm25.TOKENIZER_VERSION:
+                return False
+            docs = [(doc_id, upgraded_terms(decode_terms(raw))) for doc_id, raw in self._scan(user_id, "terms")]
+            for start in range(0, len(docs), WRITE_BATCH):
+                self._write(user_id, "set", dict(docs[start : start + WRITE_BATCH]))
+            self.connector.run(lambda r: r.hset(self._key(user_id, "meta"), "tok", bm25.TOKENIZER_VERSION))
+            return True
+        finally:
+            self.connector.run(lambda r: r.eval(_RELEASE_LUA, 1, lock, token))
+
     # -- reads ------------------------------------------------------------------------
     def search(self, user_id: str, query: str, limit: int, synced: BM25Mirror | None = None) -> list[tuple[str, float]]:
         """Best-first ``(doc_id, bm25 score)``; only documents matching a query term. ``synced``:
@@ -191,6 +265,7 @@ class BM25Index:
         terms = bm25.query_terms(query)
         if not terms or limit <= 0:
             return []
+        self.upgrade(user_id)
         if self.use_mirror:
             mirror = synced or self.synced(user_id)
             with mirror.lock:
@@ -237,6 +312,8 @@ class BM25Index:
     def synced(self, user_id: str, plan: SyncPlan | None = None) -> BM25Mirror:
         """The user's mirror, brought up to date with Redis (one round trip when fresh); ``plan``:
         from a version check already made, used while the mirror is still as it was then."""
+        if self.upgrade(user_id):
+            plan = None  # made before the terms were rewritten
         mirror = self._mirrors.get(user_id)
         with mirror.lock:
             if plan is None or not plan.fits(mirror):
@@ -280,3 +357,12 @@ class BM25Index:
 
     def _scan(self, user_id: str, part: str, batch_size: int = 1_000) -> Iterator[tuple[str, bytes]]:
         return self.connector.scan_hash(self._key(user_id, part), batch_size)
+
+
+def upgraded_terms(terms: Mapping[str, int]) -> dict[str, int]:
+    """A document's terms as an older tokenizer stored them, as the current one makes them
+    (``{"cooking": 1, "cook": 2}`` → ``{"cook": 3}``)."""
+    out: Counter[str] = Counter()
+    for term, tf in terms.items():
+        out[bm25.stem(term)] += tf
+    return dict(out)

@@ -6,11 +6,17 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 
+import Stemmer
+
 from agtos.tasks.text import STOPWORDS, words
 
 K1 = 1.2
 B = 0.75
 MAX_TERM_LENGTH = 64
+#: recorded with each stored index (``agtos.storage.bm25_index``), whose older terms are upgraded
+TOKENIZER_VERSION = 2  # 1: plurals folded (light_stem); 2: then Snowball English stems (stem)
+
+_STEMMER = Stemmer.Stemmer("english")
 
 
 def light_stem(word: str) -> str:
@@ -24,12 +30,20 @@ def light_stem(word: str) -> str:
     return word
 
 
+def stem(word: str) -> str:
+    """A word's index term: plurals folded (:func:`light_stem`), then its Snowball (Porter2) English
+    stem ("cooking", "cooked" → "cook", "adoption" → "adopt", "cities" → "citi"); codes and numbers
+    ("gpt-4", "4521") untouched. ``stem`` of a version-1 term (:func:`light_stem`) is the term of the
+    word it was made from, so a stored index is upgraded from its terms alone."""
+    return _STEMMER.stemWord(light_stem(word)) if word.isalpha() else word
+
+
 def tokenize(text: str) -> list[str]:
-    """Index/query terms: :func:`words` minus stopwords, 1-char noise and over-long tokens, plurals folded.
+    """Index/query terms: :func:`words` minus stopwords, 1-char noise and over-long tokens, stemmed.
 
     Unlike ``content_words`` numbers are kept (order ids, error codes, years).
     """
-    return [light_stem(w) for w in words(text) if 1 < len(w) <= MAX_TERM_LENGTH and w not in STOPWORDS]
+    return [stem(w) for w in words(text) if 1 < len(w) <= MAX_TERM_LENGTH and w not in STOPWORDS]
 
 
 def query_terms(text: str) -> list[str]:
