@@ -6,8 +6,6 @@ scores come from bm25s (tests.helpers.bm25_oracle) over the texts' current terms
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agtos.config import Settings
@@ -18,6 +16,7 @@ from agtos.storage.redis_conn import RedisConnector
 from agtos.tasks import bm25
 from agtos.tasks.text import STOPWORDS, words
 from tests.helpers import bm25_oracle
+from tests.test_bm25_mirror import connectors  # noqa: F401  (two connections: two API processes)
 
 CORPUS = {
     "cook": "We were cooking a shepherd's pie all afternoon",
@@ -31,15 +30,6 @@ CORPUS = {
 def plural_folding_only(text: str) -> list[str]:
     """The tokenizer before issue 14's stems (version 1): words, stopwords out, plurals folded."""
     return [bm25.light_stem(w) for w in words(text) if 1 < len(w) <= bm25.MAX_TERM_LENGTH and w not in STOPWORDS]
-
-
-@pytest.fixture
-def connectors(settings: Settings) -> Iterator[tuple[RedisConnector, RedisConnector]]:
-    """Two connections standing in for two API processes."""
-    a, b = (RedisConnector(settings.redis_url, settings.data_dir) for _ in range(2))
-    yield a, b
-    a.close()
-    b.close()
 
 
 def stored_by_version_1(index: BM25Index, user: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,7 +49,9 @@ def test_terms_are_snowball_stems_of_the_words_numbers_and_codes_kept() -> None:
 
 
 def test_an_index_of_the_older_tokenizer_is_found_after_the_upgrade(
-    settings: Settings, connectors: tuple[RedisConnector, RedisConnector], monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    connectors: tuple[RedisConnector, RedisConnector],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     keys = GlobalKeys(settings.key_prefix)
     stored_by_version_1(BM25Index(connectors[0], keys, "turn"), "ana", monkeypatch)
@@ -80,7 +72,9 @@ def test_an_index_of_the_older_tokenizer_is_found_after_the_upgrade(
 
 
 def test_an_index_is_upgraded_once_and_a_new_one_records_its_version(
-    settings: Settings, connectors: tuple[RedisConnector, RedisConnector], monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    connectors: tuple[RedisConnector, RedisConnector],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Stems are not stable under stemming again ("incredible" → "incred" → "incr"): an index whose
     terms are current must never be upgraded, by a second process nor after its keys were deleted
@@ -105,7 +99,9 @@ def test_an_index_is_upgraded_once_and_a_new_one_records_its_version(
 
 
 def test_a_search_does_not_wait_for_another_process_upgrading(
-    settings: Settings, connectors: tuple[RedisConnector, RedisConnector], monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    connectors: tuple[RedisConnector, RedisConnector],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     keys = GlobalKeys(settings.key_prefix)
     stored_by_version_1(BM25Index(connectors[0], keys, "turn"), "ana", monkeypatch)
