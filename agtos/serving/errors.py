@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
+from agtos.serving.strict_json import DUPLICATE_KEY
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.storage.session_journal import IdempotencyConflict, JournalFull
@@ -35,7 +36,7 @@ ERROR_DESCRIPTIONS = {
     413: "Request body too large, or a session journal cap reached (turns or bytes per session, live sessions "
     "or journalled turns per user): nothing was written",
     415: "A state-changing request whose body is not JSON",
-    422: "Invalid request",
+    422: "Invalid request: a field, a malformed JSON body, or a JSON object that names a key twice",
     429: "Rate limit of this API key exceeded (Retry-After says when to retry)",
     500: "Internal error",
     503: "Memory storage (Redis) is unavailable (Retry-After says when to retry)",
@@ -88,7 +89,11 @@ def _field_errors(errors: list[dict]) -> list[dict]:
     out = []
     for err in errors:
         if err.get("type") == "json_invalid":
-            out.append({"field": "body", "message": f"malformed JSON ({err.get('msg', 'decode error')})"})
+            detail = str((err.get("ctx") or {}).get("error", ""))
+            if detail.startswith(DUPLICATE_KEY):  # {"content": "a", "content": "b"} (strict_json)
+                out.append({"field": "body", "message": detail})
+            else:
+                out.append({"field": "body", "message": f"malformed JSON ({err.get('msg', 'decode error')})"})
             continue
         field = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         out.append({"field": field, "message": err.get("msg", "")})

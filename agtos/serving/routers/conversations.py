@@ -7,8 +7,9 @@ from fastapi import APIRouter
 from agtos.schemas.api import ConversationsIn, ConversationsOut
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.strict_json import StrictJSONRoute
 
-router = APIRouter(prefix="/api/memory", tags=["conversations"], responses=USER_ERRORS)
+router = APIRouter(prefix="/api/memory", tags=["conversations"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 
 
 @router.post("/conversations", response_model=ConversationsOut, responses=errors(403, 413))

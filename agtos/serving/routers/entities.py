@@ -29,9 +29,10 @@ from agtos.schemas.api import (
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.routers.insight import conclusions_out
+from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
 
-router = APIRouter(prefix="/api/entities", tags=["entities"], responses=USER_ERRORS)
+router = APIRouter(prefix="/api/entities", tags=["entities"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 NOT_FOUND = errors(404)
 
 

@@ -17,8 +17,9 @@ from agtos.schemas.api import ImportOut, ImportRequest, SourceOut, SourcesOut
 from agtos.serving.auth import Principal
 from agtos.serving.deps import Coordinator, UserId, require_service
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.strict_json import StrictJSONRoute
 
-router = APIRouter(prefix="/api/memory", tags=["import"])
+router = APIRouter(prefix="/api/memory", tags=["import"], route_class=StrictJSONRoute)
 
 
 async def import_allowed(

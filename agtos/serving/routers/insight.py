@@ -19,9 +19,10 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
 
-router = APIRouter(prefix="/api/memory", tags=["insight"], responses=USER_ERRORS)
+router = APIRouter(prefix="/api/memory", tags=["insight"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 
 
 def conclusions_out(coordinator: Coordinator, user_id: str, items: list[Conclusion]) -> list[ConclusionOut]:

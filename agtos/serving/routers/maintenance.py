@@ -11,8 +11,11 @@ from agtos.schemas.api import MaintenanceHistoryOut, MaintenanceRun
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.maintenance_runs import MaintenanceRunner
+from agtos.serving.strict_json import StrictJSONRoute
 
-router = APIRouter(prefix="/api/memory/maintain", tags=["maintenance"], responses=USER_ERRORS)
+router = APIRouter(
+    prefix="/api/memory/maintain", tags=["maintenance"], responses=USER_ERRORS, route_class=StrictJSONRoute
+)
 
 RUN_LOCATION = {"Location": {"description": "the run's status URL", "schema": {"type": "string"}}}
 

@@ -21,9 +21,10 @@ from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.offload import in_thread
 from agtos.serving.responses import json_model
+from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
 
-router = APIRouter(prefix="/api/memory", tags=["memory"], responses=USER_ERRORS)
+router = APIRouter(prefix="/api/memory", tags=["memory"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 
 EPISODE_FIELDS = tuple(EpisodeOut.model_fields)  # what a search hit shows of its episode
 

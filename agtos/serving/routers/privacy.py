@@ -14,8 +14,9 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.strict_json import StrictJSONRoute
 
-router = APIRouter(prefix="/api/memory", tags=["privacy"], responses=USER_ERRORS)
+router = APIRouter(prefix="/api/memory", tags=["privacy"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 
 
 @router.post("/forget", response_model=ForgetAllOut | ForgetItemOut, responses=errors(404, 413))

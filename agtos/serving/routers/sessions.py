@@ -14,8 +14,9 @@ from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.offload import in_thread
 from agtos.serving.responses import json_model
+from agtos.serving.strict_json import StrictJSONRoute
 
-router = APIRouter(prefix="/api/memory/sessions", tags=["sessions"], responses=USER_ERRORS)
+router = APIRouter(prefix="/api/memory/sessions", tags=["sessions"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 
 SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$", description="the agent's session id")]
 
