@@ -326,34 +326,25 @@ def test_conclusion_and_session_lines_are_dated_on_the_local_day_of_the_session(
     assert [item.day for item in items if item.tier == "episodic"] == ["2 March 2021"]
 
 
+def told(client: TestClient, who: str, session_id: str, text: str, said_at: str, answered_at: str) -> None:
+    """A session of one user turn (``text`` at the ISO time ``said_at``) and its acknowledgement, ended."""
+    turns = [
+        {"role": "user", "content": text, "timestamp": said_at},
+        {"role": "assistant", "content": "Noted!", "timestamp": answered_at},
+    ]
+    end(client, who, session_id, turns)
+
+
 def test_a_superseded_fact_holds_until_the_local_month_the_later_one_was_said(client: TestClient) -> None:
     """'I moved to Berlin' said on the evening of 31 March 2024 in California (1 April in UTC): the London
     fact it closes was labelled 'until April 2024', the UTC month, though the move was said in March."""
-    end(
-        client,
-        "until-tz",
-        "london",
-        [
-            {"role": "user", "content": "I live in London with my partner.", "timestamp": "2024-01-08T08:00:00Z"},
-            {"role": "assistant", "content": "Noted!", "timestamp": "2024-01-08T08:01:00Z"},
-        ],
-    )
-    end(
-        client,
-        "until-tz",
-        "berlin",
-        [
-            {
-                "role": "user",
-                "content": "I moved to Berlin, the flat is lovely.",
-                "timestamp": "2024-03-31T20:00:00-07:00",
-            },
-            {"role": "assistant", "content": "Noted!", "timestamp": "2024-03-31T20:01:00-07:00"},
-        ],
-    )
+    london = "I live in London with my partner."
+    told(client, "until-tz", "london", london, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
+    berlin = "I moved to Berlin, the flat is lovely."
+    told(client, "until-tz", "berlin", berlin, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
     listed = client.get("/api/memory/memories", headers=user("until-tz")).json()["memories"]
-    (london,) = [m for m in listed if "London" in m["text"]]
-    assert london["validUntil"] == 1_711_940_400_000  # 2024-04-01T03:00Z: the instant is kept as it was
+    (closed,) = [m for m in listed if "London" in m["text"]]
+    assert closed["validUntil"] == 1_711_940_400_000  # 2024-04-01T03:00Z: the instant is kept as it was
     said = context(client, "until-tz", "Which city does the user live in?")
     lines = said.splitlines()
     assert [line for line in lines if "User lives in London" in line and line.endswith("(until March 2024)")], said
