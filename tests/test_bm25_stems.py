@@ -32,13 +32,22 @@ def plural_folding_only(text: str) -> list[str]:
     return [bm25.light_stem(w) for w in words(text) if 1 < len(w) <= bm25.MAX_TERM_LENGTH and w not in STOPWORDS]
 
 
-def stored_by_version_1(index: BM25Index, user: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``CORPUS`` indexed as a process of the older version did (its terms, no version recorded)."""
+@pytest.fixture
+def old_keys(
+    settings: Settings,
+    connectors: tuple[RedisConnector, RedisConnector],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> GlobalKeys:
+    """``CORPUS`` in ana's turn index as a process of the older version stored it (its terms, no
+    version recorded)."""
+    keys = GlobalKeys(settings.key_prefix)
+    index = BM25Index(connectors[0], keys, "turn")
     with monkeypatch.context() as patched:
         patched.setattr(bm25, "tokenize", plural_folding_only)
         patched.setattr(bm25, "TOKENIZER_VERSION", 1)
-        index.add_many(user, list(CORPUS.items()))
-    index.connector.run(lambda r: r.hdel(index._key(user, "meta"), "tok"))
+        index.add_many("ana", list(CORPUS.items()))
+    connectors[0].run(lambda r: r.hdel(index._key("ana", "meta"), "tok"))
+    return keys
 
 
 def test_terms_are_snowball_stems_of_the_words_numbers_and_codes_kept() -> None:
@@ -49,14 +58,11 @@ def test_terms_are_snowball_stems_of_the_words_numbers_and_codes_kept() -> None:
 
 
 def test_an_index_of_the_older_tokenizer_is_found_after_the_upgrade(
-    settings: Settings,
+    old_keys: GlobalKeys,
     connectors: tuple[RedisConnector, RedisConnector],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    keys = GlobalKeys(settings.key_prefix)
-    stored_by_version_1(BM25Index(connectors[0], keys, "turn"), "ana", monkeypatch)
-    upgraded = BM25Index(connectors[1], keys, "turn")  # a process of this version, mirror loaded on first search
-    from_redis = BM25Index(connectors[0], keys, "turn", max_postings=100_000, mirror=False)
+    upgraded = BM25Index(connectors[1], old_keys, "turn")  # a process of this version, mirror loaded on first search
+    from_redis = BM25Index(connectors[0], old_keys, "turn", max_postings=100_000, mirror=False)
     for query, hit in (("what did she cook", "cook"), ("where did she travel", "trip"), ("adoption", "dog")):
         assert [d for d, _ in upgraded.search("ana", query, 3)] == [hit]
         assert [d for d, _ in from_redis.search("ana", query, 3)] == [hit]
@@ -72,16 +78,13 @@ def test_an_index_of_the_older_tokenizer_is_found_after_the_upgrade(
 
 
 def test_an_index_is_upgraded_once_and_a_new_one_records_its_version(
-    settings: Settings,
+    old_keys: GlobalKeys,
     connectors: tuple[RedisConnector, RedisConnector],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Stems are not stable under stemming again ("incredible" → "incred" → "incr"): an index whose
     terms are current must never be upgraded, by a second process nor after its keys were deleted
     and written again by a process that knew it current."""
-    keys = GlobalKeys(settings.key_prefix)
-    stored_by_version_1(BM25Index(connectors[0], keys, "memory"), "ana", monkeypatch)
-    first, second = BM25Index(connectors[0], keys, "memory"), BM25Index(connectors[1], keys, "memory")
+    first, second = BM25Index(connectors[0], old_keys, "turn"), BM25Index(connectors[1], old_keys, "turn")
     assert first.search("ana", "incredible", 3)[0][0] == "job"
     assert second.search("ana", "incredible", 3)[0][0] == "job"
     assert decode_terms(connectors[0].run(lambda r: r.hget(first._key("ana", "terms"), "job")))["incred"] == 1
@@ -90,7 +93,7 @@ def test_an_index_is_upgraded_once_and_a_new_one_records_its_version(
     parts = ("meta", "changes", "terms", "len", "stats", "t:incred", "t:view")
     connectors[0].run(lambda r: r.delete(*(first._key("ben", p) for p in parts)))  # the user's data deleted
     first.add("ben", "n1", "An incredible view")  # this process knew the index current
-    third = BM25Index(connectors[1], keys, "memory")
+    third = BM25Index(connectors[1], old_keys, "turn")
     assert [d for d, _ in third.search("ben", "incredible", 3)] == ["n1"]
     assert decode_terms(connectors[0].run(lambda r: r.hget(third._key("ben", "terms"), "n1"))) == {
         "incred": 1,
@@ -99,13 +102,10 @@ def test_an_index_is_upgraded_once_and_a_new_one_records_its_version(
 
 
 def test_a_search_does_not_wait_for_another_process_upgrading(
-    settings: Settings,
+    old_keys: GlobalKeys,
     connectors: tuple[RedisConnector, RedisConnector],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    keys = GlobalKeys(settings.key_prefix)
-    stored_by_version_1(BM25Index(connectors[0], keys, "turn"), "ana", monkeypatch)
-    index = BM25Index(connectors[1], keys, "turn")
+    index = BM25Index(connectors[1], old_keys, "turn")
     lock = index._key("ana", "upgrade")
     connectors[0].run(lambda r: r.set(lock, "another process", px=10_000))
     assert index.search("ana", "cooked", 3) == []  # the terms as they are: "cooking"
