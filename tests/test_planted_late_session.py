@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from agtos.serving.auth import OFF_CACHE_S
 from tests.helpers import user
 from tests.test_auth import bearer, store_of
+from tests.test_privacy_import import import_client  # noqa: F401 (a fixture)
 
 TURN = {"turns": [{"role": "user", "content": "I keep my passport in the blue drawer."}]}
 
@@ -105,3 +106,32 @@ def test_a_turn_that_starts_with_blanks_is_not_blank(client: TestClient) -> None
     assert appended.status_code == 200, appended.text
     got = client.get("/api/memory/sessions/s1", headers=user("ida")).json()["messages"]
     assert [m["content"] for m in got] == [content]
+
+
+def test_a_turn_echoed_with_its_offset_and_an_iso_time_is_taken(client: TestClient) -> None:
+    """Planted in the turn models' validator: the offset read from the ISO time before the camelCase keys
+    are renamed, so a turn sending ``utcOffset`` beside a time with an offset had both spellings (422)."""
+    turn = {"role": "user", "content": "I went hiking near Lyon.", "timestamp": "2023-05-08T20:00:00-07:00"}
+    body = {"turns": [{**turn, "utcOffset": -420}]}
+    appended = client.post("/api/memory/sessions/trip/turns", json=body, headers=user("cam"))
+    assert appended.status_code == 200, appended.text
+    (message,) = client.get("/api/memory/sessions/trip", headers=user("cam")).json()["messages"]
+    assert (message["utc_offset"], message["timestamp"]) == (-420, 1_683_601_200_000)  # 2023-05-09T03:00Z
+
+
+def test_an_imported_episode_gone_since_is_stored_again(
+    import_client: TestClient,  # noqa: F811 (the fixture imported above)
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """Planted in EpisodeStore.unchanged_imports: a recorded digest alone counts as unchanged, so an episode
+    whose TTL passed (AGTOS_EPISODE_TTL_DAYS) was never imported again from the same file."""
+    client = import_client
+    first = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ida")).json()
+    assert (first["sessions"], first["episodesAdded"], len(first["skipped"])) == (2, 1, 1)
+    (episode,) = client.get("/api/memory/episodes", headers=user("ida")).json()["episodes"]
+    assert raw_redis.delete(f"{key_prefix}:u:{{ida}}:episode:{episode['id']}") == 1  # its TTL passed
+    again = client.post("/api/memory/import", json={"sources": ["aider"]}, headers=user("ida")).json()
+    assert (again["episodesAdded"], again["unchanged"]) == (1, 1), again  # the small talk: not judged again
+    (back,) = client.get("/api/memory/episodes", headers=user("ida")).json()["episodes"]
+    assert back["id"] == episode["id"]
