@@ -222,8 +222,9 @@ class LiveSessions:
     def _enqueue_session(
         self, job: SessionJob, read: JournalRead, wait_s: float, lone: LoneRequest | None = None
     ) -> SessionEndResult:
-        """Queue mode: decide (cheap, pure), queue the job, clear what it read; the worker ingests."""
-        decision = decide_save(job.turns, extract(job.turns))
+        """Queue mode: decide (pure; the verdict only: the items found, not their wording nor the
+        importance, which the worker works out), queue the job, clear what it read; the worker ingests."""
+        decision = decide_save(job.turns, extract(job.turns, worded=False), scored=False)
         if not decision.save:
             self._clear_session(job.user_id, job.session_id, read)
             return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped")

@@ -221,7 +221,14 @@ def dated(text: str, timestamp_ms: int, utc_offset: int | None = None) -> str:
     return annotate(text, resolve_dates(text, timestamp_ms, utc_offset)) if timestamp_ms else text
 
 
-def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction) -> None:
+def _facts_of(
+    u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction, worded: bool = True
+) -> None:
+    def said(text: str) -> str:
+        if not worded:
+            return text
+        return dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset)
+
     for sentence in sentences(u.text):
         if agent_chat and u.turn.role == Role.user.value and CORRECTION_RE.search(sentence):
             out.add(out.corrections, sentence, u.turn)
@@ -234,16 +241,14 @@ def _facts_of(u: Utterance, other: str | None, names: frozenset[str], agent_chat
             if _REACTION.match(text):
                 continue
             if PREFERENCE_RE.search(text):
-                said = dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset)
-                out.add(out.preferences, said, u.turn)
+                out.add(out.preferences, said(text), u.turn)
                 continue
             informative = len(informative_words(text, names))
             listed = FACT_RE.search(text) is not None and informative >= 1
             opens = _STATEMENT.match(text) is not None or _NAMED_STATEMENT.match(text) is not None
             stated = informative >= 2 and opens and not _REQUEST.search(text)
             if listed or stated:
-                said = dated(third_person(text, u.speaker, other), u.turn.timestamp, u.turn.utc_offset)
-                out.add(out.facts, said, u.turn)
+                out.add(out.facts, said(text), u.turn)
 
 
 def keywords_of(texts: list[str], limit: int = 8) -> list[str]:
@@ -273,9 +278,13 @@ def topic_of(texts: list[str], keywords: list[str]) -> str:
     return keywords[0] if keywords else "general"
 
 
-def extract(turns: list[Turn]) -> Extraction:
+def extract(turns: list[Turn], worded: bool = True) -> Extraction:
     """Facts and preferences from every person, named in the third person; corrections from the
-    user of an agent chat; task outcomes from the agent and its tools."""
+    user of an agent chat; task outcomes from the agent and its tools.
+
+    ``worded`` False: the same items found, as said (not rewritten in the third person, dates not
+    resolved), and no keywords or topic — enough for :func:`agtos.tasks.importance.decide_save`'s
+    verdict at a third of the cost (a queued session end's decision on the request path)."""
     out = Extraction()
     said = utterances(turns)
     people = human_names(said)
@@ -286,9 +295,11 @@ def extract(turns: list[Turn]) -> Extraction:
             continue
         if u.human:
             others = [n for n in people if n != u.speaker]
-            _facts_of(u, others[0] if len(others) == 1 and u.speaker else None, names, agent_chat, out)
+            _facts_of(u, others[0] if len(others) == 1 and u.speaker else None, names, agent_chat, out, worded)
         elif u.turn.role in (Role.assistant.value, Role.tool.value):
             out.task_outcomes.extend(s for s in sentences(u.text) if TASK_DONE_RE.search(s))
+    if not worded:
+        return out
     texts = [u.text for u in said]
     out.keywords = keywords_of(texts)
     out.topic = topic_of(texts, out.keywords)

@@ -38,10 +38,11 @@ def score_importance(turns: list[Turn], found: Extraction) -> float:
     return round(min(1.0, score), 3)
 
 
-def decide_save(turns: list[Turn], found: Extraction) -> SaveDecision:
+def decide_save(turns: list[Turn], found: Extraction, scored: bool = True) -> SaveDecision:
     """Corrections and preferences always saved; task completions saved; facts from any speaker
-    saved; greetings, thanks and small talk skipped."""
-    importance = score_importance(turns, found)
+    saved; greetings, thanks and small talk skipped. ``scored`` False: the verdict only (save,
+    type, reason), importance 0 plus its floors — for a decision whose importance is not kept."""
+    importance = score_importance(turns, found) if scored else 0.0
     people, names = _people_said(turns)
     if found.corrections:
         return SaveDecision(True, EpisodeType.correction, max(importance, 0.8), "user correction")
