@@ -22,19 +22,27 @@ from agtos.serving.app import create_app
 from tests.test_save_heuristics import CASES, conv
 
 # the save heuristics' table (tests/test_save_heuristics.py) with the reasons the API gives
+KEPT = {
+    "user correction": ("correction",),
+    "stated preference": ("preference", "preference-dislike"),
+    "task outcome": (
+        "task completed",
+        "coding task done, said by the agent in full",
+        "coding task done, the agent's own verb",
+    ),
+    "conversation": ("multi-turn discussion",),
+    "facts stated": ("single turn with a fact", "a fact said last week"),
+}
+SKIPPED = {
+    "greeting or small talk only": ("greeting only",),
+    "single-turn trivial lookup": ("single trivial lookup",),
+    "no user turns": ("the agent only",),
+}
 REASONS = {
-    "correction": (True, "user correction"),
-    "preference": (True, "stated preference"),
-    "preference-dislike": (True, "stated preference"),
-    "task completed": (True, "task outcome"),
-    "coding task done, said by the agent in full": (True, "task outcome"),
-    "coding task done, the agent's own verb": (True, "task outcome"),
-    "greeting only": (False, "greeting or small talk only"),
-    "single trivial lookup": (False, "single-turn trivial lookup"),
-    "multi-turn discussion": (True, "conversation"),
-    "single turn with a fact": (True, "facts stated"),
-    "the agent only": (False, "no user turns"),
-    "a fact said last week": (True, "facts stated"),
+    label: (saved, reason)
+    for saved, reasons in ((True, KEPT), (False, SKIPPED))
+    for reason, labels in reasons.items()
+    for label in labels
 }
 # (the API takes user and assistant turns: the table's tool-turn case is not sent)
 TABLE = [(label, turns) for label, _, _, turns in CASES if all(t.role != "tool" for t in turns)] + [
