@@ -353,11 +353,15 @@ def test_idle_sessions_are_ended_for_the_agent(settings: Settings) -> None:
 
 
 @pytest.mark.parametrize(
-    ("offset", "morning"), [("-08:00", False), ("+02:00", True)], ids=["california-evening", "berlin-morning"]
+    ("offset", "morning"),
+    [("-08:00", False), ("+02:00", True), ("+03:00", True), ("+05:00", False)],
+    ids=["california-evening", "berlin-morning", "moscow-morning", "karachi-noon"],
 )
 def test_a_morning_habit_is_read_on_the_local_clock(client: TestClient, offset: str, morning: bool) -> None:
     """The weather sessions at 07:05 / 08:05 UTC were read as mornings wherever they were said: sent from
-    California (-08:00) they are the evenings before (23:05 / 00:05), sent from Berlin (+02:00) 09:05 / 10:05."""
+    California (-08:00) they are the evenings before (23:05 / 00:05), sent from Berlin (+02:00) 09:05 / 10:05.
+    Moscow (+03:00, 10:05) is a morning that the offset subtracted (04:05) is not; Karachi (+05:00, 12:05) is
+    past noon (planted: the offset's sign; 12:00 counted as morning)."""
     minutes = (-1 if offset[0] == "-" else 1) * (int(offset[1:3]) * 60 + int(offset[4:]))
     for sid, stamp, turns in HISTORY:
         local = datetime.fromtimestamp(stamp / 1000, UTC) + timedelta(minutes=minutes)
