@@ -13,6 +13,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.serving.auth import OFF_CACHE_S
+from agtos.tasks.dates import resolve_dates
 from tests.helpers import user
 from tests.test_auth import bearer, store_of
 from tests.test_privacy_import import import_client  # noqa: F401 (a fixture)
@@ -135,3 +136,24 @@ def test_an_imported_episode_gone_since_is_stored_again(
     assert (again["episodesAdded"], again["unchanged"]) == (1, 1), again  # the small talk: not judged again
     (back,) = client.get("/api/memory/episodes", headers=user("ida")).json()["episodes"]
     assert back["id"] == episode["id"]
+
+
+JUNE_15 = 1_686_830_400_000  # 2023-06-15T12:00Z, summer under way
+
+
+def test_next_summer_said_in_june_is_next_years() -> None:
+    """Planted in _season: 'next' left unresolved up to and including the season's first month (``<=``).
+    Said in June, this year's summer has begun: the next one is 2024's (``_season``'s docstring)."""
+    found = [(d.text, d.date, d.period) for d in resolve_dates("We will go back to Crete next summer", JUNE_15)]
+    assert found == [("next summer", "2024-06-01", "season")]
+
+
+def test_a_decomposed_query_names_a_speaker_accented_mid_word() -> None:
+    """Planted in named_speakers: the query searched as sent, not composed (dc6a32c composes it). 'Zoe' +
+    U+0308 still matched through the unaccented 'Zoe'; 'Rene' + U+0301 + 'e' matches neither 'Renée'
+    nor 'Renee' unless the query is composed first."""
+    from agtos.tasks.ranking import named_speakers, without_speakers
+
+    query = "What does Rene\u0301e do for work?"
+    assert named_speakers(query, ["Renée", "Jon"]) == {"renée"}
+    assert without_speakers(query, ["Renée"]) == "What does do for work?"
