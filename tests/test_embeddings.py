@@ -152,6 +152,27 @@ def test_onnx_lazy_load_is_once_and_thread_safe(monkeypatch: pytest.MonkeyPatch)
     assert len(loads) == 1 and len(results) == 4
 
 
+def test_closing_the_services_releases_the_model_and_a_later_embed_loads_it_again(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Services.close`` (a coordinator's close) lets go of the ONNX session: a process that builds
+    many (the suite: one per test) no longer holds a model per closed one until a full collection."""
+    from agtos.memory.services import Services
+
+    services = Services(settings)
+    embedder = services.semantic.embedder
+    assert isinstance(embedder, OnnxMiniLMEmbedder)
+    loads: list[int] = []
+    real_load = embedder._load_session
+    monkeypatch.setattr(embedder, "_load_session", lambda: loads.append(1) or real_load())
+    first = embedder.embed(["a dog named Rex"])
+    services.close()
+    assert embedder._session is None and embedder._tokenizer is None
+    again = embedder.embed(["a dog named Rex"])  # closed, not broken: loaded again
+    assert loads == [1, 1]
+    np.testing.assert_allclose(again, first, atol=1e-6)
+
+
 def test_onnx_checksum_mismatch_is_a_clear_error() -> None:
     embedder = OnnxMiniLMEmbedder(expected_sha256="0" * 64)
     with pytest.raises(EmbeddingError, match=r"sha256.*reinstall"):

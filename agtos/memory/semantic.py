@@ -118,6 +118,12 @@ class SemanticMemory:
         self.versions = MemoryVersions(lambda: self.store("memory"), self.history)
 
     # -- components -------------------------------------------------------------------
+    def release_embedder(self) -> None:
+        """Close the embedder if one was built (its model is loaded again on a later use); builds none."""
+        release = getattr(self._embedder, "close", None)
+        if callable(release):
+            release()
+
     @property
     def embedder(self) -> Embedder:
         """The embedder, created once; raises EmbeddingError if it cannot be had."""

@@ -157,4 +157,8 @@ class Services:
         return build_embedder(config=self.settings.embedding, derived_dir=self.settings.data_dir / "models")
 
     def close(self) -> None:
+        """Close the Redis connections and release the embedding model (a process that builds many
+        services, as the test suite does, would otherwise hold a model per closed one until a full
+        garbage collection)."""
         self.connector.close()
+        self.semantic.release_embedder()

@@ -87,6 +87,12 @@ class OnnxMiniLMEmbedder:
         """Verify and load the model and tokenizer now (otherwise done on first embed)."""
         self._ensure_loaded()
 
+    def close(self) -> None:
+        """Release the model session and tokenizer (native memory the garbage collector may free only
+        much later when a closed owner sits in a reference cycle); a later call loads them again."""
+        with self._lock:
+            self._session, self._tokenizer = None, None
+
     def _ensure_loaded(self) -> tuple[onnxruntime.InferenceSession, Tokenizer]:
         session, tokenizer = self._session, self._tokenizer
         if session is not None and tokenizer is not None:
