@@ -1,0 +1,129 @@
+"""What kills the mutants of the core functions changed since the last mutation run (6d7dd19; issue 20,
+docs/testing.md, "Figures of 2026-12-06, later"): the settings' CORS origin list (``config._origins``), a
+turn append's Idempotency-Key (``SessionJournal.append``, ``_idempotency_id``, ``_batch_digest``) and the
+offset a restated fact keeps (``MemoryVersions._merge_existing``). Real Redis, through HTTP or the
+settings' environment where a user goes; literals from the README's CORS and Idempotency-Key promises
+and hand-worked calendars (2023-05-08T20:00-07:00 is 9 May 03:00 UTC, 8 May in Oregon)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.config import Settings, SettingsError
+from agtos.memory.context_builder import evidence_items
+from agtos.memory.coordinator import MemoryCoordinator
+from tests.helpers import user
+
+TURNS = "/api/memory/sessions/{}/turns"
+
+
+# -- AGTOS_CORS_ORIGINS (config._origins, a1b7a88) ---------------------------------------------------
+def test_cors_origins_are_read_lower_cased_without_the_trailing_slash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGTOS_CORS_ORIGINS", " HTTPS://App.Example.com/ ,http://localhost:5173,, http://10.0.0.7:80//")
+    assert Settings.from_env().cors_origins == frozenset(
+        {"https://app.example.com", "http://localhost:5173", "http://10.0.0.7:80"}
+    )
+    monkeypatch.setenv("AGTOS_CORS_ORIGINS", "")
+    assert Settings.from_env().cors_origins == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("origin", "shown"),
+    [
+        ("*", "*"),
+        ("https://*.example.com", "https://*.example.com"),
+        ("https://App.example.com/path/", "https://app.example.com/path"),
+        ("app.example.com", "app.example.com"),
+        ("ftp://files.example.com", "ftp://files.example.com"),
+        ("https://", "https:"),  # the trailing slash goes first
+    ],
+)
+def test_what_is_not_an_origin_is_refused_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, origin: str, shown: str
+) -> None:
+    monkeypatch.setenv("AGTOS_CORS_ORIGINS", f"https://ok.example.com, {origin}")
+    expected = f"'{shown}' is not an origin such as https://app.example.com (no '*', no path)"
+    with pytest.raises(SettingsError, match="AGTOS_CORS_ORIGINS") as raised:
+        Settings.from_env()
+    assert expected in str(raised.value)
+
+
+# -- Idempotency-Key on a turn append (session_journal: append, _idempotency_id, _batch_digest, 1f87fbe) ---
+def post(client: TestClient, session_id: str, turns: list[dict[str, str]], key: str | None = None) -> dict:
+    headers = {**user("idem"), **({"Idempotency-Key": key} if key is not None else {})}
+    answered = client.post(TURNS.format(session_id), json={"turns": turns}, headers=headers)
+    return {"status": answered.status_code, **answered.json()}
+
+
+def said(client: TestClient, session_id: str) -> list[str]:
+    got = client.get(f"/api/memory/sessions/{session_id}", headers=user("idem"))
+    assert got.status_code == 200, got.text
+    return [m["content"] for m in got.json()["messages"]]
+
+
+def test_a_keyed_append_lands_once_per_session(client: TestClient) -> None:
+    """A retry with the key and the same roles and contents appends nothing (its times may differ); the
+    same key with another role or content is a 422 naming the header; the key of one session is free in
+    another; an append without a key always appends."""
+    train = [{"role": "user", "content": "I booked the 9:40 train to Leeds."}]
+    first = post(client, "s1", train, key="k-1")
+    assert (first["status"], first["appended"], first["journalLength"]) == (200, 1, 1)
+    again = post(client, "s1", [{**train[0], "timestamp": "2026-12-06T09:00:00Z"}], key="k-1")
+    assert (again["status"], again["journalLength"]) == (200, 1)
+    assert said(client, "s1") == ["I booked the 9:40 train to Leeds."]
+    for other in ([{"role": "assistant", "content": train[0]["content"]}], [{"role": "user", "content": "Other."}]):
+        refused = post(client, "s1", other, key="k-1")
+        assert refused["status"] == 422
+        assert refused["errors"] == [
+            {
+                "field": "header.Idempotency-Key",
+                "message": "this Idempotency-Key was used for other turns of this session",
+            }
+        ]
+    assert said(client, "s1") == ["I booked the 9:40 train to Leeds."]
+    elsewhere = post(client, "s2", train, key="k-1")
+    assert (elsewhere["status"], elsewhere["journalLength"]) == (200, 1)
+    plain = [post(client, "s1", train) for _ in range(2)]
+    assert [(p["status"], p["journalLength"]) for p in plain] == [(200, 2), (200, 3)]
+    other_key = post(client, "s1", train, key="k-2")
+    assert (other_key["status"], other_key["journalLength"]) == (200, 4)
+    assert said(client, "s1") == ["I booked the 9:40 train to Leeds."] * 4
+
+
+# -- a restated fact's offset (MemoryVersions._merge_existing, cdfc553) ------------------------------------
+CORGI = "I adopted a corgi named Biscuit."
+OREGON = "2023-05-08T20:00:00-07:00"  # Monday evening in Oregon: 2023-05-09T03:00:00Z
+SAME_INSTANT_UTC = "2023-05-09T03:00:00Z"
+JUNE = "2023-06-01T10:00:00Z"
+MAY_8, MAY_9 = (
+    ["- (8 May 2023) User adopted a corgi named Biscuit"],
+    ["- (9 May 2023) User adopted a corgi named Biscuit"],
+)
+
+
+def corgi_fact(client: TestClient, coordinator: MemoryCoordinator, who: str, *times: str) -> tuple[int, list[str]]:
+    """The corgi fact's ``validFrom`` and its evidence line (the context shows the turns themselves, which
+    restate it), after its sayings at ``times`` were sent in that order, one request each."""
+    for n, at in enumerate(times):
+        session = {"id": f"said-{n}", "turns": [{"role": "user", "content": CORGI, "timestamp": at}]}
+        posted = client.post("/api/memory/conversations", json={"sessions": [session]}, headers=user(who))
+        assert posted.status_code == 200, posted.text
+    listed = client.get("/api/memory/memories", headers=user(who)).json()["memories"]
+    (memory,) = [m for m in listed if "corgi" in m["text"]]
+    items, _ = evidence_items(coordinator.services, who, "corgi named Biscuit", 1_000, 10)
+    return memory["validFrom"], [item.bullet for item in items if item.tier == "semantic"]
+
+
+@pytest.mark.parametrize(
+    ("times", "expected"),
+    [
+        ((JUNE, OREGON), (1_683_601_200_000, MAY_8)),  # the earlier saying came second: its offset
+        ((OREGON, JUNE), (1_683_601_200_000, MAY_8)),  # the earlier saying was stored: its offset kept
+        ((SAME_INSTANT_UTC, OREGON), (1_683_601_200_000, MAY_9)),  # the same instant: the first saying's offset
+    ],
+)
+def test_a_restated_fact_keeps_the_offset_of_its_earliest_saying(
+    client: TestClient, coordinator: MemoryCoordinator, times: tuple[str, ...], expected: tuple[int, list[str]]
+) -> None:
+    assert corgi_fact(client, coordinator, "tz-merge", *times) == expected
