@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings, SettingsError
 from agtos.memory.context_builder import evidence_items
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas import Memory
 from tests.helpers import user
 
 TURNS = "/api/memory/sessions/{}/turns"
@@ -127,3 +128,24 @@ def test_a_restated_fact_keeps_the_offset_of_its_earliest_saying(
     client: TestClient, coordinator: MemoryCoordinator, times: tuple[str, ...], expected: tuple[int, list[str]]
 ) -> None:
     assert corgi_fact(client, coordinator, "tz-merge", *times) == expected
+
+
+def test_a_reopened_fact_takes_the_offset_of_the_saying_that_reopened_it(coordinator: MemoryCoordinator) -> None:
+    """London said from Oregon (-07:00) in January, closed by Berlin in March, said again from Tokyo
+    (+09:00) in May: London is current again from May, read on Tokyo's day; what it had is kept."""
+    jan, mar, may = 1_704_700_800_000, 1_710_489_600_000, 1_715_760_000_000  # 8 Jan, 15 Mar, 15 May 2024 08:00Z
+
+    def said(memory_id: str, text: str, at: int, offset: int, source: str) -> Memory:
+        return Memory(
+            id=memory_id, user_id="tz-reopen", text=text, kind="fact", created_at=at, valid_from=at,
+            source_episode_ids=[source], utc_offset=offset,
+        )  # fmt: skip
+
+    sem = coordinator.semantic
+    sem.write_memories([said("m-london", "User lives in London", jan, -420, "ep-1")], None)
+    sem.write_memories([said("m-berlin", "User lives in Berlin", mar, 60, "ep-2")], None)
+    sem.write_memories([said("m-london", "User lives in London", may, 540, "ep-3")], None)
+    raw = sem.records("memory", "tz-reopen", ["m-london"])["m-london"]
+    london = Memory.model_validate_json(raw)
+    assert (london.valid_from, london.utc_offset, london.valid_until) == (may, 540, None)
+    assert (london.created_at, london.source_episode_ids) == (jan, ["ep-1", "ep-3"])
