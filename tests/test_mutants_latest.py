@@ -137,7 +137,7 @@ def test_a_reopened_fact_takes_the_offset_of_the_saying_that_reopened_it(coordin
 
     def said(memory_id: str, text: str, at: int, offset: int, source: str) -> Memory:
         return Memory(
-            id=memory_id, user_id="tz-reopen", text=text, kind="fact", created_at=at, valid_from=at,
+            id=memory_id, user_id="tz-reopen", text=text, created_at=at, valid_from=at,
             source_episode_ids=[source], utc_offset=offset,
         )  # fmt: skip
 
