@@ -9,10 +9,17 @@ Layout (see :mod:`agtos.storage.index_keys`), under ``…:{namespace}:_idx:bm25:
 * ``meta``, ``changes``  the versioned change log of :mod:`agtos.storage.mirror_sync`; ``meta``'s
   ``tok`` is the :data:`~agtos.tasks.bm25.TOKENIZER_VERSION` that made the terms (absent: 1)
 * ``upgrade``   a lock held while one process upgrades the terms to the current tokenizer
+* ``upgraded``  set of the documents whose terms are current while ``tok`` is still older
 
 An index whose terms an older tokenizer made (plurals folded only, before Snowball stems) is
 upgraded once, from its stored terms (``bm25.stem`` of an old term is the new term of its word):
-by the first write, search or mirror load of a process that finds ``tok`` older, under the lock.
+by the first write, search or mirror load of a process that finds ``tok`` older, under the lock,
+one HSCAN page and one script per batch. Each batch is a compare-and-set: a document is rewritten
+only while the index has the epoch it was read in, its stored terms are still those read and it is
+not in ``upgraded`` (which every rewritten document, and every document written meanwhile, joins);
+so a document deleted or written again meanwhile (or the whole user forgotten) is never restored or
+reverted, and one rewritten is never stemmed twice, by this or another upgrader (the lock is renewed
+per batch, but correctness does not rest on it). Writes and deletes do not wait for an upgrade.
 
 Writes run as one Lua script per batch of documents, so a re-add replaces a document
 atomically even with concurrent writers. Searches are served by an in-process
@@ -24,7 +31,6 @@ log (a write by any process is seen by the next search of every process); with
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -51,31 +57,80 @@ from agtos.tasks import bm25
 DEFAULT_MAX_POSTINGS = 5_000
 WRITE_BATCH = 500
 UPGRADE_LOCK_MS = 60_000  # one process's upgrade of one user's index to the current tokenizer at most
-UPGRADE_POLL_S = 0.05  # a write waits for another process's upgrade, polling this often
 CURRENT_KEPT = 100_000  # users whose index this process knows current (a set, cleared when full)
 _RELEASE_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+_RENEW_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+# KEYS: meta, len. ARGV: epoch candidate. The epoch and tokenizer of an index holding documents.
+_UPGRADE_BEGIN_LUA = """
+if redis.call('HLEN', KEYS[2]) > 0 then
+  redis.call('HSETNX', KEYS[1], 'epoch', ARGV[1])
+end
+return redis.call('HMGET', KEYS[1], 'epoch', 'tok')
+"""
+# KEYS: meta, upgraded. ARGV: the epoch the upgrade read, the tokenizer version. Records it done.
+_UPGRADE_END_LUA = """
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'tok', ARGV[2])
+redis.call('DEL', KEYS[2])
+return 1
+"""
 
-# KEYS: meta, changes, terms, len, stats. ARGV: op ("set"|"del"), epoch candidate, max log
-# size, postings key prefix, the tokenizer version to record in meta ('' none), then
-# (id, "term:tf …") pairs for "set" or ids for "del".
-# Returns {version, documents that were indexed before (del) or are now (set), epoch}.
+# KEYS: meta, changes, terms, len, stats, upgraded. ARGV: op ("set"|"del"|"cas"), epoch candidate
+# ("cas": the epoch the terms were read in), max log size, postings key prefix, the tokenizer version
+# of the terms written ("set"; '' none), then (id, "term:tf …") pairs for "set", ids for "del",
+# (id, terms read, new terms) triples for "cas" (the tokenizer upgrade: a document is rewritten only
+# while the index has that epoch, its terms are still those read and it is not in ``upgraded``).
+# "set" into an index of an older tokenizer that holds documents adds them to ``upgraded`` (their
+# terms are current already); into a current or empty one it records its version.
+# Returns {version, documents that were indexed before (del) or are now (set, cas), epoch}.
 _WRITE_LUA = (
-    LOG_BEGIN_LUA
+    """
+local op, entries, i = ARGV[1], {}, 6
+if op == 'cas' then
+  if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[2] then
+    return {0, 0, ''}
+  end
+  while i <= #ARGV do
+    if redis.call('SISMEMBER', KEYS[6], ARGV[i]) == 0 and redis.call('HGET', KEYS[3], ARGV[i]) == ARGV[i + 1] then
+      entries[#entries + 1] = {ARGV[i], ARGV[i + 2]}
+    end
+    i = i + 3
+  end
+  if #entries == 0 then
+    return {0, 0, ''}
+  end
+else
+  while i <= #ARGV do
+    if op == 'set' then
+      entries[#entries + 1] = {ARGV[i], ARGV[i + 1]}
+      i = i + 2
+    else
+      entries[#entries + 1] = {ARGV[i], false}
+      i = i + 1
+    end
+  end
+end
+local mark = op == 'cas'
+if op == 'set' and ARGV[5] ~= '' then
+  local was = tonumber(redis.call('HGET', KEYS[1], 'tok') or '1')
+  if was < tonumber(ARGV[5]) then
+    if redis.call('HLEN', KEYS[4]) > 0 then
+      mark = true
+    else
+      redis.call('HSET', KEYS[1], 'tok', ARGV[5])
+      redis.call('DEL', KEYS[6])
+    end
+  end
+end
+"""
+    + LOG_BEGIN_LUA
     + """
 local prefix = ARGV[4]
 local changed, delta = 0, 0
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[1], 'tok', ARGV[5])
-end
-local i = 6
-while i <= #ARGV do
-  local id, new = ARGV[i], nil
-  if ARGV[1] == 'set' then
-    new = ARGV[i + 1]
-    i = i + 2
-  else
-    i = i + 1
-  end
+for _, entry in ipairs(entries) do
+  local id, new = entry[1], entry[2]
   local keep, new_len = {}, 0
   if new then
     for term, tf in string.gmatch(new, '([^%s:]+):(%d+)') do
@@ -99,6 +154,9 @@ while i <= #ARGV do
     end
     redis.call('HSET', KEYS[4], id, new_len)
     redis.call('HSET', KEYS[3], id, new)
+    if mark then
+      redis.call('SADD', KEYS[6], id)
+    end
     changed = changed + 1
   else
     redis.call('HDEL', KEYS[4], id)
@@ -162,7 +220,7 @@ class BM25Index:
             check_record_id(doc_id, f"{self.namespace} id")
         freqs = [(doc_id, bm25.term_frequencies(bm25.tokenize(text))) for doc_id, text in docs]
         if freqs:
-            self.upgrade(user_id, wait=True)
+            self.upgrade(user_id)
         for start in range(0, len(freqs), WRITE_BATCH):
             chunk = dict(freqs[start : start + WRITE_BATCH])
             self._write(user_id, "set", chunk, str(bm25.TOKENIZER_VERSION))
@@ -181,20 +239,13 @@ class BM25Index:
 
     def _write(self, user_id: str, op: str, docs: Mapping[str, dict[str, int] | None], tokenizer: str = "") -> int:
         """Run the write script and mirror it locally; how many documents it changed. ``tokenizer``:
-        the version to record as the one that made the index's terms ('' leaves it as it is)."""
+        the version of the tokenizer that made the terms written ('' leaves the index's as it is)."""
         if not docs:
             return 0
-        keys = [self._key(user_id, p) for p in ("meta", "changes", "terms", "len", "stats")]
         args: list[Any] = [op, uuid.uuid4().hex, self.max_change_log, self._key(user_id, "t:"), tokenizer]
         for doc_id, tf in docs.items():
             args += [doc_id] if tf is None else [doc_id, encode_terms(tf)]
-
-        def run(r: redis.Redis) -> list[Any]:
-            if self._script is None:
-                self._script = r.register_script(_WRITE_LUA)
-            return self._script(keys=keys, args=args, client=r)
-
-        version, changed, epoch = self.connector.run(run)
+        version, changed, epoch = self._run_write(user_id, args)
         mirror = self._mirrors.peek(user_id)
         if mirror is not None:
             with mirror.lock:
@@ -204,12 +255,23 @@ class BM25Index:
                     advance_after_own_write(mirror, int(version), bytes(epoch))
         return int(changed)
 
+    def _run_write(self, user_id: str, args: list[Any]) -> list[Any]:
+        keys = [self._key(user_id, p) for p in ("meta", "changes", "terms", "len", "stats", "upgraded")]
+
+        def run(r: redis.Redis) -> list[Any]:
+            if self._script is None:
+                self._script = r.register_script(_WRITE_LUA)
+            return self._script(keys=keys, args=args, client=r)
+
+        return self.connector.run(run)
+
     # -- tokenizer upgrade --------------------------------------------------------------
-    def upgrade(self, user_id: str, *, wait: bool = False) -> bool:
+    def upgrade(self, user_id: str) -> bool:
         """Make sure the user's index holds the terms of the current tokenizer (one round trip the
         first time per user and process, none after); True if this call rewrote them. An index an
         older tokenizer made is upgraded here, from its stored terms, under a lock; while another
-        process holds it a search reads the index as it is, a write (``wait``) waits for it."""
+        process holds it searches read the index as it is and writes go on (what they write is
+        current, and the upgrade leaves it alone), and this process tries again on its next call."""
         if user_id in self._current:
             return False
         meta, lengths = self._key(user_id, "meta"), self._key(user_id, "len")
@@ -220,18 +282,13 @@ class BM25Index:
             pipe.hlen(lengths)
             return pipe.execute()
 
-        deadline = time.monotonic() + UPGRADE_LOCK_MS / 1000
-        while True:
-            tok, n_docs = self.connector.run(read)
-            if not n_docs or int(tok or 1) >= bm25.TOKENIZER_VERSION:
-                break  # empty (its first write records the version) or current
+        tok, n_docs = self.connector.run(read)
+        if n_docs and int(tok or 1) < bm25.TOKENIZER_VERSION:  # else empty (its first write records it) or current
             upgraded = self._upgrade_locked(user_id)
-            if upgraded is not None:
-                self._mark_current(user_id)
-                return upgraded
-            if not wait or time.monotonic() > deadline:
-                return False
-            time.sleep(UPGRADE_POLL_S)
+            if upgraded is None:
+                return False  # another process upgrades it (or this one lost the lock)
+            self._mark_current(user_id)
+            return upgraded
         self._mark_current(user_id)
         return False
 
@@ -241,22 +298,39 @@ class BM25Index:
         self._current.add(user_id)
 
     def _upgrade_locked(self, user_id: str) -> bool | None:
-        """Rewrite every document's terms as the current tokenizer makes them (None: another
-        process holds the lock; False: it was done meanwhile)."""
+        """Rewrite every document's terms as the current tokenizer makes them, one HSCAN page at a
+        time, each batch a compare-and-set (see the module docstring). None: another process holds
+        the lock (or took it over from this one); False: it was done meanwhile (or the index deleted)."""
         lock, token = self._key(user_id, "upgrade"), uuid.uuid4().hex
         if not self.connector.run(lambda r: r.set(lock, token, nx=True, px=UPGRADE_LOCK_MS)):
             return None
+        meta = self._key(user_id, "meta")
         try:
-            tok = self.connector.run(lambda r: r.hget(self._key(user_id, "meta"), "tok"))
-            if int(tok or 1) >= bm25.TOKENIZER_VERSION:
+            begin = [meta, self._key(user_id, "len"), uuid.uuid4().hex]
+            epoch, tok = self.connector.run(lambda r: r.eval(_UPGRADE_BEGIN_LUA, 2, *begin))
+            if epoch is None or int(tok or 1) >= bm25.TOKENIZER_VERSION:
                 return False
-            docs = [(doc_id, upgraded_terms(decode_terms(raw))) for doc_id, raw in self._scan(user_id, "terms")]
-            for start in range(0, len(docs), WRITE_BATCH):
-                self._write(user_id, "set", dict(docs[start : start + WRITE_BATCH]))
-            self.connector.run(lambda r: r.hset(self._key(user_id, "meta"), "tok", bm25.TOKENIZER_VERSION))
-            return True
+            batch: list[Any] = []
+            for doc_id, raw in self._scan(user_id, "terms", WRITE_BATCH):
+                batch += [doc_id, raw, encode_terms(upgraded_terms(decode_terms(raw)))]
+                if len(batch) == 3 * WRITE_BATCH:
+                    if not self._upgrade_batch(user_id, lock, token, epoch, batch):
+                        return None
+                    batch = []
+            if batch and not self._upgrade_batch(user_id, lock, token, epoch, batch):
+                return None
+            end = [meta, self._key(user_id, "upgraded"), epoch, bm25.TOKENIZER_VERSION]
+            return bool(self.connector.run(lambda r: r.eval(_UPGRADE_END_LUA, 2, *end)))
         finally:
             self.connector.run(lambda r: r.eval(_RELEASE_LUA, 1, lock, token))
+
+    def _upgrade_batch(self, user_id: str, lock: str, token: str, epoch: bytes, batch: list[Any]) -> bool:
+        """Renew the lock and compare-and-set one batch of ``(id, terms read, new terms)``; False
+        if the lock is no longer this process's."""
+        if not self.connector.run(lambda r: r.eval(_RENEW_LUA, 1, lock, token, UPGRADE_LOCK_MS)):
+            return False
+        self._run_write(user_id, ["cas", epoch, self.max_change_log, self._key(user_id, "t:"), "", *batch])
+        return True
 
     # -- reads ------------------------------------------------------------------------
     def search(self, user_id: str, query: str, limit: int, synced: BM25Mirror | None = None) -> list[tuple[str, float]]:
