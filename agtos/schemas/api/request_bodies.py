@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from agtos.schemas.records import (
     OFFSET_OF_SENT_TIME,
@@ -23,6 +24,18 @@ from agtos.schemas.records import (
 RECORD_ID = r"^[A-Za-z0-9_.-]{1,128}$"
 MAX_QUERY_CHARS = 1_000
 SpeakerName = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+def _json_number(value: Any) -> Any:
+    """A JSON integer field's value as sent: ``true`` or ``"600"`` is no number (pydantic's lax mode
+    read them as 1 and 600); 600.0 is one (an integer in JSON Schema), checked by ``int`` after this."""
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+JSONInt = Annotated[int, BeforeValidator(_json_number)]  # an integer request field: a JSON number only
+JSONBool = Annotated[bool, Field(strict=True)]  # a boolean request field: true or false only, not 0 or "off"
 
 
 def request_config(*examples: dict[str, Any]) -> ConfigDict:
@@ -88,14 +101,14 @@ class ContextRequest(RequestModel):
         min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S", description="what the agent is about to answer"
     )
     session_id: str | None = Field(default=None, pattern=RECORD_ID, description="the live session to include")
-    token_budget: int = Field(default=800, ge=50, le=8_000, description="tokens the memory section may take")
-    limit: int = Field(default=10, ge=1, le=50, description="items per tier")
+    token_budget: JSONInt = Field(default=800, ge=50, le=8_000, description="tokens the memory section may take")
+    limit: JSONInt = Field(default=10, ge=1, le=50, description="items per tier")
 
 
 class AskRequest(RequestModel):
     model_config = request_config({"question": "Which units does the user like?"})
     question: str = Field(min_length=1, max_length=2_000, pattern=r"\S", description="a question about the user")
-    limit: int = Field(default=5, ge=1, le=20, description="evidence items to draw on")
+    limit: JSONInt = Field(default=5, ge=1, le=20, description="evidence items to draw on")
 
 
 class ResponseIn(RequestModel):
@@ -110,8 +123,8 @@ class ResponseIn(RequestModel):
     session_id: str = Field(pattern=RECORD_ID)
     response: str = Field(min_length=1, max_length=100_000, pattern=r"\S")
     query: str | None = Field(default=None, max_length=10_000)
-    tool_calls: int = Field(default=0, ge=0, le=1_000)
-    reasoning_steps: int | None = Field(default=None, ge=0, le=1_000)
+    tool_calls: JSONInt = Field(default=0, ge=0, le=1_000)
+    reasoning_steps: JSONInt | None = Field(default=None, ge=0, le=1_000)
 
 
 ForgetKind = Literal["episode", "memory", "conclusion", "entity"]
@@ -131,8 +144,8 @@ class ForgetRequest(RequestModel):
 
 class PrivacySettings(RequestModel):
     model_config = request_config({"opt_out": True, "forget_existing": False})
-    opt_out: bool
-    forget_existing: bool = False
+    opt_out: JSONBool
+    forget_existing: JSONBool = False
 
 
 SourceName = Literal["claude_code", "cursor", "windsurf", "aider", "copilot"]
