@@ -2,8 +2,8 @@
 OpenAPI document says (found by schemathesis over `agtos serve`, helper 8's probe of 2026-12-06):
 pydantic's lax mode read ``true`` as the integer 1 and ``"no"``/``0``/``"off"`` as false, so
 ``{"valid_from": true}`` stored a memory valid from 1970-01-01T00:00:00.001, ``{"limit": true}`` was a
-limit of 1 and ``{"opt_out": "off"}`` a privacy setting. A number with no fractional part (600.0) is
-an integer in JSON Schema and stays accepted."""
+limit of 1, ``{"opt_out": "off"}`` a privacy setting and a turn's ``"utcOffset": true`` an offset of
+one minute. A number with no fractional part (600.0) is an integer in JSON Schema and stays accepted."""
 
 from __future__ import annotations
 
@@ -19,6 +19,18 @@ BAD_SCALARS = [
     ("post", "/api/memory/context", {"query": "Oslo", "tokenBudget": "600"}, "token_budget"),
     ("post", "/api/memory/ask", {"question": "Where do I live?", "limit": True}, "limit"),
     ("post", "/api/memory/responses", {"session_id": "s1", "response": "ok", "tool_calls": True}, "tool_calls"),
+    (
+        "post",
+        "/api/memory/sessions/s1/turns",
+        {"turns": [{"role": "user", "content": "hi", "utcOffset": True}]},
+        "turns.0.utc_offset",
+    ),
+    (
+        "post",
+        "/api/memory/conversations",
+        {"sessions": [{"id": "c1", "turns": [{"role": "user", "content": "I live in Oslo", "utc_offset": "60"}]}]},
+        "sessions.0.turns.0.utc_offset",
+    ),
     ("put", "/api/memory/privacy", {"opt_out": "off"}, "opt_out"),
     ("put", "/api/memory/privacy", {"opt_out": False, "forget_existing": 0}, "forget_existing"),
 ]

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: every stored time is a real date
 
@@ -75,8 +76,16 @@ def with_utc_offset(data: Any, sent: Any = None) -> Any:
     return data
 
 
-#: minutes east of UTC where a turn was said
-UtcOffset = Annotated[int | None, Field(ge=-1440, le=1440)]
+def json_number(value: Any) -> Any:
+    """A client's integer as sent: ``true`` or ``"60"`` is no number (pydantic's lax mode read them as 1
+    and 60); 60.0 is one (an integer in JSON Schema), checked by ``int`` after this."""
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+#: minutes east of UTC where a turn was said (a JSON number, as the OpenAPI says)
+UtcOffset = Annotated[int | None, Field(ge=-1440, le=1440), BeforeValidator(json_number)]
 
 
 @functools.cache

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
 from agtos.schemas.records import (
     OFFSET_OF_SENT_TIME,
@@ -14,6 +13,7 @@ from agtos.schemas.records import (
     SentTime,
     Turn,
     UtcOffset,
+    json_number,
     snake_case_keys,
     with_utc_offset,
 )
@@ -26,15 +26,7 @@ MAX_QUERY_CHARS = 1_000
 SpeakerName = Annotated[str, Field(min_length=1, max_length=128)]
 
 
-def _json_number(value: Any) -> Any:
-    """A JSON integer field's value as sent: ``true`` or ``"600"`` is no number (pydantic's lax mode
-    read them as 1 and 600); 600.0 is one (an integer in JSON Schema), checked by ``int`` after this."""
-    if isinstance(value, bool | str):
-        raise PydanticCustomError("int_type", "Input should be a valid integer")
-    return value
-
-
-JSONInt = Annotated[int, BeforeValidator(_json_number)]  # an integer request field: a JSON number only
+JSONInt = Annotated[int, BeforeValidator(json_number)]  # an integer request field: a JSON number only
 JSONBool = Annotated[bool, Field(strict=True)]  # a boolean request field: true or false only, not 0 or "off"
 
 
