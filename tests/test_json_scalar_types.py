@@ -62,3 +62,24 @@ def test_integers_written_as_json_numbers_are_taken(client: TestClient) -> None:
         "/api/memory/privacy", json={"opt_out": False, "forget_existing": False}, headers=user("scalars2")
     )
     assert private.status_code == 200, private.text
+
+
+def test_the_openapi_bounds_of_optional_integers_are_json_schema(client: TestClient) -> None:
+    """The OpenAPI document keeps each optional integer's bounds as ``minimum``/``maximum`` (pydantic
+    wrote them as ``ge``/``le``, which JSON Schema ignores, with the number check inside the union)."""
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for model, field, bounds in [
+        ("MemoryIn", "validFrom", {"minimum": 0, "maximum": 253402300799999}),
+        ("MemoryUpdate", "validUntil", {"minimum": 0, "maximum": 253402300799999}),
+        ("ResponseIn", "reasoningSteps", {"minimum": 0, "maximum": 1000}),
+        ("TurnIn", "utcOffset", {"minimum": -1440, "maximum": 1440}),
+    ]:
+        properties = schemas[model]["properties"]
+        integer = next(
+            s for s in properties.get(field, properties.get(_snake(field)))["anyOf"] if s["type"] == "integer"
+        )
+        assert integer == {"type": "integer", **bounds}, (model, field, integer)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from agtos.schemas.api.request_bodies import RECORD_ID, JSONInt, RequestModel, request_config
+from agtos.schemas.api.request_bodies import RECORD_ID, OptionalJSONInt, RequestModel, request_config
 from agtos.schemas.api.response_base import ApiModel
 from agtos.schemas.records import MAX_TIMESTAMP_MS
 
@@ -35,10 +35,10 @@ class MemoryIn(RequestModel):
     text: str = Field(min_length=1, max_length=20_000, pattern=r"\S", description="one fact or preference")
     kind: Literal["fact", "preference"] = "fact"
     source: str | None = Field(default=None, pattern=RECORD_ID, description="where it comes from (an episode id…)")
-    valid_from: JSONInt | None = Field(
+    valid_from: OptionalJSONInt = Field(
         default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when it became true (ms); now when absent"
     )
-    valid_until: JSONInt | None = Field(
+    valid_until: OptionalJSONInt = Field(
         default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when it stopped being true (ms); current when absent"
     )
 
@@ -55,8 +55,8 @@ class MemoryUpdate(RequestModel):
     model_config = request_config({"text": "User takes their coffee with oat milk"}, {"valid_until": 1717200000000})
     text: str | None = Field(default=None, min_length=1, max_length=20_000, pattern=r"\S")
     kind: Literal["fact", "preference"] | None = None
-    valid_from: JSONInt | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
-    valid_until: JSONInt | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
+    valid_from: OptionalJSONInt = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
+    valid_until: OptionalJSONInt = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
 
     @model_validator(mode="after")
     def _something(self) -> MemoryUpdate:

@@ -27,6 +27,8 @@ SpeakerName = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 JSONInt = Annotated[int, BeforeValidator(json_number)]  # an integer request field: a JSON number only
+# an optional one (the validator outside the union: inside it, pydantic writes the bounds as "ge"/"le", not JSON Schema)
+OptionalJSONInt = Annotated[int | None, BeforeValidator(json_number)]
 JSONBool = Annotated[bool, Field(strict=True)]  # a boolean request field: true or false only, not 0 or "off"
 
 
@@ -116,7 +118,7 @@ class ResponseIn(RequestModel):
     response: str = Field(min_length=1, max_length=100_000, pattern=r"\S")
     query: str | None = Field(default=None, max_length=10_000)
     tool_calls: JSONInt = Field(default=0, ge=0, le=1_000)
-    reasoning_steps: JSONInt | None = Field(default=None, ge=0, le=1_000)
+    reasoning_steps: OptionalJSONInt = Field(default=None, ge=0, le=1_000)
 
 
 ForgetKind = Literal["episode", "memory", "conclusion", "entity"]
