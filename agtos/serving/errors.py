@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 FASTAPI_BODY_PARSE_ERROR = "There was an error parsing the body"  # its 400 for a body json.loads cannot decode
 UNDECODABLE = "undecodable: invalid UTF-8 or nested too deeply"
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")  # the ones a route here may serve
 CORS_OFF = "OPTIONS is served only as the CORS preflight of an origin listed in AGTOS_CORS_ORIGINS (none by default)"
 
 ERROR_DESCRIPTIONS = {
@@ -156,9 +158,21 @@ def install_error_handlers(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         if exc.status_code == 405 and request.method == "OPTIONS":  # not a preflight that CORS answered
             message = CORS_OFF
-        return JSONResponse(status_code=exc.status_code, content={"message": message}, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:  # Starlette names the first route of the path only (GET of GET/PUT/DELETE)
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return JSONResponse(status_code=exc.status_code, content={"message": message}, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return JSONResponse(status_code=500, content={"message": f"internal error: {type(exc).__name__}"})
+
+
+def allowed_methods(request: Request) -> str:
+    """A 405's ``Allow`` header: every method some route serves at the request's path (RFC 9110 15.5.6)."""
+    routes = request.app.router.routes
+    served = [
+        m for m in HTTP_METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)
+    ]
+    return ", ".join(served)

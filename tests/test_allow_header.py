@@ -1,0 +1,28 @@
+"""A 405 names every method the path serves in ``Allow`` (RFC 9110 15.5.6: the resource's supported
+methods), not only the first route's: OPTIONS or PATCH on /api/memory/memories/{id} answered
+``Allow: GET`` where the path also takes PUT and DELETE (schemathesis ST205 over `agtos serve`,
+helper 8's probe of 2026-12-06). The expected methods are read from the OpenAPI document."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.helpers import user
+
+
+@pytest.mark.parametrize(
+    ("path", "concrete"),
+    [
+        ("/api/memory/memories/{memory_id}", "/api/memory/memories/mem-0123456789abcdef"),
+        ("/api/entities/{entity_id}", "/api/entities/ent-0123456789abcdef"),
+        ("/api/memory/privacy", "/api/memory/privacy"),
+    ],
+)
+def test_a_405_allows_every_method_of_the_path(client: TestClient, path: str, concrete: str) -> None:
+    documented = {m.upper() for m in client.get("/openapi.json").json()["paths"][path]}
+    for method in ("OPTIONS", "PATCH"):
+        answer = client.request(method, concrete, headers=user("allow"))
+        assert answer.status_code == 405, answer.text
+        allowed = set(answer.headers["allow"].split(", "))
+        assert allowed - {"HEAD"} == documented, (method, answer.headers["allow"])
