@@ -96,7 +96,11 @@ def create(
     write = functools.partial(rt.semantic.write_memories, [memory], origin="user")
     rt.semantic.embed_then_write("memory", [(user_id, memory.id)], [text], write, _request_wait(rt))
     _feed_entities(rt, memory)
-    return MemoryWrite(get(rt, user_id, memory.id), True)
+    try:
+        stored = get(rt, user_id, memory.id)
+    except NotFoundError:  # a concurrent DELETE of its id came after the write: this create still happened
+        stored = memory
+    return MemoryWrite(stored, True)
 
 
 def update(
