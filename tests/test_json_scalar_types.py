@@ -32,6 +32,7 @@ BAD_SCALARS = [
         "sessions.0.turns.0.utc_offset",
     ),
     ("put", "/api/memory/privacy", {"opt_out": "off"}, "opt_out"),
+    ("put", "/api/memory/profile", {"name": "Alice", "opt_out": 0}, "opt_out"),
     ("put", "/api/memory/privacy", {"opt_out": False, "forget_existing": 0}, "forget_existing"),
 ]
 

@@ -434,7 +434,7 @@ class ProfileUpdate(Record):
     patterns: list[ProfileItem] | None = Field(default=None, max_length=500)
     facts: list[ProfileItem] | None = Field(default=None, max_length=1_000)
     sources: dict[ProfileItem, list[str]] | None = None
-    opt_out: bool | None = None
+    opt_out: bool | None = Field(default=None, strict=True)  # true or false as sent, not 0 or "off"
 
     @field_validator("preferences", "patterns", "facts")
     @classmethod
