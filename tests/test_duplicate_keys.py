@@ -67,3 +67,20 @@ def test_every_route_with_a_json_body_refuses_a_repeated_key(client: TestClient)
         answered = client.request(method, path, content='{"a": 1, "a": 2}', headers=user("dup3") | JSON)
         assert answered.status_code == 422, (method, path, answered.text)
         assert answered.json()["errors"][0]["message"].startswith("duplicate key 'a'"), (method, path, answered.text)
+
+
+def test_a_json_body_sent_without_its_content_type_is_a_422_that_says_so(client: TestClient) -> None:
+    """A client that forgets ``Content-Type: application/json`` (a hand-made request, a bare
+    ``requests.post(data=...)``) got FastAPI's "Input should be a valid dictionary or object to extract
+    fields from", which names neither the header nor JSON; nothing is journalled either way."""
+    body = b'{"turns": [{"role": "user", "content": "I live in Oslo"}]}'
+    refused = client.post("/api/memory/sessions/s1/turns", content=body, headers=user("ct") | {"content-type": ""})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"] == [
+        {"field": "body", "message": "the body is read as JSON only with Content-Type: application/json"}
+    ]
+    assert client.get("/api/memory/sessions/s1", headers=user("ct")).status_code == 404
+    listed = client.post("/api/memory/sessions/s1/turns", content=b"[1, 2]", headers=user("ct") | JSON)
+    assert listed.status_code == 422 and "Content-Type" not in listed.text  # JSON sent: the usual message
+    sent = client.post("/api/memory/sessions/s1/turns", content=body, headers=user("ct") | JSON)
+    assert sent.status_code == 200, sent.text

@@ -87,9 +87,17 @@ def error_response(code: int) -> dict[str, Any]:
 USER_ERRORS = errors(400, 422, 500, 503)  # routes with X-User-Id (FastAPI would add its own 422 otherwise)
 
 
-def _field_errors(errors: list[dict]) -> list[dict]:
+#: the body as a whole is not an object, as FastAPI says of a body it did not read as JSON
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "dict_type", "model_type"})
+NOT_JSON_HINT = "the body is read as JSON only with Content-Type: application/json"
+
+
+def _field_errors(errors: list[dict], json_sent: bool = True) -> list[dict]:
     out = []
     for err in errors:
+        if not json_sent and tuple(err.get("loc", ())) == ("body",) and err.get("type") in _NOT_AN_OBJECT:
+            out.append({"field": "body", "message": NOT_JSON_HINT})  # not FastAPI's "a valid dictionary"
+            continue
         if err.get("type") == "json_invalid":
             detail = str((err.get("ctx") or {}).get("error", ""))
             if detail.startswith(DUPLICATE_KEY):  # {"content": "a", "content": "b"} (strict_json)
@@ -102,16 +110,17 @@ def _field_errors(errors: list[dict]) -> list[dict]:
     return out
 
 
-def _validation_response(errors: list[dict]) -> JSONResponse:
-    fields = _field_errors(errors)
+def _validation_response(errors: list[dict], json_sent: bool = True) -> JSONResponse:
+    fields = _field_errors(errors, json_sent)
     summary = "; ".join(f"{f['field'] or 'body'}: {f['message']}" for f in fields[:5])
     return JSONResponse(status_code=422, content={"message": f"invalid request: {summary}", "errors": fields})
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def _request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_response(list(exc.errors()))
+    async def _request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        return _validation_response(list(exc.errors()), media == "application/json" or media.endswith("+json"))
 
     @app.exception_handler(ValidationError)
     async def _model_invalid(_: Request, exc: ValidationError) -> JSONResponse:
