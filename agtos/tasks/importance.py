@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from agtos.schemas import EpisodeType, Turn
 from agtos.tasks.extract import Extraction, is_chit_chat, is_trivial
 from agtos.tasks.speakers import Utterance, human_names, utterances
-from agtos.tasks.text import words
+from agtos.tasks.text import STOPWORDS, words
+
+#: a one-turn session is judged (a trivial lookup, skipped) only in English: the save rules' patterns are
+#: English, so "Ich wohne in Berlin und bin Vegetarier" found no fact and was dropped as a lookup
+ENGLISH_STOPWORD_SHARE = 0.15  # English sentences of 4+ words have more ("What time is it in Tokyo?": 4 of 6)
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,17 @@ def _people_said(turns: list[Turn]) -> tuple[list[Utterance], frozenset[str]]:
     names' words."""
     said = utterances(turns)
     return [u for u in said if u.human], frozenset(w for n in human_names(said) for w in words(n))
+
+
+def judged_in_english(text: str) -> bool:
+    """Whether the English save rules can judge ``text``: mostly Latin letters with English function words
+    (or too short to tell: under 4 words, under 6 letters of another script)."""
+    letters = [c for c in text if c.isalpha()]
+    latin = sum(1 for c in letters if c.isascii() or unicodedata.name(c, "").startswith("LATIN"))
+    if letters and latin < len(letters) / 2:
+        return len(letters) < 6
+    said = words(text)
+    return len(said) < 4 or sum(w in STOPWORDS for w in said) >= ENGLISH_STOPWORD_SHARE * len(said)
 
 
 def score_importance(turns: list[Turn], found: Extraction) -> float:
@@ -56,6 +72,8 @@ def decide_save(turns: list[Turn], found: Extraction, scored: bool = True) -> Sa
         return SaveDecision(True, EpisodeType.conversation, importance, "facts stated")
     if all(is_trivial(u.text) or is_chit_chat(u.text, names) for u in people):
         return SaveDecision(False, EpisodeType.conversation, importance, "greeting or small talk only")
+    if len(people) == 1 and not judged_in_english(people[0].text):
+        return SaveDecision(True, EpisodeType.conversation, importance, "another language: kept unjudged")
     if len(people) == 1:
         return SaveDecision(False, EpisodeType.conversation, importance, "single-turn trivial lookup")
     return SaveDecision(True, EpisodeType.conversation, importance, "conversation")
