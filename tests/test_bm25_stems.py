@@ -112,3 +112,11 @@ def test_a_search_does_not_wait_for_another_process_upgrading(
     assert [d for d, _ in index.search("ana", "pie", 3)] == ["cook"]
     connectors[0].run(lambda r: r.delete(lock))  # it went away without upgrading
     assert [d for d, _ in index.search("ana", "cooked", 3)] == ["cook"]
+
+
+def test_codes_and_numbers_are_terms_as_written_and_words_are_stemmed() -> None:
+    """``stem``'s promise: codes and numbers untouched, only words of letters stemmed (mutmut's
+    ``x_stem__mutmut_2``, stemming every token, made "node.js" "node.j" and "iphone15s" "iphone15",
+    so a search for the model "iphone15" found the "iphone15s" turn)."""
+    said = "Ran node.js and gpt-4 on the iphone15s for order 4521 while cooking"
+    assert bm25.tokenize(said) == ["ran", "node.js", "gpt-4", "iphone15s", "order", "4521", "cook"]
