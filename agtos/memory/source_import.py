@@ -84,6 +84,8 @@ def import_sources(
     memories = [
         Memory(id=m.key, user_id=user_id, text=m.text[:20_000], kind=memory_kind(m.text)) for m in found.memories
     ]
+    if memories and rt.privacy.is_opted_out(user_id, fresh=True):  # opted out while the import ran
+        memories = []
     known_memories = set(rt.semantic.records("memory", user_id, [m.id for m in memories]))
     new_memories = [m for m in memories if m.id not in known_memories]
     if new_memories:
