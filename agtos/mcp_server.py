@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field
 
 from agtos import __version__
 from agtos.client import AsyncMemoryClient, Endpoint, Endpoints, MemoryAPIError
-from agtos.schemas.api import RECORD_ID, AskRequest, ContextRequest, ForgetKind, MemoryIn
+from agtos.schemas.api import AskRequest, ContextRequest, ForgetKind, MemoryIn
+from agtos.schemas.identifiers import RecordId
 
 INSTRUCTIONS = (
     "Long-term memory of the user. Call get_context before answering to recall what matters for the "
@@ -79,7 +80,7 @@ TOOLS = (
         "Delete one stored record the user wants forgotten: an episode, memory, conclusion or entity, by id.",
         narrowed={
             "kind": (ForgetKind, inspect.Parameter.empty),
-            "id": (Annotated[str, Field(pattern=RECORD_ID, description="the record's id")], inspect.Parameter.empty),
+            "id": (Annotated[RecordId, Field(description="the record's id")], inspect.Parameter.empty),
         },
     ),
     ToolSpec(

@@ -12,11 +12,20 @@ DESCRIPTION = (
     "Whose memory this call reads or writes. A user key acts for its own user (a different value is a 403); a "
     "service key must name the user. Without auth: the configured default user when absent."
 )
+# a user id (README: letters, digits, `_ . @ -`, up to 128, not only dots), not a client's unset value in any case
+PATTERN = (
+    r"^(?!(?:[Nn][Aa][Nn]|[Nn][Oo][Nn][Ee]|[Nn][Uu][Ll][Ll]|[Uu][Nn][Dd][Ee][Ff][Ii][Nn][Ee][Dd])$)"
+    r"\.*[A-Za-z0-9_@-][A-Za-z0-9_.@-]*$"
+)
 X_USER_ID = {
     "name": "X-User-Id",
     "in": "header",
     "required": False,
-    "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": DESCRIPTION, "title": "X-User-Id"},
+    "schema": {
+        "anyOf": [{"type": "string", "pattern": PATTERN, "maxLength": 128}, {"type": "null"}],
+        "description": DESCRIPTION,
+        "title": "X-User-Id",
+    },
     "description": DESCRIPTION,
 }
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 from fastapi.concurrency import run_in_threadpool
 
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.schemas.identifiers import ID_MAX_LENGTH, RECORD_ID, USER_ID
 from agtos.serving.auth import BEARER, Authenticator, Principal
 from agtos.storage.keys import check_user_id
 
@@ -19,6 +20,19 @@ USER_HEADER = "X-User-Id"
 PRINCIPAL_KEY = "agtos.principal"  # request scope: what get_principal found
 #: what a client's unset variable turns into (JavaScript, JSON, Python): one bucket shared by every such bug
 PLACEHOLDER_IDS = frozenset({"null", "undefined", "none", "nan"})
+
+
+def id_path(description: str) -> Any:
+    """A record id in the path: the pattern and length the storage keys accept, stated in the OpenAPI (else 422)."""
+    return Path(pattern=RECORD_ID, max_length=ID_MAX_LENGTH, description=description)
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word)
+
+
+#: ``X-User-Id`` as :func:`get_user_id` accepts it: a user id, and none of the placeholders in any case
+USER_HEADER_PATTERN = f"^(?!(?:{'|'.join(_any_case(w) for w in sorted(PLACEHOLDER_IDS))})$){USER_ID.removeprefix('^')}"
 
 
 async def get_coordinator(request: Request) -> MemoryCoordinator:
@@ -58,7 +72,8 @@ USER_HEADER_DESCRIPTION = (
 def user_header_parameter() -> dict[str, Any]:
     """``X-User-Id`` as the OpenAPI document declares it (optional string) on each operation that reads it
     through :func:`get_user_id` (``app.document_guards`` adds it, as FastAPI did for a ``Header`` parameter)."""
-    schema = {"anyOf": [{"type": "string"}, {"type": "null"}], "description": USER_HEADER_DESCRIPTION}
+    text = {"type": "string", "pattern": USER_HEADER_PATTERN, "maxLength": ID_MAX_LENGTH}
+    schema = {"anyOf": [text, {"type": "null"}], "description": USER_HEADER_DESCRIPTION}
     return {
         "name": USER_HEADER,
         "in": "header",

@@ -11,8 +11,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-USER_ID_PATTERN = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.@-]{1,128}$")  # not "." or "..": no path-like ids
-RECORD_ID_PATTERN = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.-]{1,128}$")  # not only dots: ".." is a path segment
+from agtos.schemas.identifiers import ID_MAX_LENGTH, RECORD_ID, USER_ID
+
+
+def _bounded(pattern: str) -> re.Pattern[str]:
+    """``pattern`` (one of :mod:`agtos.schemas.identifiers`) with its length bound, for ``fullmatch``."""
+    return re.compile(rf"(?=.{{1,{ID_MAX_LENGTH}}}\Z){pattern}", re.DOTALL)
+
+
+USER_ID_PATTERN = _bounded(USER_ID)  # not "." or "..": no path-like ids
+RECORD_ID_PATTERN = _bounded(RECORD_ID)  # not only dots: ".." is a path segment
 
 
 class InvalidIdentifier(ValueError):

@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from agtos.schemas.api.request_bodies import RECORD_ID, OptionalJSONInt, RequestModel, request_config
+from agtos.schemas.api.request_bodies import OptionalJSONInt, RequestModel, request_config
 from agtos.schemas.api.response_base import ApiModel
+from agtos.schemas.identifiers import RecordId
 from agtos.schemas.records import MAX_TIMESTAMP_MS
 
 _MEMORY_EXAMPLE: dict[str, Any] = {
@@ -34,7 +35,7 @@ class MemoryIn(RequestModel):
     )
     text: str = Field(min_length=1, max_length=20_000, pattern=r"\S", description="one fact or preference")
     kind: Literal["fact", "preference"] = "fact"
-    source: str | None = Field(default=None, pattern=RECORD_ID, description="where it comes from (an episode id…)")
+    source: RecordId | None = Field(default=None, description="where it comes from (an episode id…)")
     valid_from: OptionalJSONInt = Field(
         default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when it became true (ms); now when absent"
     )

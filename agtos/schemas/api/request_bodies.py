@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from agtos.schemas.identifiers import RecordId
 from agtos.schemas.records import (
     OFFSET_OF_SENT_TIME,
     EntityType,
@@ -21,7 +22,6 @@ from agtos.schemas.records import (
 # Request bodies: snake_case keys, or the camelCase the responses use; unknown keys refused; each carries
 # an example for /openapi.json.
 # They live here (not in the routers) so the Python client and the MCP tools build the same bodies.
-RECORD_ID = r"^[A-Za-z0-9_.-]{1,128}$"
 MAX_QUERY_CHARS = 1_000
 SpeakerName = Annotated[str, Field(min_length=1, max_length=128)]
 
@@ -94,7 +94,7 @@ class ContextRequest(RequestModel):
     query: str = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S", description="what the agent is about to answer"
     )
-    session_id: str | None = Field(default=None, pattern=RECORD_ID, description="the live session to include")
+    session_id: RecordId | None = Field(default=None, description="the live session to include")
     token_budget: JSONInt = Field(default=800, ge=50, le=8_000, description="tokens the memory section may take")
     limit: JSONInt = Field(default=10, ge=1, le=50, description="items per tier")
 
@@ -114,7 +114,7 @@ class ResponseIn(RequestModel):
             "tool_calls": 2,
         }
     )
-    session_id: str = Field(pattern=RECORD_ID)
+    session_id: RecordId
     response: str = Field(min_length=1, max_length=100_000, pattern=r"\S")
     query: str | None = Field(default=None, max_length=10_000)
     tool_calls: JSONInt = Field(default=0, ge=0, le=1_000)
@@ -127,7 +127,7 @@ ForgetKind = Literal["episode", "memory", "conclusion", "entity"]
 class ForgetRequest(RequestModel):
     model_config = request_config({"kind": "episode", "id": "ep-0123456789abcdef"}, {"kind": "all"})
     kind: ForgetKind | Literal["all"] = Field(description="the record's kind, or 'all' for everything of the user")
-    id: str | None = Field(default=None, pattern=RECORD_ID, description="the record's id (none with 'all')")
+    id: RecordId | None = Field(default=None, description="the record's id (none with 'all')")
 
     @model_validator(mode="after")
     def _id_matches_kind(self) -> ForgetRequest:
@@ -170,12 +170,7 @@ class EntityUpdate(RequestModel):
 
 class MergeRequest(RequestModel):
     model_config = request_config({"duplicate_id": "ent-0123456789abcdef"})
-    duplicate_id: str = Field(min_length=1, max_length=128, description="the entity folded into this one")
-
-    @field_validator("duplicate_id")
-    @classmethod
-    def _strip(cls, value: str) -> str:
-        return value.strip()
+    duplicate_id: RecordId = Field(description="the entity folded into this one")
 
 
 MAX_CONVERSATION_SESSIONS = 100
@@ -197,7 +192,7 @@ class ConversationSession(RequestModel):
     """One past session of a chat log: its turns in order, each with its time."""
 
     model_config = request_config(_SESSION_EXAMPLE)
-    id: str = Field(pattern=RECORD_ID, description="the session's id: ingesting it again stores nothing new")
+    id: RecordId = Field(description="the session's id: ingesting it again stores nothing new")
     started_at: SentTime | None = Field(default=None, description="the time of turns sent without a timestamp")
     speakers: dict[Role, SpeakerName] = Field(
         default_factory=dict, description="speaker names by role, given to the turns that carry no name"

@@ -26,11 +26,13 @@ from agtos.schemas.api import (
     MergeCountsOut,
     MergeRequest,
 )
-from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.routers.insight import conclusions_out
 from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
+
+EntityId = Annotated[str, id_path("the entity's id")]
 
 router = APIRouter(prefix="/api/entities", tags=["entities"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 NOT_FOUND = errors(404)
@@ -88,13 +90,13 @@ def entity_stats(coordinator: Coordinator, user_id: UserId) -> EntityStatsOut:
 
 
 @router.get("/{entity_id}", response_model=EntityEnvelope, responses=NOT_FOUND)
-def get_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityEnvelope:
+def get_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId) -> EntityEnvelope:
     with _entity_errors():
         return EntityEnvelope(entity=EntityOut.model_validate(_views(coordinator).get(user_id, entity_id)))
 
 
 @router.put("/{entity_id}", response_model=EntityEnvelope, responses=errors(404, 409, 413))
-def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: EntityUpdate) -> EntityEnvelope:
+def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId, body: EntityUpdate) -> EntityEnvelope:
     """Edit name, type, aliases or confidence (409 when a name/alias belongs to another entity)."""
     with _entity_errors():
         entity = coordinator.entities.update(user_id, entity_id, body.model_dump(exclude_unset=True))
@@ -102,7 +104,7 @@ def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: 
 
 
 @router.delete("/{entity_id}", response_model=EntityDeletedOut, responses=NOT_FOUND)
-def delete_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityDeletedOut:
+def delete_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId) -> EntityDeletedOut:
     """Soft delete: hidden from lists, stats and dedup lookups."""
     with _entity_errors():
         entity = coordinator.entities.delete(user_id, entity_id)
@@ -110,7 +112,7 @@ def delete_entity(coordinator: Coordinator, user_id: UserId, entity_id: str) -> 
 
 
 @router.post("/{entity_id}/merge", response_model=EntityMergeOut, responses=errors(404, 409, 413))
-def merge_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body: MergeRequest) -> EntityMergeOut:
+def merge_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId, body: MergeRequest) -> EntityMergeOut:
     """Fold ``duplicate_id`` into this entity: aliases, episodes and relationships move over."""
     with _entity_errors():
         report = coordinator.entities.merge(user_id, entity_id, body.duplicate_id)
@@ -122,7 +124,7 @@ def merge_entity(coordinator: Coordinator, user_id: UserId, entity_id: str, body
 
 
 @router.get("/{entity_id}/episodes", response_model=EntityEpisodesOut, responses=NOT_FOUND)
-def entity_episodes(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityEpisodesOut:
+def entity_episodes(coordinator: Coordinator, user_id: UserId, entity_id: EntityId) -> EntityEpisodesOut:
     """The stored episodes that mention the entity, newest first."""
     with _entity_errors():
         episodes = _views(coordinator).episodes(user_id, entity_id)
@@ -135,7 +137,7 @@ def entity_episodes(coordinator: Coordinator, user_id: UserId, entity_id: str) -
 def entity_conclusions(
     coordinator: Coordinator,
     user_id: UserId,
-    entity_id: str,
+    entity_id: EntityId,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> EntityConclusionsOut:
     """Conclusions whose text names the entity or one of its aliases."""
@@ -146,7 +148,7 @@ def entity_conclusions(
 
 
 @router.get("/{entity_id}/relationships", response_model=EntityRelationshipsOut, responses=NOT_FOUND)
-def entity_relationships(coordinator: Coordinator, user_id: UserId, entity_id: str) -> EntityRelationshipsOut:
+def entity_relationships(coordinator: Coordinator, user_id: UserId, entity_id: EntityId) -> EntityRelationshipsOut:
     """Edges in and out, each with the other entity's id, name and type."""
     with _entity_errors():
         edges = _views(coordinator).relationships(user_id, entity_id)

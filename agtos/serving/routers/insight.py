@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from agtos.schemas import Conclusion
 from agtos.schemas.api import (
@@ -17,7 +17,7 @@ from agtos.schemas.api import (
     ResponseIn,
     ResponseIngestOut,
 )
-from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
@@ -53,7 +53,7 @@ def list_conclusions(
 def delete_conclusion(
     coordinator: Coordinator,
     user_id: UserId,
-    conclusion_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$")],
+    conclusion_id: Annotated[str, id_path("the conclusion's id")],
 ) -> ConclusionDeletedOut:
     if not coordinator.delete_conclusion(user_id, conclusion_id):
         raise HTTPException(404, f"no conclusion {conclusion_id!r} for this user")

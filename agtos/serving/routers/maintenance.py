@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 
 from agtos.schemas import MaintenanceReport
 from agtos.schemas.api import MaintenanceHistoryOut, MaintenanceRun
-from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.maintenance_runs import MaintenanceRunner
 from agtos.serving.strict_json import StrictJSONRoute
@@ -46,7 +46,7 @@ def maintain(request: Request, response: Response, coordinator: Coordinator, use
 def run_status(
     request: Request,
     user_id: UserId,
-    run_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$")],
+    run_id: Annotated[str, id_path("the run's id (runId of the 202)")],
 ) -> MaintenanceRun:
     """A requested run: ``queued``, ``running``, then ``completed``/``deferred`` with its report, or ``failed``."""
     found = _runner(request).get(user_id, run_id)

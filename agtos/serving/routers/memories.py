@@ -18,13 +18,13 @@ from agtos.schemas.api import (
     MemoryUpdate,
     MemoryWriteOut,
 )
-from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
 
 router = APIRouter(prefix="/api/memory/memories", tags=["memories"], responses=USER_ERRORS, route_class=StrictJSONRoute)
-MemoryId = Annotated[str, "a memory id"]
+MemoryId = Annotated[str, id_path("the memory's id")]
 MERGED: dict[int | str, dict[str, Any]] = {
     200: {"model": MemoryWriteOut, "description": "Merged into a stored near-duplicate"}
 }

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.live_sessions import LoneRequest
 from agtos.memory.working import WorkingMemory
 from agtos.schemas.api import SessionEndOut, SessionOut, TurnsAppendedOut, TurnsIn
-from agtos.serving.deps import Coordinator, UserId
+from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.offload import in_thread
 from agtos.serving.responses import json_model
@@ -18,7 +18,7 @@ from agtos.serving.strict_json import StrictJSONRoute
 
 router = APIRouter(prefix="/api/memory/sessions", tags=["sessions"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 
-SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$", description="the agent's session id")]
+SessionId = Annotated[str, id_path("the agent's session id")]
 
 
 def _session_out(session_id: str, wm: WorkingMemory) -> SessionOut:
