@@ -151,6 +151,36 @@ def test_seasons_are_resolved_where_their_year_is_not_in_doubt() -> None:
     assert dates("Last February I moved", leap_day) == [("Last February", "2023-02-28", "month")]
 
 
+def test_a_span_that_lasts_up_to_now_is_dated_by_its_start() -> None:
+    """ "For ten years", said in a present perfect, began ten years before the turn: "since 2013"; a span of
+    something to come, or said in the past, has no start that the turn's day tells."""
+    december = int(datetime(2023, 12, 29, 22, tzinfo=UTC).timestamp() * 1000)
+    assert dates("I've been skiing for about 10 years now.", december) == [("for about 10 years", "2013-12-29", "year")]
+    assert dates("She has lived in Rome for 3 months", december) == [("for 3 months", "2023-09-29", "month")]
+    assert dates("We’ve known each other for a year", december) == [("for a year", "2022-12-29", "year")]
+    for text in ("I'll be away for two weeks", "We stayed in Lisbon for a week", "I have a flat for 3 months"):
+        assert dates(text, december) == [], text
+    (stored,) = stored_turns(
+        "u", "ep-1", "s-1", [Turn(role=Role.user, content="I've been skiing for 10 years", timestamp=december)]
+    )
+    assert format_turn(stored) == "(29 December 2023) User: I've been skiing for 10 years [= since 2013]"
+
+
+def test_the_season_is_read_by_the_tense_it_is_said_in() -> None:
+    """ "Over the summer" is this summer, or, out of season, the latest one (past) or the next (future)."""
+    january = int(datetime(2024, 1, 1, 18, tzinfo=UTC).timestamp() * 1000)
+    assert dates("I was in Hawaii over the summer", january) == [("the summer", "2023-06-01", "season")]
+    assert dates("I'll visit Greece during the summer", january) == [("the summer", "2024-06-01", "season")]
+    assert dates("We went skiing in the winter", MAY_8) == [("the winter", "2022-12-01", "season")]
+    for text in ("In the summer I go to the beach house", "I love the summer", "the day before the summer"):
+        assert dates(text, january) == [], text
+        assert dates(text, MAY_8) == [], text  # no tense: neither the summer to come nor the last
+    (stored,) = stored_turns(
+        "u", "ep-1", "s-1", [Turn(role=Role.user, content="I was in Hawaii over the summer", timestamp=january)]
+    )
+    assert format_turn(stored) == "(1 January 2024) User: I was in Hawaii over the summer [= summer 2023]"
+
+
 def test_a_winter_is_named_by_its_december() -> None:
     """Winter spans two calendar years (December to February): the one of 2022-23 starts 1 December 2022."""
     may = MAY_8

@@ -9,8 +9,10 @@ where a thing one has on a day is said in the present ("I have a dentist appoint
 "the party is on Saturday"), and left unresolved where the sentence shows neither ("Tuesday is my
 day off", "I have yoga on Tuesday"); "last/this/next weekend" is the Saturday of dateparser's
 last/this/next week. A season is named by its first day, a winter by its December ("last winter"
-said in May 2023 is the winter of 2022-23, shown as "winter 2022–23"). Times are read on the local
-day where the turn was said: UTC, unless its timestamp was sent with an offset
+said in May 2023 is the winter of 2022-23, shown as "winter 2022–23"); "over the summer" is read by
+its tense as "this summer" is. A span that lasts up to now ("I've been skiing for 10 years", a
+present perfect) is shown by its start ("since 2013"). Times are read on the local day where the
+turn was said: UTC, unless its timestamp was sent with an offset
 (``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
 """
 
@@ -33,6 +35,7 @@ _COUNT = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleve
 _UNIT = r"(?:day|week|month|year)s?"
 _SEASON = r"(?:spring|summer|fall|autumn|winter)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_ABOUT = r"(?:about|almost|nearly|over|around|roughly|more than|the past|the last)"
 #: a month written alone: capitalised "May" only (the verb "may" is not a month), the others either way
 _MONTH_ALONE = (
     "(?:" + "|".join("May" if m == "may" else f"[{m[0].upper()}{m[0]}]{m[1:]}" for m in _MONTH[3:-1].split("|")) + ")"
@@ -48,6 +51,8 @@ _PATTERNS = [
         rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}))\b",
         rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
         rf"\b({_COUNT} {_UNIT} ago)\b",
+        rf"\b(for (?:{_ABOUT} )?{_COUNT} {_UNIT})\b",  # in a present perfect: since when
+        rf"\b(?:over|during|in|through) (the {_SEASON})\b",  # by the sentence's tense, as "this summer"
         rf"\b(in {_COUNT} {_UNIT})\b",
         r"\b(?:in|since|during|of) ((?:19|20)\d{2})\b",
         rf"\b({_MONTH} {_DAY})\b(?!\s*(?:,\s*)?\d{{4}})",  # "May 2" (with a year it is no longer relative)
@@ -88,6 +93,8 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
         said_in = tense(text, start, end) if _ALONE.fullmatch(span) or _THIS_SEASON.fullmatch(span) else None
         if said_in is not None and _GENERIC.search(text, 0, start):  # "a Sunday morning tradition"
             continue
+        if _SPAN.fullmatch(span) and not _up_to_now(text, start):
+            continue  # "I'll be away for two weeks": no span that ends now
         resolved = _resolve_span(span, day, said_in)
         if resolved is not None:
             out.append(ResolvedDate(text=text[start:end], start=start, date=resolved[0], period=resolved[1]))
@@ -99,7 +106,9 @@ _ALONE = re.compile(rf"{_WEEKDAY}(?: (?:morning|afternoon|evening|night))?|{_MON
 _WEEKEND = re.compile(r"(last|this|next) weekend")
 _LAST_THIS_NEXT_MONTH = re.compile(rf"(last|this|next) ({_MONTH})")
 _LAST_THIS_NEXT_SEASON = re.compile(rf"(last|this|next) ({_SEASON})")
-_THIS_SEASON = re.compile(rf"this {_SEASON}")
+_THIS_SEASON = re.compile(rf"(?:this|the) {_SEASON}")
+_THE_SEASON = re.compile(rf"the ({_SEASON})")
+_SPAN = re.compile(rf"for (?:{_ABOUT} )?({_COUNT} {_UNIT})")
 #: a weekday or month after these is no one day or month ("a Sunday morning tradition", "every Monday")
 _GENERIC = re.compile(r"\b(?:a|an|every|each|any|some|one|the)\s+$", re.IGNORECASE)
 #: the month a season starts (meteorological, northern hemisphere): a winter is named by its December
@@ -174,6 +183,20 @@ def _present_event(words: list[str], i: int) -> bool:
     return False
 
 
+#: a present perfect ("I've been skiing", "she has lived", "we have known"): what it says lasts up to now
+_PERFECT = re.compile(
+    r"\b(?:i've|we've|you've|they've|have|has|(?:he|she|it)'s)(?: \w+)?? (?:been|had|known|lived|worked|played"
+    r"|done|owned|used|studied|practi[cs]ed|loved|wanted|taught|run|kept|stayed|dated|followed)\b",
+    re.IGNORECASE,
+)
+
+
+def _up_to_now(text: str, start: int) -> bool:
+    """Whether the span at ``start`` is said in a present perfect clause ("I've been skiing for 10 years")."""
+    begin = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    return _PERFECT.search(text.replace("’", "'"), begin, start) is not None
+
+
 def tense(text: str, start: int, end: int) -> str | None:
     """``"past"`` or ``"future"``: the tense ``text[start:end]`` is said in, by the cue nearest it in
     its clause, else in its sentence (a past verb, "ago", "since"; "will", "going to", "tomorrow",
@@ -236,6 +259,10 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
         return resolved.isoformat(), DatePeriod.month
     if m := _LAST_THIS_NEXT_SEASON.fullmatch(span):
         return _season(m.group(1), _SEASON_START[m.group(2)], day, said_in)
+    if m := _THE_SEASON.fullmatch(span):  # "over the summer": this summer, in a tense ("I love the summer": None)
+        return _season("this", _SEASON_START[m.group(1)], day, said_in) if said_in else None
+    if m := _SPAN.fullmatch(span):  # "for 10 years" (up to now): since 10 years ago
+        return _resolve_span(f"{m.group(1)} ago", day)
     found = _parse(span, day)
     if found is None:
         return None
@@ -329,6 +356,8 @@ def format_day(day: date) -> str:
 
 def format_resolved(resolved: ResolvedDate) -> str:
     """The absolute date in words, as precise as the expression: ``7 May 2023``, ``June 2023``, ``2019``."""
+    if _SPAN.fullmatch(resolved.text.lower()):  # "for 10 years [= since 2013]"
+        return f"since {format_resolved(resolved.model_copy(update={'text': 'then'}))}"
     day = date.fromisoformat(resolved.date)
     if resolved.period == DatePeriod.year:
         return str(day.year)
