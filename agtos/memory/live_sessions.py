@@ -21,6 +21,7 @@ from agtos.schemas import Episode, Turn
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import InvalidIdentifier, check_record_id, check_user_id
 from agtos.storage.redis_conn import StorageUnavailable
+from agtos.storage.session_end_lock import SessionEndLock
 from agtos.storage.session_journal import IdempotencyConflict, JournalFull, JournalRead
 from agtos.tasks.extract import extract
 from agtos.tasks.importance import decide_save
@@ -84,6 +85,7 @@ class LiveSessions:
         # session-end ingestion in queue mode: the durable queue and this process's worker (if any)
         self.ingest_queue = IngestQueue(s.connector, s.keys)
         self.worker: IngestWorker | None = None
+        self.end_lock = SessionEndLock(s.connector, s.keys)  # one end of a session at a time
 
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
         """Append one turn (see :meth:`add_turns`)."""
@@ -203,43 +205,54 @@ class LiveSessions:
         # Redis down while reading, queueing, storing or clearing: StorageUnavailable (503) and the
         # session stays live (activity included), so a retry or the idle sweeper ends it later; a
         # repeat of a half-done end stores the same episode (ids from the turns, upserts). Turns
-        # appended while this end runs stay journalled: a later end stores them as their own segment
-        turns, read = self._session_turns(user_id, session_id)
-        if not turns:
-            self.activity.session_ended(user_id, session_id)
-            return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
-        job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
-        if self.settings.ingest_mode == "queue":
-            return self._enqueue_session(job, read, wait_s, lone)
-        draft = ingest_session(self.services, job, self._emit_session_ended)
-        self._clear_session(user_id, session_id, read)
-        if not draft.decision.save:
-            return SessionEndResult(session_id, False, draft.decision.reason, None, status="skipped")
-        return SessionEndResult(
-            session_id, True, draft.decision.reason, draft.episode, draft.episode.id, "done", len(turns)
-        )
+        # appended while this end runs stay journalled: a later end stores them as their own segment.
+        # Another end of the session waits for this one's read-store-clear (else both store its turns)
+        with self.end_lock.held(user_id, session_id):
+            turns, read = self._session_turns(user_id, session_id)
+            if not turns:
+                self.activity.session_ended(user_id, session_id)
+                return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
+            job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
+            if self.settings.ingest_mode == "queue":
+                queued = self._enqueue_session(job, read)
+            else:
+                draft = ingest_session(self.services, job, self._emit_session_ended)
+                self._clear_session(user_id, session_id, read)
+                if not draft.decision.save:
+                    return SessionEndResult(session_id, False, draft.decision.reason, None, status="skipped")
+                return SessionEndResult(
+                    session_id, True, draft.decision.reason, draft.episode, draft.episode.id, "done", len(turns)
+                )
+        result, entry_id = queued
+        return result if entry_id is None else self._await_job(job, result, entry_id, wait_s, lone)
 
-    def _enqueue_session(
-        self, job: SessionJob, read: JournalRead, wait_s: float, lone: LoneRequest | None = None
-    ) -> SessionEndResult:
+    def _enqueue_session(self, job: SessionJob, read: JournalRead) -> tuple[SessionEndResult, str | None]:
         """Queue mode: decide (pure; the verdict only: the items found, not their wording nor the
-        importance, which the worker works out), queue the job, clear what it read; the worker ingests."""
+        importance, which the worker works out), queue the job, clear what it read; the worker ingests.
+        The result, and the queue entry (None when the session is not kept)."""
         decision = decide_save(job.turns, extract(job.turns, worded=False), scored=False)
         if not decision.save:
             self._clear_session(job.user_id, job.session_id, read)
-            return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped")
+            return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped"), None
         entry_id, position = self.ingest_queue.enqueue(job.model_dump_json().encode())
         # the queue entry holds the turns now; a crash before this line leaves the journal for a retry
         self._clear_session(job.user_id, job.session_id, read)
         result = SessionEndResult(
             job.session_id, True, decision.reason, None, job.episode_id, "queued", len(job.turns), position
         )
+        return result, entry_id
+
+    def _await_job(
+        self, job: SessionJob, result: SessionEndResult, entry_id: str, wait_s: float, lone: LoneRequest | None
+    ) -> SessionEndResult:
+        """A queued end: ``done`` with the stored episode if the worker finishes within ``wait_s`` (or
+        while ``lone`` is alone), else ``queued`` with an estimate of when it is searchable."""
         done = self._wait_for_job(entry_id, wait_s) if wait_s > 0 else self._wait_while_alone(entry_id, lone)
         if done:
             stored = self.episodes.get(job.user_id, job.episode_id)
             if stored is not None:
                 return dataclasses.replace(result, episode=stored, status="done", queue_position=None)
-        return dataclasses.replace(result, searchable_in_s=self._estimate_wait(position))
+        return dataclasses.replace(result, searchable_in_s=self._estimate_wait(result.queue_position or 0))
 
     def _wait_while_alone(self, entry_id: str, lone: LoneRequest | None) -> bool:
         """An HTTP end without ``wait``: True once its job is gone (as :meth:`_wait_for_job`), waiting
