@@ -11,8 +11,9 @@ Layout (see :mod:`agtos.storage.index_keys`), under ``…:{namespace}:_idx:bm25:
 * ``upgrade``   a lock held while one process upgrades the terms to the current tokenizer
 * ``upgraded``  set of the documents whose terms are current while ``tok`` is still older
 
-An index whose terms an older tokenizer made (plurals folded only, before Snowball stems) is
-upgraded once, from its stored terms (``bm25.stem`` of an old term is the new term of its word):
+An index whose terms an older tokenizer made (1: plurals folded only, before Snowball stems; 2: before
+possessives were folded and the marks of non-Latin scripts kept) is upgraded once, from its stored terms
+(``bm25.upgraded_term`` of an old term is the new term of its word):
 by the first write, search or mirror load of a process that finds ``tok`` older, under the lock,
 one HSCAN page and one script per batch. Each batch is a compare-and-set: a document is rewritten
 only while the index has the epoch it was read in, its stored terms are still those read and it is
@@ -20,6 +21,9 @@ not in ``upgraded`` (which every rewritten document, and every document written 
 so a document deleted or written again meanwhile (or the whole user forgotten) is never restored or
 reverted, and one rewritten is never stemmed twice, by this or another upgrader (the lock is renewed
 per batch, but correctness does not rest on it). Writes and deletes do not wait for an upgrade.
+Marks that versions 1-2 dropped ("がぎ" stored as "かき") cannot be restored from terms: an upgrade that
+read terms of such scripts sets ``meta``'s ``marks``, and searches of that index also look up the older
+forms of their terms (``bm25.legacy_terms``), so its older documents are still found.
 
 Writes run as one Lua script per batch of documents, so a re-add replaces a document
 atomically even with concurrent writers. Searches are served by an in-process
@@ -67,12 +71,16 @@ if redis.call('HLEN', KEYS[2]) > 0 then
 end
 return redis.call('HMGET', KEYS[1], 'epoch', 'tok')
 """
-# KEYS: meta, upgraded. ARGV: the epoch the upgrade read, the tokenizer version. Records it done.
+# KEYS: meta, upgraded. ARGV: the epoch the upgrade read, the tokenizer version, '1' if it read terms
+# that may have lost their marks. Records it done.
 _UPGRADE_END_LUA = """
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'tok', ARGV[2])
+if ARGV[3] == '1' then
+  redis.call('HSET', KEYS[1], 'marks', '1')
+end
 redis.call('DEL', KEYS[2])
 return 1
 """
@@ -205,6 +213,7 @@ class BM25Index:
         self._mirrors: MirrorRegistry[BM25Mirror] = MirrorRegistry(BM25Mirror, max_loaded_users)
         self._script: Script | None = None
         self._current: set[str] = set()  # users whose index holds the current tokenizer's terms
+        self._lost_marks: set[str] = set()  # those of them whose older documents may have lost marks
 
     def _key(self, user_id: str, part: str) -> str:
         return index_key(self.keys, user_id, self.namespace, f"bm25:{part}")
@@ -280,22 +289,34 @@ class BM25Index:
             pipe = r.pipeline(transaction=False)
             pipe.hget(meta, "tok")
             pipe.hlen(lengths)
+            pipe.hget(meta, "marks")
             return pipe.execute()
 
-        tok, n_docs = self.connector.run(read)
+        tok, n_docs, marks = self.connector.run(read)
         if n_docs and int(tok or 1) < bm25.TOKENIZER_VERSION:  # else empty (its first write records it) or current
             upgraded = self._upgrade_locked(user_id)
             if upgraded is None:
                 return False  # another process upgrades it (or this one lost the lock)
-            self._mark_current(user_id)
+            self._mark_current(user_id, self.connector.run(lambda r: r.hget(meta, "marks")) is not None)
             return upgraded
-        self._mark_current(user_id)
+        self._mark_current(user_id, marks is not None)
         return False
 
-    def _mark_current(self, user_id: str) -> None:
+    def _mark_current(self, user_id: str, lost_marks: bool) -> None:
         if len(self._current) >= CURRENT_KEPT:
             self._current.clear()
+            self._lost_marks.clear()
         self._current.add(user_id)
+        if lost_marks:
+            self._lost_marks.add(user_id)
+
+    def query_terms(self, user_id: str, query: str) -> list[str]:
+        """``query``'s terms, with their older forms (:func:`bm25.legacy_terms`) where the user's index
+        was upgraded from terms that may have lost their marks or is being upgraded by another process."""
+        terms = bm25.query_terms(query)
+        if user_id in self._lost_marks or user_id not in self._current:
+            terms += bm25.legacy_terms(terms)
+        return terms
 
     def _upgrade_locked(self, user_id: str) -> bool | None:
         """Rewrite every document's terms as the current tokenizer makes them, one HSCAN page at a
@@ -311,15 +332,18 @@ class BM25Index:
             if epoch is None or int(tok or 1) >= bm25.TOKENIZER_VERSION:
                 return False
             batch: list[Any] = []
+            lost = False
             for doc_id, raw in self._scan(user_id, "terms", WRITE_BATCH):
-                batch += [doc_id, raw, encode_terms(upgraded_terms(decode_terms(raw)))]
+                old = decode_terms(raw)
+                lost = lost or any(bm25.lost_marks(term) for term in old)
+                batch += [doc_id, raw, encode_terms(upgraded_terms(old, int(tok or 1)))]
                 if len(batch) == 3 * WRITE_BATCH:
                     if not self._upgrade_batch(user_id, lock, token, epoch, batch):
                         return None
                     batch = []
             if batch and not self._upgrade_batch(user_id, lock, token, epoch, batch):
                 return None
-            end = [meta, self._key(user_id, "upgraded"), epoch, bm25.TOKENIZER_VERSION]
+            end = [meta, self._key(user_id, "upgraded"), epoch, bm25.TOKENIZER_VERSION, int(lost)]
             return bool(self.connector.run(lambda r: r.eval(_UPGRADE_END_LUA, 2, *end)))
         finally:
             self.connector.run(lambda r: r.eval(_RELEASE_LUA, 1, lock, token))
@@ -336,10 +360,12 @@ class BM25Index:
     def search(self, user_id: str, query: str, limit: int, synced: BM25Mirror | None = None) -> list[tuple[str, float]]:
         """Best-first ``(doc_id, bm25 score)``; only documents matching a query term. ``synced``:
         this user's mirror from :meth:`synced` (its version check already done)."""
-        terms = bm25.query_terms(query)
-        if not terms or limit <= 0:
+        if limit <= 0:
             return []
         self.upgrade(user_id)
+        terms = self.query_terms(user_id, query)
+        if not terms:
+            return []
         if self.use_mirror:
             mirror = synced or self.synced(user_id)
             with mirror.lock:
@@ -433,10 +459,12 @@ class BM25Index:
         return self.connector.scan_hash(self._key(user_id, part), batch_size)
 
 
-def upgraded_terms(terms: Mapping[str, int]) -> dict[str, int]:
-    """A document's terms as an older tokenizer stored them, as the current one makes them
-    (``{"cooking": 1, "cook": 2}`` → ``{"cook": 3}``)."""
+def upgraded_terms(terms: Mapping[str, int], version: int) -> dict[str, int]:
+    """A document's terms as the ``version`` tokenizer stored them, as the current one makes them
+    (version 1: ``{"cooking": 1, "cook": 2}`` → ``{"cook": 3}``; 2: ``{"kate's": 1}`` → ``{"kate": 1}``)."""
     out: Counter[str] = Counter()
     for term, tf in terms.items():
-        out[bm25.stem(term)] += tf
+        new = bm25.upgraded_term(term, version)
+        if new is not None:
+            out[new] += tf
     return dict(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 
@@ -14,7 +15,9 @@ K1 = 1.2
 B = 0.75
 MAX_TERM_LENGTH = 64
 #: recorded with each stored index (``agtos.storage.bm25_index``), whose older terms are upgraded
-TOKENIZER_VERSION = 2  # 1: plurals folded (light_stem); 2: then Snowball English stems (stem)
+#: 1: plurals folded (light_stem); 2: then Snowball English stems (stem); 3: a possessive "'s" (either
+#: apostrophe) folded to its word ("kate's" -> "kate"), the marks of non-Latin scripts kept ("がぎ" not "かき")
+TOKENIZER_VERSION = 3
 
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -30,20 +33,68 @@ def light_stem(word: str) -> str:
     return word
 
 
+def bare(word: str) -> str:
+    """A word without its possessive (or "is") "'s" ("kate's" -> "kate"); other apostrophes stay ("o'neill")."""
+    return word[:-2] if word.endswith("'s") else word
+
+
 def stem(word: str) -> str:
-    """A word's index term: plurals folded (:func:`light_stem`), then its Snowball (Porter2) English
-    stem ("cooking", "cooked" → "cook", "adoption" → "adopt", "cities" → "citi"); codes and numbers
-    ("gpt-4", "4521") untouched. ``stem`` of a version-1 term (:func:`light_stem`) is the term of the
-    word it was made from, so a stored index is upgraded from its terms alone."""
+    """A word's index term: its possessive dropped (:func:`bare`), plurals folded (:func:`light_stem`), then its
+    Snowball (Porter2) English stem ("cooking", "cooked" → "cook", "adoption" → "adopt", "cities" → "citi",
+    "kate's" → "kate"); codes and numbers ("gpt-4", "4521") untouched. ``stem`` of a version-1 term
+    (:func:`light_stem`) is the term of the word it was made from (:func:`upgraded_term`)."""
+    word = bare(word)
     return _STEMMER.stemWord(light_stem(word)) if word.isalpha() else word
 
 
 def tokenize(text: str) -> list[str]:
-    """Index/query terms: :func:`words` minus stopwords, 1-char noise and over-long tokens, stemmed.
+    """Index/query terms: :func:`words` minus stopwords (as written and without "'s"), 1-char noise and
+    over-long tokens, stemmed.
 
     Unlike ``content_words`` numbers are kept (order ids, error codes, years).
     """
-    return [stem(w) for w in words(text) if 1 < len(w) <= MAX_TERM_LENGTH and w not in STOPWORDS]
+    out: list[str] = []
+    for word in words(text):
+        if word in STOPWORDS:
+            continue
+        if word.endswith("'s"):  # bare(), inlined: this loop runs for every word indexed
+            word = word[:-2]
+        if 1 < len(word) <= MAX_TERM_LENGTH and word not in STOPWORDS:
+            out.append(_STEMMER.stemWord(light_stem(word)) if word.isalpha() else word)
+    return out
+
+
+def _kept(word: str) -> bool:
+    return 1 < len(word) <= MAX_TERM_LENGTH and word not in STOPWORDS
+
+
+def upgraded_term(term: str, version: int) -> str | None:
+    """The term this tokenizer makes of the word a ``version`` one stored as ``term`` (None: none, a
+    stopword once its "'s" is off). Version 1 terms are stemmed; version 2 terms are stems already, only
+    those with "'s" (left as written) are stemmed now; Hangul stored as jamo before version 3 is composed
+    (NFC). Marks that versions 1-2 dropped cannot be restored: see :func:`legacy_terms`."""
+    word = unicodedata.normalize("NFC", bare(term))
+    if not _kept(word):
+        return None
+    return stem(word) if version < 2 or term.endswith("'s") else word
+
+
+def legacy_terms(terms: list[str]) -> list[str]:
+    """The version-2 terms of query ``terms`` whose marks version 3 keeps ("がぎ" -> "かき", "हिंदी" -> "हद"),
+    not already among them: how an index upgraded from version 2 still finds its older documents."""
+    out: list[str] = []
+    for term in terms:
+        decomposed = unicodedata.normalize("NFKD", term)
+        old = unicodedata.normalize("NFC", "".join(c for c in decomposed if unicodedata.category(c)[0] != "M"))
+        if old != term and _kept(old) and stem(old) not in terms and stem(old) not in out:
+            out.append(stem(old))
+    return out
+
+
+def lost_marks(term: str) -> bool:
+    """Whether a version-1/2 ``term`` is of a script whose marks version 3 keeps (letters past Arabic,
+    U+0700 on: Indic, Thai, kana...), so it may have lost them (:func:`legacy_terms`)."""
+    return any(ord(c) >= 0x0700 for c in term)
 
 
 def query_terms(text: str) -> list[str]:

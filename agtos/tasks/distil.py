@@ -6,7 +6,7 @@ import hashlib
 
 from agtos.schemas import Episode, Memory, MemoryKind
 from agtos.tasks.extract import PREFERENCE_RE
-from agtos.tasks.text import normalise
+from agtos.tasks.text import id_text
 
 _PREFERENCE_MARKERS = (
     "prefers",
@@ -26,8 +26,8 @@ _PREFERENCE_MARKERS = (
 
 
 def memory_id(user_id: str, text: str) -> str:
-    """Same user + same normalised text → same id, so a fact learned twice is stored once."""
-    digest = hashlib.sha256(f"{user_id}\x00{normalise(text)}".encode()).hexdigest()[:16]
+    """Same user + same normalised text (:func:`id_text`) → same id, so a fact learned twice is stored once."""
+    digest = hashlib.sha256(f"{user_id}\x00{id_text(text)}".encode()).hexdigest()[:16]
     return f"mem-{digest}"
 
 

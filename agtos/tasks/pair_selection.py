@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 import duckdb
 import polars as pl
 
-from agtos.tasks.text import _WORD, fold, words
+from agtos.tasks.text import _word_pattern, fold, words
 
 DEFAULT_THRESHOLD = 0.85
 _EPS = 1e-9  # slack so float rounding of t * n can only lengthen a prefix, never shorten it
@@ -80,7 +80,7 @@ def token_table(texts: Sequence[str]) -> pl.DataFrame:
     """Distinct ``(doc, token)`` rows, ``doc`` being the text's position (same tokens as ``words``)."""
     frame = pl.DataFrame({"text": [fold(t) for t in texts]}, schema={"text": pl.String}).with_row_index("doc")
     return (
-        frame.select("doc", token=pl.col("text").str.extract_all(_WORD.pattern))
+        frame.select("doc", token=pl.col("text").str.extract_all(_word_pattern().pattern))
         .explode("token")
         .drop_nulls("token")
         .unique(["doc", "token"])

@@ -8,8 +8,29 @@ from functools import lru_cache
 from typing import Any
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-# on folded text (:func:`fold`: lower case, no accents, no "_"), where \w is a letter or digit of any script
-_WORD = re.compile(r"\w[\w'+#.-]*[\w+#]|\w")
+
+
+def _mark_class() -> str:
+    """A regex class body of Unicode's combining marks (category M), which ``\\w`` leaves out."""
+    codes = [cp for cp, c in enumerate(map(chr, range(0x1E950))) if unicodedata.category(c)[0] == "M"]
+    codes += range(0xE0100, 0xE01F0)  # variation selectors supplement
+    runs: list[list[int]] = []
+    for cp in codes:
+        if runs and runs[-1][1] == cp - 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in runs)
+
+
+@lru_cache(maxsize=1)
+def _word_pattern() -> re.Pattern[str]:
+    """Word tokens of folded text (:func:`fold`: lower case, Latin/Greek/Cyrillic accents off, no "_"): a
+    letter or digit of any script (``\\w``) with the marks that are parts of letters (Devanagari vowel
+    signs, Thai marks, dakuten); built on first use (its mark class takes ~15 ms)."""
+    marks = _mark_class()
+    return re.compile(rf"\w(?:[\w{marks}'+#.-]*[\w{marks}+#])?")
+
 
 _STOPWORD_TEXT = """
 a about above after again against all also am an and any are aren't as at be because been
@@ -49,29 +70,34 @@ def sentences(text: str) -> list[str]:
 
 
 _ASCII_WORD = re.compile(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]")  # the same tokens on ASCII text, faster
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
-
-
-@lru_cache(maxsize=8192)
-def _fold_char(char: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.category(c).startswith("M"))
+# the marks folded away: accents of Latin, Greek and Cyrillic letters (the combining diacritical blocks and
+# Cyrillic's titlo), the optional vowel points of Hebrew and Arabic; the marks of other scripts are parts of
+# their letters (Devanagari "हिंदी", Thai, Japanese "が") and kept
+_DIACRITICS = re.compile(
+    "[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+    "\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u064b-\u065f\u0670]+"
+)
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})  # "Kate’s" is written as "Kate's"
 
 
 def fold(text: str) -> str:
-    """``text`` lower-cased, without accents or other marks ("Zoë Ñúñez, café" -> "zoe nunez, cafe") and with
-    "_" as a space."""
+    """``text`` lower-cased, without the accents of Latin, Greek and Cyrillic letters ("Zoë Ñúñez, café" ->
+    "zoe nunez, cafe"), the marks of other scripts kept in NFC form ("ダ", "हिंदी"), compatibility forms
+    unified (NFKC: "ｶﾞ" -> "ガ"), "’" as "'" and "_" as a space."""
     text = text.lower()
     if not text.isascii():
-        text = _NON_ASCII.sub(lambda m: _fold_char(m.group()), text)
+        decomposed = _DIACRITICS.sub("", unicodedata.normalize("NFKD", text))
+        text = unicodedata.normalize("NFC", decomposed).translate(_APOSTROPHES)
     return text.replace("_", " ")
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens of any script, accents folded (keeps tokens such as c++, node.js, gpt-4):
-    "Zoë" and "Zoe" are one word, "Москве" one too (ASCII letters only cut "zo" and nothing of them)."""
+    """Lower-cased word tokens of any script, accents folded (:func:`fold`; keeps tokens such as c++, node.js,
+    gpt-4, kate's): "Zoë" and "Zoe" are one word, "Москве" one too (ASCII letters only cut "zo" and nothing of
+    them), "がぎ" and "かき" two."""
     if text.isascii():
         return _ASCII_WORD.findall(text.lower())
-    return _WORD.findall(fold(text))
+    return _word_pattern().findall(fold(text))
 
 
 def content_words(text: str) -> list[str]:
@@ -83,6 +109,25 @@ def content_words(text: str) -> list[str]:
 def normalise(text: str) -> str:
     """Lower-case, punctuation-free, single-spaced form for exact-ish comparisons."""
     return " ".join(words(text))
+
+
+_ID_WORD = re.compile(r"\w[\w'+#.-]*[\w+#]|\w")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+@lru_cache(maxsize=8192)
+def _without_marks(char: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c)[0] != "M")
+
+
+def id_text(text: str) -> str:
+    """The form of ``text`` that ids are made from (``distil.memory_id``: one record per fact): as
+    :func:`normalise` was before BM25 tokenizer version 3, so stored records keep their ids — every mark
+    dropped after NFKD ("がぎ" -> "かき", Hangul as jamo) and "’" a separator ("I’m" -> "i m")."""
+    if text.isascii():
+        return " ".join(_ASCII_WORD.findall(text.lower()))
+    folded = _NON_ASCII.sub(lambda m: _without_marks(m.group()), text.lower())
+    return " ".join(_ID_WORD.findall(folded.replace("_", " ")))
 
 
 def episode_text(episode: Any) -> str:
