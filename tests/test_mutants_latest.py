@@ -15,6 +15,8 @@ from agtos.memory.context_builder import evidence_items
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Memory
 from tests.helpers import user
+from tests.test_probe_fidelity import context
+from tests.test_turn_dates import told
 
 TURNS = "/api/memory/sessions/{}/turns"
 
@@ -149,3 +151,45 @@ def test_a_reopened_fact_takes_the_offset_of_the_saying_that_reopened_it(coordin
     london = Memory.model_validate_json(raw)
     assert (london.valid_from, london.utc_offset, london.valid_until) == (may, 540, None)
     assert (london.created_at, london.source_episode_ids) == (jan, ["ep-1", "ep-3"])
+
+
+# -- a closed fact said again: its end kept, or cleared when it reopens (_merge_existing, 356ea8e) ----------
+LONDON, BERLIN = "I live in London with my partner.", "I moved to Berlin, the flat is lovely."
+
+
+def test_a_closed_fact_said_again_before_its_end_keeps_its_end_and_local_month(client: TestClient) -> None:
+    """London said in January, closed by Berlin said on the evening of 31 March 2024 in California
+    (1 April 03:00 UTC), then said again in a February session sent last: still closed at that instant
+    by Berlin, and still 'until March 2024' (the month where Berlin was said), not April."""
+    told(client, "until-kept", "london", LONDON, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
+    told(client, "until-kept", "berlin", BERLIN, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
+    told(client, "until-kept", "london-again", LONDON, "2024-02-10T09:00:00Z", "2024-02-10T09:01:00Z")
+    listed = client.get("/api/memory/memories", headers=user("until-kept")).json()["memories"]
+    (london,) = [m for m in listed if "London" in m["text"]]
+    (berlin,) = [m for m in listed if "Berlin" in m["text"]]
+    assert (london["validFrom"], london["validUntil"], london["supersededBy"], london["current"]) == (
+        1_704_700_800_000,  # 2024-01-08T08:00Z: the first saying
+        1_711_940_400_000,  # 2024-04-01T03:00Z: where Berlin was said
+        berlin["id"],
+        False,
+    )
+    lines = context(client, "until-kept", "Which city does the user live in?").splitlines()
+    assert [line for line in lines if "User lives in London" in line and line.endswith("(until March 2024)")], lines
+
+
+def test_a_reopened_fact_keeps_no_trace_of_its_end(coordinator: MemoryCoordinator) -> None:
+    """London closed by Berlin (said at UTC+01:00) and said again after it: current, with neither the
+    closing fact nor the closing offset left on its record."""
+    jan, mar, may = 1_704_700_800_000, 1_710_489_600_000, 1_715_760_000_000  # 8 Jan, 15 Mar, 15 May 2024 08:00Z
+
+    def fact(memory_id: str, text: str, at: int, offset: int) -> Memory:
+        return Memory(id=memory_id, user_id="tz-cleared", text=text, created_at=at, valid_from=at, utc_offset=offset)
+
+    sem = coordinator.semantic
+    sem.write_memories([fact("m-london", "User lives in London", jan, 0)], None)
+    sem.write_memories([fact("m-berlin", "User lives in Berlin", mar, 60)], None)
+    closed = Memory.model_validate_json(sem.records("memory", "tz-cleared", ["m-london"])["m-london"])
+    assert (closed.valid_until, closed.until_utc_offset, closed.superseded_by) == (mar, 60, "m-berlin")
+    sem.write_memories([fact("m-london", "User lives in London", may, 0)], None)
+    reopened = Memory.model_validate_json(sem.records("memory", "tz-cleared", ["m-london"])["m-london"])
+    assert (reopened.valid_until, reopened.until_utc_offset, reopened.superseded_by) == (None, None, None)
