@@ -15,12 +15,11 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
-from agtos.schemas import Conclusion, ConclusionType, Episode, StoredTurn, Turn
+from agtos.schemas import Conclusion, ConclusionType, Episode, StoredTurn
 from agtos.schemas.records import now_ms
 from agtos.tasks.distil import memory_kind
-from agtos.tasks.explicit import MAX_WORDS, Statement, turn_statements
+from agtos.tasks.explicit import MAX_WORDS, Statement, between_people, turn_statements
 from agtos.tasks.prompts import CONSOLIDATION_PROMPT
-from agtos.tasks.speakers import human_names, utterances
 from agtos.tasks.text import content_words, normalise
 
 log = logging.getLogger(__name__)
@@ -154,14 +153,8 @@ def rule_based_conclusions(
     episodes' ``turns`` where stored), their consequences and the patterns across sessions."""
     explicit = explicit_conclusions(user_id, episodes, turns)
     # habits of "User" are an agent chat's: between two named people, whose would they be?
-    agent_chats = [e for e in episodes if not _between_people((turns or {}).get(e.id, []))]
+    agent_chats = [e for e in episodes if not between_people((turns or {}).get(e.id, []))]
     return merge_conclusions(explicit + _deductive(user_id, explicit) + _inductive(user_id, agent_chats))
-
-
-def _between_people(turns: list[StoredTurn]) -> bool:
-    """Whether these turns are a conversation of two or more named people."""
-    said = utterances([Turn(role=t.role, content=t.content, timestamp=t.timestamp, name=t.name) for t in turns])
-    return len(human_names(said)) >= 2
 
 
 def merge_conclusions(found: list[Conclusion]) -> list[Conclusion]:

@@ -15,10 +15,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agtos.schemas import Role, StoredTurn, Turn
 from agtos.tasks.extract import casual_to_standard, statement_of, third_person
-from agtos.tasks.speakers import utterances
+from agtos.tasks.speakers import human_names, utterances
 from agtos.tasks.text import sentences
 
 # a name or place: capitalised words ("Lisbon", "New York", "Feedzai"), not a sentence's pronoun
@@ -245,31 +246,48 @@ def turn_statements(turns: list[StoredTurn]) -> list[Statement]:
     Remembered per process for the last ``STATEMENTS_CACHED`` turn lists (keyed by a digest of every
     field read): the Dreamer reads the turns of a user's last 50 episodes at each session end, and
     an episode's turns do not change."""
+    found: tuple[Statement, ...] = _remembered(_CACHE, turns, lambda: tuple(_turn_statements(turns)))
+    return list(found)
+
+
+def between_people(turns: list[StoredTurn]) -> bool:
+    """Whether these turns are a conversation of two or more named people; remembered like
+    :func:`turn_statements` (the Dreamer asks it of every episode of its window at each end)."""
+    return _remembered(_PEOPLE, turns, lambda: len(human_names(utterances([_as_turn(t) for t in turns]))) >= 2)
+
+
+STATEMENTS_CACHED = 4096
+_CACHE: OrderedDict[bytes, tuple[Statement, ...]] = OrderedDict()
+_PEOPLE: OrderedDict[bytes, bool] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+T = TypeVar("T")
+
+
+def _remembered(cache: OrderedDict[bytes, T], turns: list[StoredTurn], compute: Callable[[], T]) -> T:
+    """``compute()`` for ``turns``, kept in ``cache`` (LRU of ``STATEMENTS_CACHED`` turn lists)."""
     key = hashlib.blake2b(
         json.dumps([[t.episode_id, t.position, t.role, t.name, t.timestamp, t.content] for t in turns]).encode(),
         digest_size=16,
     ).digest()
     with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return list(hit)
-    found = _turn_statements(turns)
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = compute()
     with _CACHE_LOCK:
-        _CACHE[key] = tuple(found)
-        if len(_CACHE) > STATEMENTS_CACHED:
-            _CACHE.popitem(last=False)
-    return found
+        cache[key] = value
+        if len(cache) > STATEMENTS_CACHED:
+            cache.popitem(last=False)
+    return value
 
 
-STATEMENTS_CACHED = 4096
-_CACHE: OrderedDict[bytes, tuple[Statement, ...]] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
+def _as_turn(t: StoredTurn) -> Turn:
+    return Turn(role=t.role, content=t.content, timestamp=t.timestamp, name=t.name)
 
 
 def _turn_statements(turns: list[StoredTurn]) -> list[Statement]:
     ordered = sorted(turns, key=lambda t: t.position)
-    said = utterances([Turn(role=t.role, content=t.content, timestamp=t.timestamp, name=t.name) for t in ordered])
+    said = utterances([_as_turn(t) for t in ordered])
     out: list[Statement] = []
     for stored, u in zip(ordered, said, strict=True):
         if not u.human or stored.role not in (Role.user.value, Role.assistant.value):
