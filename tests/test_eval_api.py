@@ -30,6 +30,8 @@ NO_REALTALK = f"optional dataset: realtalk-dev (not redistributable) is not at {
         ("7 May 2023", "(May 7th, 2023) Gina: we moved", True),
         ("May 7, 2023", "on 07 May, 2023 we moved", True),
         ("7 May 2023", "stored 2023-05-07", True),
+        ("On 07.05.2023", "(7 May 2023) Gina: we moved", True),  # day first, with dots
+        ("On 05.07.2023", "(7 May 2023) Gina: we moved", False),
         ("May 2023", "(7 May 2023) Gina: hi", True),  # a month answer in a full date
         ("2023", "(7 May 2023) Gina: hi", True),
         ("7 May 2023", "(8 May 2023) Gina: I moved yesterday", False),  # unresolved relative date

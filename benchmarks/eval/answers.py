@@ -9,8 +9,8 @@ content tokens ("No", "yes") is present when its normalised form occurs as a who
 Normalisation: Unicode NFKD without accents, lower case, apostrophes dropped, a final "s" cut
 from tokens of four letters or more ("Kate's" → "kate", "cats" → "cat"; on both sides), number
 words zero–twenty → digits, and **dates** rewritten to canonical tokens
-before tokenising, so "7 May 2023", "May 7th, 2023", "07 May, 2023", "2023-05-07" and
-"2023/05/07" all become ``2023-05-07``. A text's full date also yields its month (``2023-05``),
+before tokenising, so "7 May 2023", "May 7th, 2023", "07 May, 2023", "2023-05-07", "2023/05/07"
+and "07.05.2023" (day first) all become ``2023-05-07``. A text's full date also yields its month (``2023-05``),
 its year and its day of the year (``05-07``), so the answers "May 2023", "2023" and "7 May"
 are found in a text that says "(7 May 2023)"; an answer date must be matched at its own
 precision. Times of day are ignored.
@@ -42,6 +42,8 @@ _YEAR = r"(?P<{g}>(?:19|20)\d\d)"
 _DATE_PATTERNS = (
     # 2023-05-07, 2023/05/07
     re.compile(r"\b(?P<y>(?:19|20)\d\d)[-/](?P<m>[01]?\d)[-/](?P<d>[0-3]?\d)\b"),
+    # 07.05.2023: day first, as written in Europe (agtos.tasks.dates.named_days reads it so too)
+    re.compile(r"\b(?P<d>[0-3]?\d)\.(?P<m>[01]?\d)\.(?P<y>(?:19|20)\d\d)\b"),
     # 7 May 2023, 7th of May, 2023, 07 May, 2023
     re.compile(
         rf"\b{_DAY.format(g='d')}(?:\s+of)?\s+{_MONTH.format(g='m')},?\s+{_YEAR.format(g='y')}\b", re.IGNORECASE
