@@ -215,3 +215,16 @@ def test_an_ended_sessions_episode_keeps_its_importance_score(client: TestClient
     assert (body["saved"], body["reason"]) == (True, "facts stated"), body
     (episode,) = client.get("/api/memory/episodes", headers=user("imp")).json()["episodes"]
     assert episode["importance"] == pytest.approx(0.35)
+
+
+@pytest.mark.parametrize("path", ["/knowledge/", "/knowledge/app.js"])
+def test_a_405_of_the_knowledge_pages_files_allows_what_they_answer(client: TestClient, path: str) -> None:
+    """Found by this audit: 2085e6c's handler gave a 405 of the mounted static files an empty ``Allow`` (the
+    mount's scope, which no route matches; RFC 9110: an empty Allow says nothing is allowed). The oracle
+    is the server's own answers, as above."""
+    methods = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+    answers = {m: client.request(m, path).status_code for m in methods}
+    refused = client.request("POST", path)
+    assert refused.status_code == 405, refused.text
+    allowed = {m for m, code in answers.items() if code != 405}
+    assert set(refused.headers["allow"].split(", ")) == allowed == {"GET", "HEAD"}, answers

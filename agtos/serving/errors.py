@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.staticfiles import StaticFiles
 
 from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
@@ -179,7 +180,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def allowed_methods(request: Request) -> str:
-    """A 405's ``Allow`` header: every method some route serves at the request's path (RFC 9110 15.5.6)."""
+    """A 405's ``Allow`` header: every method some route serves at the request's path (RFC 9110 15.5.6);
+    a mounted static directory's (the Knowledge page: its scope is the mount's, which no route matches)
+    GET and HEAD, as Starlette's ``StaticFiles`` serves."""
+    if isinstance(request.scope.get("endpoint"), StaticFiles):
+        return "GET, HEAD"
     routes = request.app.router.routes
     served = [
         m for m in HTTP_METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)
