@@ -196,8 +196,7 @@ def test_a_405s_allow_names_exactly_the_methods_the_path_answers(client: TestCli
 def test_a_one_turn_session_at_the_bounds_of_another_language_is_kept(client: TestClient, said: str) -> None:
     """830e231's rule (importance.judged_in_english): a one-turn session is judged by the English save rules
     only if its letters are mostly Latin, or under 6 letters, and it has under 4 words or 15 % English
-    stopwords; otherwise it is kept unjudged. Each text sits on one of the bounds. (Without the comma, "猫が好き"
-    is one word, read as small talk and dropped before the language is looked at: see docs/testing.md.)"""
+    stopwords; otherwise it is kept unjudged. Each text sits on one of the bounds."""
     from tests.test_save_other_languages import ended
 
     body = ended(client, "lang3", "s1", said)
@@ -228,3 +227,22 @@ def test_a_405_of_the_knowledge_pages_files_allows_what_they_answer(client: Test
     assert refused.status_code == 405, refused.text
     allowed = {m for m, code in answers.items() if code != 405}
     assert set(refused.headers["allow"].split(", ")) == allowed == {"GET", "HEAD"}, answers
+
+
+@pytest.mark.parametrize(
+    ("said", "saved", "reason"),
+    [
+        ("私は猫が好き", True, "another language: kept unjudged"),  # "I like cats": 6 letters, no space
+        ("我住在北京喜欢猫", True, "another language: kept unjudged"),  # "I live in Beijing, like cats"
+        ("こんにちは", False, "greeting or small talk only"),  # "hello": 5 letters, too short to tell
+    ],
+)
+def test_a_one_turn_session_in_an_unspaced_script_is_not_taken_for_small_talk(
+    client: TestClient, said: str, saved: bool, reason: str
+) -> None:
+    """Found by this audit of 830e231: Japanese or Chinese written without punctuation is one of ``words``,
+    so the small-talk rule (under two informative words) dropped it before the language was looked at."""
+    from tests.test_save_other_languages import ended
+
+    body = ended(client, "lang4", "s1", said)
+    assert (body["saved"], body["reason"]) == (saved, reason), body

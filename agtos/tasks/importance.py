@@ -13,6 +13,7 @@ from agtos.tasks.text import STOPWORDS, words
 #: a one-turn session is judged (a trivial lookup, skipped) only in English: the save rules' patterns are
 #: English, so "Ich wohne in Berlin und bin Vegetarier" found no fact and was dropped as a lookup
 ENGLISH_STOPWORD_SHARE = 0.15  # English sentences of 4+ words have more ("What time is it in Tokyo?": 4 of 6)
+KEPT_UNJUDGED = "another language: kept unjudged"
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,25 @@ def _people_said(turns: list[Turn]) -> tuple[list[Utterance], frozenset[str]]:
     return [u for u in said if u.human], frozenset(w for n in human_names(said) for w in words(n))
 
 
+def _letters(text: str) -> tuple[int, int]:
+    """How many letters ``text`` has, and how many of them are Latin."""
+    letters = [c for c in text if c.isalpha()]
+    return len(letters), sum(1 for c in letters if c.isascii() or unicodedata.name(c, "").startswith("LATIN"))
+
+
+def other_script(text: str) -> bool:
+    """Mostly letters of a script other than Latin, 6 or more (Japanese and Chinese are written without
+    spaces: "私は猫が好き" is one of :func:`words`, so word counts say nothing of it)."""
+    letters, latin = _letters(text)
+    return letters >= 6 and latin < letters / 2
+
+
 def judged_in_english(text: str) -> bool:
     """Whether the English save rules can judge ``text``: mostly Latin letters with English function words
     (or too short to tell: under 4 words, under 6 letters of another script)."""
-    letters = [c for c in text if c.isalpha()]
-    latin = sum(1 for c in letters if c.isascii() or unicodedata.name(c, "").startswith("LATIN"))
-    if letters and latin < len(letters) / 2:
-        return len(letters) < 6
+    letters, latin = _letters(text)
+    if letters and latin < letters / 2:
+        return letters < 6
     said = words(text)
     return len(said) < 4 or sum(w in STOPWORDS for w in said) >= ENGLISH_STOPWORD_SHARE * len(said)
 
@@ -70,10 +83,12 @@ def decide_save(turns: list[Turn], found: Extraction, scored: bool = True) -> Sa
         return SaveDecision(False, EpisodeType.conversation, importance, "no user turns")
     if found.facts:
         return SaveDecision(True, EpisodeType.conversation, importance, "facts stated")
+    if len(people) == 1 and other_script(people[0].text):  # before small talk, which counts words
+        return SaveDecision(True, EpisodeType.conversation, importance, KEPT_UNJUDGED)
     if all(is_trivial(u.text) or is_chit_chat(u.text, names) for u in people):
         return SaveDecision(False, EpisodeType.conversation, importance, "greeting or small talk only")
     if len(people) == 1 and not judged_in_english(people[0].text):
-        return SaveDecision(True, EpisodeType.conversation, importance, "another language: kept unjudged")
+        return SaveDecision(True, EpisodeType.conversation, importance, KEPT_UNJUDGED)
     if len(people) == 1:
         return SaveDecision(False, EpisodeType.conversation, importance, "single-turn trivial lookup")
     return SaveDecision(True, EpisodeType.conversation, importance, "conversation")
