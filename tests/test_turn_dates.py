@@ -98,6 +98,10 @@ def test_the_turn_date_is_its_own_not_today() -> None:
         ("We're meeting Friday", [("Friday", "2023-05-12", "day")]),
         ("The party is on Saturday", [("Saturday", "2023-05-13", "day")]),
         ("I've got an exam on Friday", [("Friday", "2023-05-12", "day")]),
+        ("Our exams are on Friday", [("Friday", "2023-05-12", "day")]),  # several: the same rule
+        ("I have two classes on Wednesday", [("Wednesday", "2023-05-10", "day")]),
+        ("Both parties are on Saturday", [("Saturday", "2023-05-13", "day")]),
+        ("We had exams on Friday", [("Friday", "2023-05-05", "day")]),
         ("I had a dentist appointment on Tuesday", [("Tuesday", "2023-05-02", "day")]),
         ("I have had an interview on Friday", [("Friday", "2023-05-05", "day")]),
     ],

@@ -137,6 +137,17 @@ _EVENTS = frozenset(
     """appointment meeting interview exam test class lesson date party flight surgery checkup check-up shift
     deadline presentation concert game match recital audition rehearsal wedding funeral ceremony trip""".split()
 )
+
+
+def _event(word: str) -> bool:
+    """Whether ``word`` names one of the :data:`_EVENTS` or several ("exams", "classes", "parties")."""
+    if word in _EVENTS:
+        return True
+    if word.endswith("ies"):
+        return word[:-3] + "y" in _EVENTS
+    return word.endswith("s") and (word[:-1] in _EVENTS or (word.endswith("es") and word[:-2] in _EVENTS))
+
+
 #: "have", and "got" after these, is the present ("I've got a test on Friday"), not a past tense
 _HAVE = frozenset("have has i've we've you've they've he's she's it's".split())
 
@@ -171,7 +182,7 @@ def _present_event(words: list[str], i: int) -> bool:
     word = words[i]
     if word.endswith("'s") and word[:-2] in _EVENTS:
         return True
-    if word not in _EVENTS:
+    if not _event(word):
         return False
     if i + 1 < len(words) and words[i + 1] in {"is", "are"}:
         return True
