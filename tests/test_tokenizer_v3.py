@@ -21,6 +21,7 @@ from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.tasks import bm25
+from agtos.tasks.consolidate import conclusion_id
 from agtos.tasks.text import STOPWORDS
 from tests.helpers import user
 
@@ -157,3 +158,10 @@ def test_a_fact_keeps_the_id_it_had_before_version_3(client: TestClient, said: s
     assert answer.status_code == 201, answer.text
     digest = hashlib.sha256(f"mia\x00{as_before}".encode()).hexdigest()[:16]
     assert answer.json()["memory"]["id"] == f"mem-{digest}"
+
+
+def test_a_conclusion_keeps_the_id_it_had_before_version_3() -> None:
+    """The Dreamer re-derives its conclusions each run and updates them by id: a conclusion stored before the
+    upgrade is the same record after it (the text as version 2 normalised it: "’" split the words)."""
+    digest = hashlib.sha256(b"ana\x00explicit\x00ana s diet is vegetarian").hexdigest()[:16]
+    assert conclusion_id("ana", "explicit", "Ana\u2019s diet is vegetarian") == f"con-{digest}"

@@ -20,7 +20,7 @@ from agtos.schemas.records import now_ms
 from agtos.tasks.distil import memory_kind
 from agtos.tasks.explicit import MAX_WORDS, Statement, between_people, turn_statements
 from agtos.tasks.prompts import CONSOLIDATION_PROMPT
-from agtos.tasks.text import content_words, normalise
+from agtos.tasks.text import content_words, id_text, normalise
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,9 @@ _ALLERGY = re.compile(r"\bis allergic to (.+)$")
 
 
 def conclusion_id(user_id: str, kind: str, text: str) -> str:
-    """Same user + type + normalised text → same id: re-running the Dreamer updates, never duplicates."""
-    digest = hashlib.sha256(f"{user_id}\x00{kind}\x00{normalise(text)}".encode()).hexdigest()[:16]
+    """Same user + type + normalised text (:func:`id_text`) → same id: re-running the Dreamer updates, never
+    duplicates."""
+    digest = hashlib.sha256(f"{user_id}\x00{kind}\x00{id_text(text)}".encode()).hexdigest()[:16]
     return f"con-{digest}"
 
 

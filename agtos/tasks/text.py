@@ -121,7 +121,7 @@ def _without_marks(char: str) -> str:
 
 
 def id_text(text: str) -> str:
-    """The form of ``text`` that ids are made from (``distil.memory_id``: one record per fact): as
+    """The form of ``text`` that ids are made from (memories, conclusions: one record per fact): as
     :func:`normalise` was before BM25 tokenizer version 3, so stored records keep their ids — every mark
     dropped after NFKD ("がぎ" -> "かき", Hangul as jamo) and "’" a separator ("I’m" -> "i m")."""
     if text.isascii():
