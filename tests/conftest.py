@@ -29,9 +29,12 @@ from tests.session_guards import (  # the hooks are registered by being names of
     pytest_make_collect_report,  # noqa: F401
     pytest_runtest_makereport,  # noqa: F401
 )
+from tests.shared_models import share_bundled_model
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+share_bundled_model()  # one load of the ONNX embedding model per test process (tests/shared_models.py)
 
 TEST_REDIS_URL = os.environ.get("AGTOS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
