@@ -53,7 +53,9 @@ class MemoryIn(RequestModel):
 class MemoryUpdate(RequestModel):
     """Fields to change; at least one. ``valid_until: null`` makes a closed memory current again."""
 
-    model_config = request_config({"text": "User takes their coffee with oat milk"}, {"valid_until": 1717200000000})
+    model_config = request_config(
+        {"text": "User takes their coffee with oat milk"}, {"valid_until": 1717200000000}, min_fields=1
+    )
     text: str | None = Field(default=None, min_length=1, max_length=20_000, pattern=r"\S")
     kind: Literal["fact", "preference"] | None = None
     valid_from: OptionalJSONInt = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)

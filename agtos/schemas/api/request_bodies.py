@@ -32,9 +32,13 @@ OptionalJSONInt = Annotated[int | None, BeforeValidator(json_number)]
 JSONBool = Annotated[bool, Field(strict=True)]  # a boolean request field: true or false only, not 0 or "off"
 
 
-def request_config(*examples: dict[str, Any]) -> ConfigDict:
-    """A request model's config: unknown keys refused, ``examples`` shown in the OpenAPI schema."""
-    return ConfigDict(extra="forbid", json_schema_extra={"examples": list(examples)})
+def request_config(*examples: dict[str, Any], min_fields: int = 0) -> ConfigDict:
+    """A request model's config: unknown keys refused, ``examples`` shown in the OpenAPI schema, and
+    ``min_fields`` as its ``minProperties`` (an update naming no field is refused: the document says so)."""
+    extra: dict[str, Any] = {"examples": list(examples)}
+    if min_fields:
+        extra["minProperties"] = min_fields
+    return ConfigDict(extra="forbid", json_schema_extra=extra)
 
 
 class RequestModel(BaseModel):
@@ -153,7 +157,7 @@ class ImportRequest(RequestModel):
 class EntityUpdate(RequestModel):
     """Fields to change; at least one. A rename keeps the old name as an alias unless ``aliases`` is sent."""
 
-    model_config = request_config({"name": "Acme Corporation", "aliases": ["Acme", "ACME Corp"]})
+    model_config = request_config({"name": "Acme Corporation", "aliases": ["Acme", "ACME Corp"]}, min_fields=1)
     name: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"\S")
     type: EntityType | None = None
     aliases: list[Annotated[str, Field(min_length=1, max_length=256, pattern=r"\S")]] | None = Field(
