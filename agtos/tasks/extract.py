@@ -7,15 +7,19 @@ person naming the speaker ("Gina lost their job at Door Dash"); an unnamed user 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from agtos.schemas import Role, Turn
+from agtos.tasks.bm25 import light_stem, stem
 from agtos.tasks.dates import annotate, resolve_dates
 from agtos.tasks.person_rewrite import LEAD, third_person
 from agtos.tasks.speakers import Utterance, human_names, utterances
 from agtos.tasks.text import STOPWORDS, content_words, sentences, words
+from agtos.tasks.word_rarity import rarity, time_words
 
 PREFERENCE_RE = re.compile(
     r"\b(i ([a-z]+ly |much |always |still )?(prefer|like|love|enjoy|hate|dislike|can't stand|"
@@ -76,7 +80,7 @@ TOPIC_LEXICON: dict[str, frozenset[str]] = {
     topic: frozenset(terms.split())
     for topic, terms in {
         "weather": "weather forecast rain temperature sunny snow umbrella humid wind cold warm",
-        "travel": "flight hotel trip travel airport booking vacation visa train passport itinerary",
+        "travel": "flight hotel trip travel airport booking vacation visa train passport itinerary beach island resort",
         "food": "restaurant recipe food dinner lunch breakfast vegetarian vegan cook cooking meal eat",
         "work": "meeting deadline office colleague manager job project report client presentation",
         "coding": "code python bug function api deploy git javascript typescript rust database test",
@@ -90,6 +94,17 @@ TOPIC_LEXICON: dict[str, frozenset[str]] = {
     }.items()
 }
 
+_PREDICATE = re.compile(
+    r"\b(?:i|you|we|they|he|she|it|i'm|you're|we're|they're|he's|she's|it's|that's|is|are|was|were|be|been|am|"
+    r"so|very|too|really|quite|not|don't|didn't|doesn't|won't|can't|will|can|would|should|could|might|must|"
+    r"i'll|you'll|we'll|i've|you've|we've|i'd)\s+(?:(?:just|also|still|always|never|usually|often|even|all)\s+)?"
+    r"([a-z][a-z'-]*)",
+    re.I,
+)
+_stem = lru_cache(maxsize=65_536)(stem)
+_plural_folded = lru_cache(maxsize=65_536)(light_stem)
+_TOPIC_STEMS = {topic: frozenset(map(light_stem, terms)) for topic, terms in TOPIC_LEXICON.items()}
+
 _PROPER_NOUN = re.compile(r"\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)\b")
 
 _DISCOURSE = re.compile(
@@ -100,10 +115,11 @@ _DISCOURSE = re.compile(
 _HEDGE = re.compile(
     LEAD + r"i (?:think|guess|believe|suppose|feel like|hope)(?: that)?\s+(?=(?:i|i'm|we|we're|my)\b)", re.I
 )
-_CASUAL = [(re.compile(rf"\b{bare}\b", re.I), full) for bare, full in (
-    ("im", "I'm"), ("ive", "I've"), ("dont", "don't"), ("cant", "can't"), ("didnt", "didn't"),
-    ("doesnt", "doesn't"), ("isnt", "isn't"), ("wasnt", "wasn't"), ("havent", "haven't"), ("ill", "I'll"),
-)]  # fmt: skip
+_CASUAL_FORMS = {
+    "im": "I'm", "ive": "I've", "dont": "don't", "cant": "can't", "didnt": "didn't",
+    "doesnt": "doesn't", "isnt": "isn't", "wasnt": "wasn't", "havent": "haven't", "ill": "I'll",
+}  # fmt: skip
+_CASUAL = re.compile(r"\b(?:" + "|".join(_CASUAL_FORMS) + r")\b", re.I)
 _REACTION = re.compile(
     r"^(?:i (?:think|guess|hope|agree|mean|see|know|understand|bet|believe|suppose|wonder|appreciate|"
     r"totally agree|completely agree|can imagine|can tell|can see|feel you|feel that|wish you)\b|"
@@ -132,6 +148,11 @@ _NAMED_STATEMENT = re.compile(
     r"didn't|can|can't|will|won't|lives|works|loves|likes|hates|eats|got|moved|started)\b",
     re.I,
 )
+_LOWER_WORD = re.compile(r"\b[a-z]+\b")
+_CAPITAL_WORD = re.compile(r"\b[A-Z][a-z]+\b")
+_COMMON_RARITY = math.log(1000)  # rarity of the 1,000th most common English word
+_INNER_CAPITAL = re.compile(r"(?<=[\w,;:] )(?-i:[A-Z][a-z]+)\b")
+_PERSON = re.compile(r"\b(?:i|you|your|my|our|his|her|their|he|she|they|we|me|us|him|them)\b", re.I)
 _STATEMENT = re.compile(LEAD + r"(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b", re.I)
 _TRAILING_QUESTION = re.compile(
     r"^(.*?\w)[,;:.!-]+\s+(?:(?:so|and|but)\s+)?(?:can|could|would|will|do|does|did|what|how|which|where|when|"
@@ -172,7 +193,12 @@ def is_trivial(text: str) -> bool:
 def informative_words(text: str, names: frozenset[str] = frozenset()) -> list[str]:
     """Content words that are neither courtesy ("sorry to hear that"), chit-chat ("doing good,
     haha") nor the speakers' names."""
-    text = _COURTESY.sub(" ", casual_to_standard(text))
+    return _informative(casual_to_standard(text), names)
+
+
+def _informative(standard: str, names: frozenset[str] = frozenset()) -> list[str]:
+    """:func:`informative_words` of a text already in standard form (:func:`casual_to_standard`)."""
+    text = _COURTESY.sub(" ", standard)
     return [w for w in content_words(text) if _unstretched(w) not in CHIT_CHAT_WORDS and w not in names]
 
 
@@ -189,9 +215,7 @@ def is_chit_chat(text: str, names: frozenset[str] = frozenset()) -> bool:
 def casual_to_standard(sentence: str) -> str:
     """Curly apostrophes and chat spellings ("im", "dont") to the forms the rules expect."""
     text = sentence.replace("’", "'").replace("‘", "'")
-    for pattern, full in _CASUAL:
-        text = pattern.sub(full, text)
-    return text
+    return _CASUAL.sub(lambda m: _CASUAL_FORMS[m.group().lower()], text)
 
 
 def statement_of(sentence: str) -> str | None:
@@ -221,9 +245,38 @@ def dated(text: str, timestamp_ms: int, utc_offset: int | None = None) -> str:
     return annotate(text, resolve_dates(text, timestamp_ms, utc_offset)) if timestamp_ms else text
 
 
+def _proper_words(texts: list[str]) -> frozenset[str]:
+    """Names in ``texts``: words written with a capital inside a sentence ("we flew to Male"), and capitalised
+    words never written in lower case that are not among the 1,000 most common English words ("Sofia")."""
+    text = "\n".join(texts)
+    inner = {w.lower() for w in _INNER_CAPITAL.findall(text)}
+    capitalised = {w.lower() for w in _CAPITAL_WORD.findall(text)} - set(_LOWER_WORD.findall(text))
+    return frozenset(inner | {w for w in capitalised if rarity(w) > _COMMON_RARITY}) - {"i"}
+
+
+def _about_someone(text: str, names: frozenset[str], known: frozenset[str]) -> bool:
+    """A statement with a named subject ("Sofia doesn't eat fish") whose subject is a person or a name
+    (``known``: the speakers' and the capitalised words of the chat), or that speaks of someone ("It was
+    my birthday", a speaker's name in ``names``); not small talk with no one in it ("It was kinda cold",
+    "Time was running")."""
+    if _NAMED_STATEMENT.match(text) is None:
+        return False
+    if text.split()[0].lower() in known or _PERSON.search(text) is not None:
+        return True
+    return not names.isdisjoint(words(text))
+
+
 def _facts_of(
-    u: Utterance, other: str | None, names: frozenset[str], agent_chat: bool, out: Extraction, worded: bool = True
+    u: Utterance,
+    other: str | None,
+    known: tuple[frozenset[str], frozenset[str]],
+    agent_chat: bool,
+    out: Extraction,
+    worded: bool = True,
 ) -> None:
+    """``known``: the words of the speakers' names, and those with the capitalised words of the chat."""
+    names, known_words = known
+
     def said(text: str) -> str:
         if not worded:
             return text
@@ -245,35 +298,54 @@ def _facts_of(
                 continue
             informative = len(informative_words(text, names))
             listed = FACT_RE.search(text) is not None and informative >= 1
-            opens = _STATEMENT.match(text) is not None or _NAMED_STATEMENT.match(text) is not None
+            opens = _STATEMENT.match(text) is not None or _about_someone(text, names, known_words)
             stated = informative >= 2 and opens and not _REQUEST.search(text)
             if listed or stated:
                 out.add(out.facts, said(text), u.turn)
 
 
-def keywords_of(texts: list[str], limit: int = 8) -> list[str]:
-    """Multi-word proper nouns first ('san francisco'), then the most frequent content words."""
+def keywords_of(texts: list[str], limit: int = 8, names: frozenset[str] = frozenset()) -> list[str]:
+    """Multi-word proper nouns first ('san francisco'), then the words most distinctive of the texts: the
+    times a word is said (log-damped) times its rarity in English (:func:`rarity`); singular and
+    plural as one (the form used most), no time words, chit-chat or speakers' names, and a word only where
+    it is not in a verb's or an adjective's place (after a subject, an auxiliary or a copula: "I'm taking",
+    "you add", "it is simple")."""
     phrases: Counter[str] = Counter()
     for text in texts:
         for match in _PROPER_NOUN.findall(text):
             tokens = match.lower().split()
             while tokens and (tokens[0] in STOPWORDS or tokens[0] in CHIT_CHAT_WORDS):
                 tokens.pop(0)
-            if len(tokens) >= 2:
+            if len(tokens) >= 2 and len(set(tokens)) == len(tokens):
                 phrases[" ".join(tokens)] += 1
-    counts = Counter(w for text in texts for w in content_words(text))
-    covered = {w for p in phrases for w in p.split()}
+    phrases = Counter({p: n for p, n in phrases.items() if not any(p != q and f" {p} " in f" {q} " for q in phrases)})
+    covered = {w for p in phrases for w in p.split()} | names | time_words()
+    forms: dict[str, Counter[str]] = {}
+    standard = casual_to_standard("\n".join(texts))
+    predicated = Counter(m.lower() for m in _PREDICATE.findall(standard))
+    for w in _informative(standard):
+        if w in covered:
+            continue
+        if predicated[w] > 0:  # said as a verb or an adjective ("I'm taking", "it is simple"), not a thing
+            predicated[w] -= 1
+        else:
+            forms.setdefault(_stem(w), Counter())[w] += 1
+    weight = {s: (1 + math.log(f.total())) * max(rarity(w) for w in f) for s, f in forms.items()}
     ordered = [p for p, _ in phrases.most_common()]
-    ordered += [w for w, _ in counts.most_common() if w not in covered]
+    ordered += [min(forms[s], key=lambda w: (-forms[s][w], len(w))) for s in sorted(weight, key=lambda s: -weight[s])]
     return ordered[:limit]
 
 
 def topic_of(texts: list[str], keywords: list[str]) -> str:
-    """The lexicon topic with most hits, else the top keyword, else 'general'."""
-    counts = Counter(content_words(" ".join(texts)))
-    scores = {t: sum(counts[w] for w in lex) for t, lex in TOPIC_LEXICON.items()}
+    """The lexicon topic with most distinct words said (plurals folded: "trips" is "trip"), a keyword counting
+    twice, ties broken by how often they are said; else the top keyword, else 'general'."""
+    said = Counter(map(_plural_folded, content_words(" ".join(texts))))
+    key = {_plural_folded(w) for k in keywords for w in k.split()}
+    scores = {
+        t: (len(lex & said.keys()) + len(lex & key), sum(said[w] for w in lex)) for t, lex in _TOPIC_STEMS.items()
+    }
     best = max(scores, key=lambda t: scores[t])
-    if scores[best] > 0:
+    if scores[best][0] > 0:
         return best
     return keywords[0] if keywords else "general"
 
@@ -290,17 +362,18 @@ def extract(turns: list[Turn], worded: bool = True) -> Extraction:
     people = human_names(said)
     names = frozenset(w for name in people for w in words(name))
     agent_chat = not any(u.human and u.turn.role == Role.assistant.value for u in said)
+    known = (names, names | _proper_words([u.text for u in said if u.human]))
     for u in said:
         if u.turn.is_summary:
             continue
         if u.human:
             others = [n for n in people if n != u.speaker]
-            _facts_of(u, others[0] if len(others) == 1 and u.speaker else None, names, agent_chat, out, worded)
+            _facts_of(u, others[0] if len(others) == 1 and u.speaker else None, known, agent_chat, out, worded)
         elif u.turn.role in (Role.assistant.value, Role.tool.value):
             out.task_outcomes.extend(s for s in sentences(u.text) if TASK_DONE_RE.search(s))
     if not worded:
         return out
     texts = [u.text for u in said]
-    out.keywords = keywords_of(texts)
+    out.keywords = keywords_of(texts, names=names)
     out.topic = topic_of(texts, out.keywords)
     return out
