@@ -21,6 +21,7 @@ from agtos.serving.cors import JsonCorsMiddleware, cors_options
 from agtos.serving.deps import USER_HEADER, get_principal, get_user_id, user_header_parameter
 from agtos.serving.errors import error_response, install_error_handlers
 from agtos.serving.gc_tuning import tuned_gc
+from agtos.serving.head_requests import HeadAsGetMiddleware
 from agtos.serving.inflight import InflightCounter, InflightMiddleware
 from agtos.serving.knowledge import mount_knowledge
 from agtos.serving.limits import BodySizeLimitMiddleware
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
         app.add_middleware(JsonCorsMiddleware, **cors_options(coord.settings.cors_origins))
     cfg = coord.settings
     app.add_middleware(RequestGuardMiddleware, allowed_hosts=cfg.allowed_hosts, cors_origins=cfg.cors_origins)
+    app.add_middleware(HeadAsGetMiddleware)  # HEAD as GET, no body: guarded and counted as its GET
     app.add_middleware(InflightMiddleware, counter=inflight)  # outermost: a request counts from its start
     app.include_router(health.router)  # open: liveness needs no key
     guarded = (memory, sessions, insight, maintenance, privacy, imports, metrics, entities, conversations, memories)

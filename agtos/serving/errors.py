@@ -189,4 +189,6 @@ def allowed_methods(request: Request) -> str:
     served = [
         m for m in HTTP_METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)
     ]
+    if "GET" in served and "HEAD" not in served:  # answered as its GET (serving.head_requests)
+        served.insert(served.index("GET") + 1, "HEAD")
     return ", ".join(served)
