@@ -28,7 +28,14 @@ from agtos.schemas import Entity, EntityType, Episode, Relationship
 from agtos.storage.entity_store import triple_key
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from agtos.tasks.entity_records import MAX_NAME_CHARS, entity_text, merge_aliases, name_keys, union_ids
+from agtos.tasks.entity_records import (
+    MAX_NAME_CHARS,
+    entity_text,
+    merge_aliases,
+    name_keys,
+    surface_keys,
+    union_ids,
+)
 from agtos.tasks.mentions import EntityCandidate, EntityRecognizer, Mention, collect_entities, normalise_entity_name
 from agtos.tasks.relation_types import SYMMETRIC_TYPES
 from agtos.tasks.relations import build_relation_extractor
@@ -129,7 +136,7 @@ class EntityMemory(EntityGraph):
         similar name. A name or alias that another entity owns stays with that entity."""
         user_id, ts = episode.user_id, episode.timestamp
         surfaces = [cand.name, *cand.aliases]
-        keys = list(dict.fromkeys(k for k in [cand.key, *map(normalise_entity_name, surfaces)] if k))
+        keys = list(dict.fromkeys(k for k in [cand.key, *(k for s in surfaces for k in surface_keys(s))] if k))
         for _ in range(WRITE_RETRIES):
             owners = self.store.owners(user_id, keys)
             loaded = (self.load(user_id, owners[k]) for k in keys if k in owners)
@@ -152,7 +159,7 @@ class EntityMemory(EntityGraph):
                     return entity.id, True
                 continue  # another writer claimed one of its names meanwhile: merge into theirs
             old, raw = target
-            mine = [s for s in surfaces if owners.get(normalise_entity_name(s), old.id) == old.id]
+            mine = [s for s in surfaces if all(owners.get(k, old.id) == old.id for k in surface_keys(s))]
             new = old.model_copy(
                 update={
                     "aliases": merge_aliases(old.name, old.aliases, mine),

@@ -4,8 +4,6 @@ conclusions and relationships."""
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,23 +11,19 @@ from agtos.memory.entity_memory import EntityMemory
 from agtos.schemas import Entity, Episode
 from agtos.storage.record_reads import RecordReads
 from agtos.tasks.entity_records import name_keys
-from agtos.tasks.mentions import normalise_entity_name
-
-_TOKEN = re.compile(r"[a-z0-9]+[+#]*")
+from agtos.tasks.mentions import legacy_entity_key, normalise_entity_name
+from agtos.tasks.text import name_words
 
 
 def text_tokens(text: str) -> str:
     """Text tokenised like :func:`normalise_entity_name` (space-padded, for phrase lookups)."""
-    folded = unicodedata.normalize("NFKD", text)
-    folded = "".join(ch for ch in folded if not unicodedata.combining(ch)).casefold()
-    folded = re.sub(r"['’]s\b", "", folded)
-    return f" {' '.join(_TOKEN.findall(folded))} "
+    return f" {' '.join(name_words(text))} "
 
 
 def mentions_entity(text: str, entity: Entity) -> bool:
     """True when ``text`` names the entity or one of its aliases (as whole words)."""
     padded = text_tokens(text)
-    return any(f" {key} " in padded for key in name_keys(entity))
+    return any(f" {key} " in padded for key in name_keys(entity, legacy=False))
 
 
 @dataclass(frozen=True)
@@ -56,8 +50,9 @@ class EntityViews:
     ) -> EntityPage:
         """Live entities: name matches (exact, prefix, substring) for ``q``, else most recent first."""
         if q is not None and q.strip():
-            key = normalise_entity_name(q)
-            ids = self.store.live_filter(user_id, self.store.name_matches(user_id, key), etype) if key else []
+            keys = dict.fromkeys(k for k in (normalise_entity_name(q), legacy_entity_key(q)) if k)
+            found_ids = [i for k in keys for i in self.store.name_matches(user_id, k)]
+            ids = self.store.live_filter(user_id, list(dict.fromkeys(found_ids)), etype)
             total, page_ids = len(ids), ids[offset : offset + limit]
         else:
             page_ids, total = self.store.page(user_id, etype, offset, limit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agtos.schemas import Entity, Episode
-from agtos.tasks.mentions import normalise_entity_name
+from agtos.tasks.mentions import legacy_entity_key, normalise_entity_name
 
 MAX_ALIASES = 200
 MAX_NAME_CHARS = 256
@@ -17,10 +17,19 @@ def entity_text(episode: Episode) -> str:
     return "\n".join(p for p in [episode.summary, *episode.facts] if p)
 
 
-def name_keys(entity: Entity) -> list[str]:
-    """Normalised name and aliases: the entity's lookup keys."""
-    keys = (normalise_entity_name(n) for n in [entity.name, *entity.aliases])
-    return list(dict.fromkeys(k for k in keys if k))
+def surface_keys(name: str) -> list[str]:
+    """The keys a name is indexed and looked up by: its key and, where it differs, the key an entity index
+    stored before names kept their marks ("Łukasz": "łukasz", "ukasz"), so that entity keeps its names."""
+    return list(dict.fromkeys(k for k in (normalise_entity_name(name), legacy_entity_key(name)) if k))
+
+
+def name_keys(entity: Entity, *, legacy: bool = True) -> list[str]:
+    """The entity's lookup keys: of its name and aliases (:func:`surface_keys`; without ``legacy``, only
+    their current keys, :func:`~agtos.tasks.mentions.normalise_entity_name`)."""
+    names = [entity.name, *entity.aliases]
+    if not legacy:
+        return list(dict.fromkeys(k for k in map(normalise_entity_name, names) if k))
+    return list(dict.fromkeys(k for n in names for k in surface_keys(n)))
 
 
 def merge_aliases(name: str, aliases: Sequence[str], extra: Sequence[str]) -> list[str]:

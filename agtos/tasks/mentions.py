@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agtos.schemas import EntityType
+from agtos.tasks.text import name_words
 
 #: the NER model's labels that are kept, and the entity type each becomes
 MODEL_LABELS: dict[str, EntityType] = {
@@ -63,21 +64,32 @@ CORPORATE_SUFFIXES = frozenset(
     "corp corporation inc incorporated ltd limited llc llp plc gmbh ag co company sa sas sarl bv nv "
     "pty oy ab srl spa kg se".split()
 )
-_NAME_TOKEN = re.compile(r"[a-z0-9]+[+#]*")
+_LEGACY_TOKEN = re.compile(r"[a-z0-9]+[+#]*")
 
 
-def normalise_entity_name(name: str) -> str:
-    """Case-, accent- and punctuation-free key; drops a leading "the", a possessive "'s" and
-    corporate suffixes, so "Acme Corp.", "ACME" and "the Acme" all give "acme"."""
-    text = unicodedata.normalize("NFKD", name)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold()
-    text = re.sub(r"['’]s\b", "", text)
-    tokens = _NAME_TOKEN.findall(text)
+def _key(tokens: list[str]) -> str:
     while len(tokens) > 1 and tokens[0] == "the":
         tokens.pop(0)
     while len(tokens) > 1 and tokens[-1] in CORPORATE_SUFFIXES:
         tokens.pop()
     return " ".join(tokens)
+
+
+def normalise_entity_name(name: str) -> str:
+    """Case-, accent- and punctuation-free key (:func:`~agtos.tasks.text.name_words`); drops a leading
+    "the", a possessive "'s" and corporate suffixes, so "Acme Corp.", "ACME" and "the Acme" all give
+    "acme", "José" and "Jose" "jose"; the marks of scripts other than Latin, Greek and Cyrillic are kept
+    ("दाल" is not "दल")."""
+    return _key(name_words(name))
+
+
+def legacy_entity_key(name: str) -> str:
+    """The key the entity index stored before names kept their marks (BM25 tokenizer version 3): every
+    mark dropped, then ASCII letters and digits only ("Łukasz" -> "ukasz", "दाल" -> ""). Still looked up
+    and indexed, so an entity stored by that version keeps its names."""
+    folded = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c)).casefold()
+    folded = re.sub(r"['’]s\b", "", folded)
+    return _key(_LEGACY_TOKEN.findall(folded))
 
 
 def _first_names_to_full(groups: dict[str, list[Mention]]) -> None:

@@ -100,6 +100,21 @@ def words(text: str) -> list[str]:
     return _word_pattern().findall(fold(text))
 
 
+_POSSESSIVE = re.compile(r"'s\b")
+
+
+@lru_cache(maxsize=1)
+def _name_word_pattern() -> re.Pattern[str]:
+    """Name tokens: letters and digits of any script with their marks, a trailing "+"/"#" kept (c++)."""
+    return re.compile(rf"\w[\w{_mark_class()}]*[+#]*")
+
+
+def name_words(text: str) -> list[str]:
+    """The words of a name (:func:`fold`ed, case-folded: "ß" -> "ss"; a possessive "'s" dropped, any other
+    character a separator): "O’Neill" -> ["o", "neill"], "José" -> ["jose"], "दाल" and "दल" two words."""
+    return _name_word_pattern().findall(_POSSESSIVE.sub("", fold(text.casefold())))
+
+
 def content_words(text: str) -> list[str]:
     """Word tokens without stopwords and one-character noise."""
     return [w for w in words(text) if w not in STOPWORDS and len(w) > 1 and not w.isdigit()]
