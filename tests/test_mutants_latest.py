@@ -1,21 +1,24 @@
 """What kills the mutants of the core functions changed since the last mutation run (6d7dd19; issue 20,
 docs/testing.md, "Figures of 2026-12-06, later"): the settings' CORS origin list (``config._origins``), a
 turn append's Idempotency-Key (``SessionJournal.append``, ``_idempotency_id``, ``_batch_digest``) and the
-offset a restated fact keeps (``MemoryVersions._merge_existing``). Real Redis, through HTTP or the
-settings' environment where a user goes; literals from the README's CORS and Idempotency-Key promises
-and hand-worked calendars (2023-05-08T20:00-07:00 is 9 May 03:00 UTC, 8 May in Oregon)."""
+offset a restated fact keeps (``MemoryVersions._merge_existing``), with its closure's offset (the sample at
+19bc6d2, "Figures of 2026-12-06, evening"), and the width of stored vectors (``SemanticMemory.store``). Real
+Redis, through HTTP or the settings' environment where a user goes; literals from the README's CORS,
+Idempotency-Key and float16 promises and hand-worked calendars (2023-05-08T20:00-07:00 is 9 May 03:00 UTC,
+8 May in Oregon)."""
 
 from __future__ import annotations
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings, SettingsError
 from agtos.memory.context_builder import evidence_items
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Memory
-from tests.helpers import user
-from tests.test_probe_fidelity import context
+from tests.helpers import user, user_key_names
+from tests.test_probe_fidelity import context, end
 from tests.test_turn_dates import told
 
 TURNS = "/api/memory/sessions/{}/turns"
@@ -193,3 +196,23 @@ def test_a_reopened_fact_keeps_no_trace_of_its_end(coordinator: MemoryCoordinato
     sem.write_memories([fact("m-london", "User lives in London", may, 0)], None)
     reopened = Memory.model_validate_json(sem.records("memory", "tz-cleared", ["m-london"])["m-london"])
     assert (reopened.valid_until, reopened.until_utc_offset, reopened.superseded_by) == (None, None, None)
+
+
+# -- the vector blobs' width per namespace (SemanticMemory.store, sample at 19bc6d2) -------------------------
+def test_turn_vectors_are_stored_as_float16_and_the_others_as_float32(
+    client: TestClient, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """README: 'Turn vectors are stored as float16 in Redis'; episodes, memories, conclusions and entities
+    keep float32. With the 384-d embedder (README) a turn's blob is 768 bytes, any other 1,536."""
+    turns = [
+        {"role": "user", "content": "I adopted a corgi named Biscuit and I live in Lisbon."},
+        {"role": "assistant", "content": "Lovely, a corgi in Lisbon!"},
+    ]
+    end(client, "blobs", "s-blobs", turns)
+    widths: dict[str, set[int]] = {}
+    for key in user_key_names(raw_redis, key_prefix, "blobs"):
+        if key.endswith(":vec:data"):
+            namespace = key.removeprefix(f"{key_prefix}:u:{{blobs}}:").split(":", 1)[0]
+            widths[namespace] = {raw_redis.hstrlen(key, field) for field in raw_redis.hkeys(key)}
+    f4 = {1_536}
+    assert widths == {"turn": {768}, "episode": f4, "memory": f4, "conclusion": f4, "entity": f4}
