@@ -19,7 +19,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Memory
 from tests.helpers import user, user_key_names
 from tests.test_probe_fidelity import context, end
-from tests.test_turn_dates import told
+from tests.test_turn_dates import LONDON, london_then_berlin, told
 
 TURNS = "/api/memory/sessions/{}/turns"
 
@@ -157,15 +157,13 @@ def test_a_reopened_fact_takes_the_offset_of_the_saying_that_reopened_it(coordin
 
 
 # -- a closed fact said again: its end kept, or cleared when it reopens (_merge_existing, 356ea8e) ----------
-LONDON, BERLIN = "I live in London with my partner.", "I moved to Berlin, the flat is lovely."
 
 
 def test_a_closed_fact_said_again_before_its_end_keeps_its_end_and_local_month(client: TestClient) -> None:
     """London said in January, closed by Berlin said on the evening of 31 March 2024 in California
     (1 April 03:00 UTC), then said again in a February session sent last: still closed at that instant
     by Berlin, and still 'until March 2024' (the month where Berlin was said), not April."""
-    told(client, "until-kept", "london", LONDON, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
-    told(client, "until-kept", "berlin", BERLIN, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
+    london_then_berlin(client, "until-kept")
     told(client, "until-kept", "london-again", LONDON, "2024-02-10T09:00:00Z", "2024-02-10T09:01:00Z")
     listed = client.get("/api/memory/memories", headers=user("until-kept")).json()["memories"]
     (london,) = [m for m in listed if "London" in m["text"]]

@@ -20,7 +20,7 @@ from agtos.memory.export import export_snapshot
 from tests.helpers import user
 from tests.test_privacy_import import import_client, user_keys  # noqa: F401 (a fixture)
 from tests.test_probe_fidelity import context
-from tests.test_turn_dates import dates, told
+from tests.test_turn_dates import LONDON, dates, london_then_berlin, told
 
 OPTED_OUT = "user opted out of persistence"  # the skip reason the README's privacy section names
 
@@ -95,11 +95,8 @@ def test_a_superseded_fact_said_again_earlier_keeps_the_local_month_it_ended(cli
     fact's ``valid_until`` but not its ``until_utc_offset``): London said in January, 'I moved to Berlin'
     on the evening of 31 March 2024 in California (1 April in UTC), then a back-filled February session
     says London again (a restatement, before the move): the label stays 'until March 2024'."""
-    london = "I live in London with my partner."
-    told(client, "until-re", "jan", london, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
-    berlin = "I moved to Berlin, the flat is lovely."
-    told(client, "until-re", "mar", berlin, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
-    told(client, "until-re", "feb", london, "2024-02-12T09:00:00Z", "2024-02-12T09:01:00Z")
+    london_then_berlin(client, "until-re")
+    told(client, "until-re", "feb", LONDON, "2024-02-12T09:00:00Z", "2024-02-12T09:01:00Z")
     listed = client.get("/api/memory/memories", headers=user("until-re")).json()["memories"]
     (closed,) = [m for m in listed if "London" in m["text"]]
     assert closed["validUntil"] == 1_711_940_400_000  # 2024-04-01T03:00Z
@@ -114,10 +111,7 @@ def test_a_validity_end_edited_in_ms_is_labelled_on_its_utc_day(client: TestClie
     ``validUntil`` (an instant in ms, which carries no offset: its UTC day, as the docstring says). London
     closed by Berlin said at 2024-03-31T20:00-07:00, then validUntil set to 2024-05-01T02:00Z: May in UTC,
     30 April in California."""
-    london = "I live in London with my partner."
-    told(client, "until-ed", "jan", london, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
-    berlin = "I moved to Berlin, the flat is lovely."
-    told(client, "until-ed", "mar", berlin, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
+    london_then_berlin(client, "until-ed")
     listed = client.get("/api/memory/memories", headers=user("until-ed")).json()["memories"]
     (closed,) = [m for m in listed if "London" in m["text"]]
     edited = client.put(
@@ -135,16 +129,13 @@ def test_a_reopened_fact_keeps_no_offset_of_its_end(
     """Planted in MemoryVersions: ``until_utc_offset`` not cleared where a closed fact is current again
     (London said again after Berlin: 'reopened'; or the Berlin memory deleted). ``validUntil`` is null,
     so the export (``agtos memory export``) must not keep the offset of an end that is gone."""
-    london = "I live in London with my partner."
-    told(client, "until-op", "jan", london, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
-    berlin = "I moved to Berlin, the flat is lovely."
-    told(client, "until-op", "mar", berlin, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
+    london_then_berlin(client, "until-op")
     listed = client.get("/api/memory/memories", headers=user("until-op")).json()["memories"]
     (closer,) = [m for m in listed if "Berlin" in m["text"]]
     if how == "the move deleted":
         assert client.delete(f"/api/memory/memories/{closer['id']}", headers=user("until-op")).status_code == 200
     else:
-        told(client, "until-op", "may", london, "2024-05-06T09:00:00Z", "2024-05-06T09:01:00Z")
+        told(client, "until-op", "may", LONDON, "2024-05-06T09:00:00Z", "2024-05-06T09:01:00Z")
     listed = client.get("/api/memory/memories", headers=user("until-op")).json()["memories"]
     (reopened,) = [m for m in listed if "London" in m["text"]]
     assert reopened["validUntil"] is None

@@ -369,13 +369,20 @@ def told(client: TestClient, who: str, session_id: str, text: str, said_at: str,
     end(client, who, session_id, turns)
 
 
+LONDON, BERLIN = "I live in London with my partner.", "I moved to Berlin, the flat is lovely."
+
+
+def london_then_berlin(client: TestClient, who: str) -> None:
+    """London said on 8 January 2024, then 'I moved to Berlin' on the evening of 31 March 2024 in California
+    (1 April in UTC), in sessions ``jan`` and ``mar``: the London fact is closed by the move."""
+    told(client, who, "jan", LONDON, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
+    told(client, who, "mar", BERLIN, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
+
+
 def test_a_superseded_fact_holds_until_the_local_month_the_later_one_was_said(client: TestClient) -> None:
     """'I moved to Berlin' said on the evening of 31 March 2024 in California (1 April in UTC): the London
     fact it closes was labelled 'until April 2024', the UTC month, though the move was said in March."""
-    london = "I live in London with my partner."
-    told(client, "until-tz", "london", london, "2024-01-08T08:00:00Z", "2024-01-08T08:01:00Z")
-    berlin = "I moved to Berlin, the flat is lovely."
-    told(client, "until-tz", "berlin", berlin, "2024-03-31T20:00:00-07:00", "2024-03-31T20:01:00-07:00")
+    london_then_berlin(client, "until-tz")
     listed = client.get("/api/memory/memories", headers=user("until-tz")).json()["memories"]
     (closed,) = [m for m in listed if "London" in m["text"]]
     assert closed["validUntil"] == 1_711_940_400_000  # 2024-04-01T03:00Z: the instant is kept as it was
