@@ -16,8 +16,13 @@ TURNS = {"turns": [{"role": "user", "content": "I keep my passport in the blue d
 @pytest.mark.parametrize("session_id", ["%2E%2E", "%2E", "..."])
 def test_a_session_id_of_only_dots_is_refused(client: TestClient, session_id: str) -> None:
     refused = client.post(f"/api/memory/sessions/{session_id}/turns", json=TURNS, headers=user("dot"))
-    assert refused.status_code == 400, refused.text
-    assert "not only dots" in refused.json()["message"]
+    assert refused.status_code == 422, refused.text  # a path id against its declared pattern (87538cf)
+    assert refused.json()["errors"] == [
+        {
+            "field": "path.session_id",
+            "message": "must be 1-128 characters of letters, digits, '_', '.' or '-' (not only dots)",
+        }
+    ]
     assert client.post("/api/memory/sessions/v1.2/turns", json=TURNS, headers=user("dot")).status_code == 200
 
 

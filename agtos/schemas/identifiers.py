@@ -19,4 +19,10 @@ RECORD_ID = r"^\.*[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
 #: a user id: the record id's alphabet and ``@`` (an e-mail address is a user id)
 USER_ID = r"^\.*[A-Za-z0-9_@-][A-Za-z0-9_.@-]*$"
 
+#: each pattern's rule in words, for the 400 / 422 that refuse an id
+ID_RULES = {
+    RECORD_ID: f"1-{ID_MAX_LENGTH} characters of letters, digits, '_', '.' or '-' (not only dots)",
+    USER_ID: f"1-{ID_MAX_LENGTH} characters of letters, digits, '_', '.', '@' or '-' (and not only dots)",
+}
+
 RecordId = Annotated[str, Field(pattern=RECORD_ID, max_length=ID_MAX_LENGTH)]

@@ -15,6 +15,7 @@ from starlette.staticfiles import StaticFiles
 
 from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
+from agtos.schemas.identifiers import ID_RULES
 from agtos.serving.strict_json import DUPLICATE_KEY
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
@@ -90,6 +91,7 @@ USER_ERRORS = errors(400, 422, 500, 503)  # routes with X-User-Id (FastAPI would
 
 #: the body as a whole is not an object, as FastAPI says of a body it did not read as JSON
 _NOT_AN_OBJECT = frozenset({"model_attributes_type", "dict_type", "model_type"})
+_MISMATCH = "string_pattern_mismatch"  # an id against its pattern: said in words (identifiers.ID_RULES)
 NOT_JSON_HINT = "the body is read as JSON only with Content-Type: application/json"
 
 
@@ -107,7 +109,8 @@ def _field_errors(errors: list[dict], json_sent: bool = True) -> list[dict]:
                 out.append({"field": "body", "message": f"malformed JSON ({err.get('msg', 'decode error')})"})
             continue
         field = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
-        out.append({"field": field, "message": err.get("msg", "")})
+        rule = ID_RULES.get(str((err.get("ctx") or {}).get("pattern", ""))) if err.get("type") == _MISMATCH else None
+        out.append({"field": field, "message": f"must be {rule}" if rule else err.get("msg", "")})
     return out
 
 

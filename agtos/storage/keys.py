@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agtos.schemas.identifiers import ID_MAX_LENGTH, RECORD_ID, USER_ID
+from agtos.schemas.identifiers import ID_MAX_LENGTH, ID_RULES, RECORD_ID, USER_ID
 
 
 def _bounded(pattern: str) -> re.Pattern[str]:
@@ -29,15 +29,13 @@ class InvalidIdentifier(ValueError):
 
 def check_user_id(user_id: str) -> str:
     if not USER_ID_PATTERN.fullmatch(user_id or ""):
-        raise InvalidIdentifier(
-            "user id must be 1-128 characters of letters, digits, '_', '.', '@' or '-' (and not only dots)"
-        )
+        raise InvalidIdentifier(f"user id must be {ID_RULES[USER_ID]}")
     return user_id
 
 
 def check_record_id(value: str, what: str = "id") -> str:
     if not RECORD_ID_PATTERN.fullmatch(value or ""):
-        raise InvalidIdentifier(f"{what} must be 1-128 characters of letters, digits, '_', '.' or '-' (not only dots)")
+        raise InvalidIdentifier(f"{what} must be {ID_RULES[RECORD_ID]}")
     return value
 
 
