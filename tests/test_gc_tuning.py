@@ -200,7 +200,9 @@ def test_the_recorder_keeps_the_newest_pauses_with_their_wall_clock_end_and_dura
     assert [gen for _end, gen, _s in recorder.pauses] == [1, 2]  # the oldest (generation 0) dropped
     for end, _gen, seconds in recorder.pauses:
         assert before <= end <= after  # wall-clock end time (time.time(), which the summary windows use)
-        assert 0.0 < seconds < 5.0  # the collection's own duration, not a clock reading
+        # the collection's own duration, not a clock reading: within the window the three collections took
+        # (a fixed bound failed late in a full suite, whose heap made one collection 5.2 s)
+        assert 0.0 < seconds <= after - before
 
 
 def test_the_statistics_file_is_named_by_pid_in_ms_and_written_into_a_new_or_existing_directory(

@@ -38,6 +38,11 @@ class InflightCounter:
     def count(self) -> int:
         return self._n
 
+    @property
+    def aside(self) -> int:
+        """How many requests wait for the worker, set aside from :attr:`count`."""
+        return self._aside
+
     def busy(self) -> bool:
         """Whether any request is in flight (what the worker asks)."""
         return self._n > 0
