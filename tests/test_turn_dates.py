@@ -155,6 +155,12 @@ def test_seasons_are_resolved_where_their_year_is_not_in_doubt() -> None:
     assert dates("Last February I moved", leap_day) == [("Last February", "2023-02-28", "month")]
 
 
+def shown(content: str, timestamp: int) -> str:
+    """A user's turn said at ``timestamp`` (ms) as the context shows it, its dates resolved."""
+    (stored,) = stored_turns("u", "ep-1", "s-1", [Turn(role=Role.user, content=content, timestamp=timestamp)])
+    return format_turn(stored)
+
+
 def test_a_span_that_lasts_up_to_now_is_dated_by_its_start() -> None:
     """ "For ten years", said in a present perfect, began ten years before the turn: "since 2013"; a span of
     something to come, or said in the past, has no start that the turn's day tells."""
@@ -164,10 +170,9 @@ def test_a_span_that_lasts_up_to_now_is_dated_by_its_start() -> None:
     assert dates("We’ve known each other for a year", december) == [("for a year", "2022-12-29", "year")]
     for text in ("I'll be away for two weeks", "We stayed in Lisbon for a week", "I have a flat for 3 months"):
         assert dates(text, december) == [], text
-    (stored,) = stored_turns(
-        "u", "ep-1", "s-1", [Turn(role=Role.user, content="I've been skiing for 10 years", timestamp=december)]
+    assert shown("I've been skiing for 10 years", december) == (
+        "(29 December 2023) User: I've been skiing for 10 years [= since 2013]"
     )
-    assert format_turn(stored) == "(29 December 2023) User: I've been skiing for 10 years [= since 2013]"
 
 
 def test_the_season_is_read_by_the_tense_it_is_said_in() -> None:
@@ -179,10 +184,9 @@ def test_the_season_is_read_by_the_tense_it_is_said_in() -> None:
     for text in ("In the summer I go to the beach house", "I love the summer", "the day before the summer"):
         assert dates(text, january) == [], text
         assert dates(text, MAY_8) == [], text  # no tense: neither the summer to come nor the last
-    (stored,) = stored_turns(
-        "u", "ep-1", "s-1", [Turn(role=Role.user, content="I was in Hawaii over the summer", timestamp=january)]
+    assert shown("I was in Hawaii over the summer", january) == (
+        "(1 January 2024) User: I was in Hawaii over the summer [= summer 2023]"
     )
-    assert format_turn(stored) == "(1 January 2024) User: I was in Hawaii over the summer [= summer 2023]"
 
 
 def test_a_winter_is_named_by_its_december() -> None:
