@@ -55,6 +55,21 @@ def run_worker(queue: IngestQueue, busy: Callable[[], bool] | None, cap: float) 
     return worker, recorder
 
 
+def test_a_request_set_aside_counts_for_another_requests_alone() -> None:
+    """A session end waiting for the worker leaves the count (the worker does not yield to it) but still
+    counts when another request asks whether it is alone: that one answers at once, not waits too."""
+    counter = InflightCounter()
+    counter.enter()  # the waiting end
+    assert counter.alone()
+    with counter.set_aside():
+        assert (counter.count, counter.aside, counter.busy(), counter.alone()) == (0, 1, False, True)
+        counter.enter()  # another end arrives
+        assert (counter.count, counter.alone()) == (1, False)
+        counter.leave()
+        assert counter.alone()
+    assert (counter.count, counter.aside, counter.alone()) == (1, 0, True)
+
+
 def test_a_request_in_flight_delays_the_job_until_the_cap(queue: IngestQueue) -> None:
     counter = InflightCounter()
     counter.enter()  # a request held open for the whole test

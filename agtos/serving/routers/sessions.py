@@ -98,6 +98,7 @@ async def end_session(
         Query(
             ge=0,
             le=60,
+            allow_inf_nan=False,  # NaN compares false with both bounds: said as "a finite number", not "<= 60"
             description="queue mode: wait up to this many seconds for the episode to be stored (0: answer at "
             "once); without it, a lone client's end waits up to AGTOS_END_IDLE_WAIT_S (see the description)",
         ),
