@@ -214,3 +214,24 @@ def test_turn_vectors_are_stored_as_float16_and_the_others_as_float32(
             widths[namespace] = {raw_redis.hstrlen(key, field) for field in raw_redis.hkeys(key)}
     f4 = {1_536}
     assert widths == {"turn": {768}, "episode": f4, "memory": f4, "conclusion": f4, "entity": f4}
+
+
+# -- tokenizer version 3's upgrade of stored terms (bm25.upgraded_term, 2a633a0): the CI sample's two survivors --
+
+
+def test_a_stored_term_upgrades_as_the_v3_tokenizer_would_make_it() -> None:
+    """A version-2 term of 64 letters stays a term and one of 65 does not, as tokenize keeps them (its own
+    length rule; the sample's survivor `_kept` 4 dropped the 64-letter one); a v2 possessive becomes its
+    word's stem, a v1 term is stemmed, a v2 stem is kept, a stopword once its "'s" is off is no term, and
+    Hangul stored as jamo (NFD) is composed (NFC, by the standard library)."""
+    from unicodedata import normalize
+
+    from agtos.tasks.bm25 import tokenize, upgraded_term
+
+    for word in ("b" * 64, "b" * 65):
+        assert [upgraded_term(word, 2)] == (tokenize(word) or [None])
+    assert upgraded_term("b" * 64, 2) == "b" * 64 and upgraded_term("b" * 65, 2) is None
+    assert upgraded_term("kate's", 2) == "kate"
+    assert (upgraded_term("cooking", 1), upgraded_term("cooking", 2)) == ("cook", "cooking")
+    assert upgraded_term("it's", 2) is None
+    assert upgraded_term(normalize("NFD", "한국"), 2) == normalize("NFC", "한국") == "한국"
