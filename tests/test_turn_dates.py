@@ -28,6 +28,16 @@ def dates(text: str, at: int = MAY_8) -> list[tuple[str, str, str]]:
     return [(d.text, d.date, d.period) for d in resolve_dates(text, at)]
 
 
+def said_on_may_8(client: TestClient, user_id: str, turns: list[tuple[str, str]], query: str) -> str:
+    """``turns`` (speaker, text) sent on Monday 8 May 2023 and the session ended: the context for ``query``."""
+    sent = [
+        {"role": "user", "name": name, "content": text, "timestamp": f"2023-05-08T10:0{i}:00Z"}
+        for i, (name, text) in enumerate(turns)
+    ]
+    end(client, user_id, "s1", sent)
+    return context(client, user_id, query)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -289,12 +299,9 @@ def test_weekdays_weekends_and_months_are_shown_resolved_in_the_context(client: 
         ("Jon", "I have a dentist appointment on Tuesday."),
         ("Gina", "We went skiing in Utah last winter."),
     ]
-    sent = [
-        {"role": "user", "name": name, "content": text, "timestamp": f"2023-05-08T10:0{i}:00Z"}
-        for i, (name, text) in enumerate(turns)
-    ]
-    end(client, "dated-alone", "s1", sent)
-    said = context(client, "dated-alone", "pottery class camping Lake Tahoe Oaxaca food festival dentist skiing Utah")
+    said = said_on_may_8(
+        client, "dated-alone", turns, "pottery class camping Lake Tahoe Oaxaca food festival dentist skiing Utah"
+    )
     assert "8 May 2023:\n" in said, said
     for line in (
         "- Gina: On Tuesday [= 2 May 2023] I went to a pottery class with Ana.",
@@ -393,3 +400,45 @@ def test_a_superseded_fact_holds_until_the_local_month_the_later_one_was_said(cl
     said = context(client, "until-tz", "Which city does the user live in?")
     lines = said.splitlines()
     assert [line for line in lines if "User lives in London" in line and line.endswith("(until March 2024)")], said
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("A couple of weeks ago I met her", [("A couple of weeks ago", "2023-04-24", "day")]),
+        ("a couple weeks ago we left", [("a couple weeks ago", "2023-04-24", "day")]),
+        ("We finished a couple of days ago.", [("a couple of days ago", "2023-05-06", "day")]),
+        ("I've lived here for a couple of years", [("for a couple of years", "2021-05-08", "year")]),
+        ("Two weekends ago we hiked", [("Two weekends ago", "2023-04-29", "weekend")]),
+        ("We hiked a weekend ago", [("a weekend ago", "2023-05-06", "weekend")]),
+        ("My birthday was on the 3rd.", [("the 3rd", "2023-05-03", "day")]),
+        ("We met on the 30th", [("the 30th", "2023-04-30", "day")]),
+        ("The party is on the 20th, bring a cake", [("the 20th", "2023-05-20", "day")]),
+        ("I'll see you on the 31st", [("the 31st", "2023-05-31", "day")]),
+        ("We moved in on the 8th", [("the 8th", "2023-05-08", "day")]),  # said that day: that day
+    ],
+)
+def test_couples_weekends_ago_and_days_of_the_month_resolve(text: str, expected: list[tuple[str, str, str]]) -> None:
+    """Counted by "a couple" (two), weekends counted back (the Saturday of that week), a day of the month
+    alone by its tense: the latest one in the past, the next one in the future (8 May 2023 is a Monday)."""
+    assert dates(text) == expected
+
+
+def test_a_day_of_the_month_skips_months_without_it_and_needs_a_tense() -> None:
+    feb_10 = int(datetime(2023, 2, 10, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("I'll pay you on the 30th", feb_10) == [("the 30th", "2023-03-30", "day")]  # no 30 February
+    assert dates("We met on the 31st", feb_10) == [("the 31st", "2023-01-31", "day")]
+    assert dates("Rent is due on the 1st") == []  # no tense: every month's 1st
+    for text in ("I live on the 3rd floor", "It was on the 2nd try", "a few days ago", "several weeks ago"):
+        assert dates(text) == [], text
+
+
+def test_couples_and_days_of_the_month_are_shown_resolved_in_the_context(client: TestClient) -> None:
+    """Through HTTP, turns of Monday 8 May 2023: the context shows each expression's absolute date."""
+    turns = [
+        ("Gina", "A couple of weeks ago I adopted a greyhound named Biscuit."),
+        ("Jon", "My dance studio opened on the 3rd, finally."),
+    ]
+    said = said_on_may_8(client, "dated-couple", turns, "greyhound Biscuit dance studio opened")
+    assert "- Gina: A couple of weeks ago [= 24 April 2023] I adopted a greyhound named Biscuit." in said, said
+    assert "- Jon: My dance studio opened on the 3rd [= 3 May 2023], finally." in said, said

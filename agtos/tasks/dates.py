@@ -31,14 +31,20 @@ MAX_DATES = 64
 
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _MONTH = r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
-_COUNT = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_COUNT = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|(?:a )?couple(?: of)?)"
 _UNIT = r"(?:day|week|month|year)s?"
 _SEASON = r"(?:spring|summer|fall|autumn|winter)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_ORDINAL = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)"
 _ABOUT = r"(?:about|almost|nearly|over|around|roughly|more than|the past|the last)"
 #: a month written alone: capitalised "May" only (the verb "may" is not a month), the others either way
 _MONTH_ALONE = (
     "(?:" + "|".join("May" if m == "may" else f"[{m[0].upper()}{m[0]}]{m[1:]}" for m in _MONTH[3:-1].split("|")) + ")"
+)
+#: "on the 3rd floor", "the 2nd time": an ordinal before a word that is no preposition, pronoun or conjunction
+_NO_NOUN = (
+    r"(?!\s+(?!(?:at|and|but|so|or|when|because|as|if|then|in|for|with|after|before|this|next|last|too|of|i|we"
+    r"|you|he|she|they|it)\b)[a-z])"
 )
 _NOT_DATED = r"(?!\s*(?:,\s*|of\s+)?\d)"  # "May 2", "March 2019", "January of 2018": others' (or absolute)
 
@@ -51,6 +57,8 @@ _PATTERNS = [
         rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}))\b",
         rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
         rf"\b({_COUNT} {_UNIT} ago)\b",
+        rf"\b({_COUNT} weekends? ago)\b",  # the Saturday of the week that many weeks ago
+        rf"\bon (the {_ORDINAL})\b(?! (?:of )?{_MONTH}){_NO_NOUN}",  # a day of the month alone: by its tense
         rf"\b(for (?:{_ABOUT} )?{_COUNT} {_UNIT})\b",  # in a present perfect: since when
         rf"\b(?:over|during|in|through) (the {_SEASON})\b",  # by the sentence's tense, as "this summer"
         rf"\b(in {_COUNT} {_UNIT})\b",
@@ -90,7 +98,8 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
     out: list[ResolvedDate] = []
     for start, end in candidate_spans(text)[:MAX_DATES]:
         span = text[start:end].lower()
-        said_in = tense(text, start, end) if _ALONE.fullmatch(span) or _THIS_SEASON.fullmatch(span) else None
+        by_tense = _ALONE.fullmatch(span) or _THIS_SEASON.fullmatch(span) or _DAY_ALONE.fullmatch(span)
+        said_in = tense(text, start, end) if by_tense else None
         if said_in is not None and _GENERIC.search(text, 0, start):  # "a Sunday morning tradition"
             continue
         if _SPAN.fullmatch(span) and not _up_to_now(text, start):
@@ -104,6 +113,9 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
 # a weekday or a month named alone: which one depends on the tense it is said in
 _ALONE = re.compile(rf"{_WEEKDAY}(?: (?:morning|afternoon|evening|night))?|{_MONTH}")
 _WEEKEND = re.compile(r"(last|this|next) weekend")
+_WEEKENDS_AGO = re.compile(rf"({_COUNT}) weekends? ago")
+_COUPLE = re.compile(r"(?:a )?couple(?: of)?")
+_DAY_ALONE = re.compile(r"the (\d{1,2})(?:st|nd|rd|th)")
 _LAST_THIS_NEXT_MONTH = re.compile(rf"(last|this|next) ({_MONTH})")
 _LAST_THIS_NEXT_SEASON = re.compile(rf"(last|this|next) ({_SEASON})")
 _THIS_SEASON = re.compile(rf"(?:this|the) {_SEASON}")
@@ -260,6 +272,14 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
     if m := _WEEKEND.fullmatch(span):  # the Saturday of the calendar week (:func:`_resolve_span` of "last week")
         week = _resolve_span(f"{m.group(1)} week", day)
         return ((date.fromisoformat(week[0]) + timedelta(days=5)).isoformat(), DatePeriod.weekend) if week else None
+    if m := _WEEKENDS_AGO.fullmatch(span):  # "two weekends ago": the Saturday of the week two weeks ago
+        week = _resolve_span(f"{m.group(1)} weeks ago", day)
+        if week is None:
+            return None
+        weeks_ago = date.fromisoformat(week[0])
+        return (weeks_ago + timedelta(days=5 - weeks_ago.weekday())).isoformat(), DatePeriod.weekend
+    if m := _DAY_ALONE.fullmatch(span):  # "on the 3rd": the latest 3rd (past) or the next one (future)
+        return _day_of_month(int(m.group(1)), day, said_in)
     if m := _LAST_THIS_NEXT_MONTH.fullmatch(span):
         found = _parse(m.group(2), day, _PREFER[m.group(1)])
         if found is None:
@@ -274,6 +294,7 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
         return _season("this", _SEASON_START[m.group(1)], day, said_in) if said_in else None
     if m := _SPAN.fullmatch(span):  # "for 10 years" (up to now): since 10 years ago
         return _resolve_span(f"{m.group(1)} ago", day)
+    span = _COUPLE.sub("2", span)  # "a couple of weeks ago": two (dateparser reads no "couple")
     found = _parse(span, day)
     if found is None:
         return None
@@ -283,6 +304,22 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
     if period == DatePeriod.week:  # "last week": the calendar week, named by its Monday
         resolved -= timedelta(days=resolved.weekday())
     return resolved.isoformat(), period
+
+
+def _day_of_month(number: int, day: date, said_in: str | None) -> tuple[str, DatePeriod] | None:
+    """Day ``number`` of a month said on ``day``: in the past the latest one up to ``day``, in the future
+    the next one after it (months without that day skipped); None without a tense."""
+    if said_in is None:
+        return None
+    year, month, step = day.year, day.month, -1 if said_in == "past" else 1
+    for _ in range(13):
+        if number <= calendar.monthrange(year, month)[1]:
+            found = date(year, month, number)
+            if (found <= day) if said_in == "past" else (found > day):
+                return found.isoformat(), DatePeriod.day
+        month += step
+        year, month = (year - 1, 12) if month == 0 else (year + 1, 1) if month == 13 else (year, month)
+    return None
 
 
 def _in_year(day: date, year: int) -> date:
