@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
 from agtos.schemas.identifiers import ID_RULES
-from agtos.serving.strict_json import DUPLICATE_KEY
+from agtos.serving.strict_json import DUPLICATE_KEY, NOT_UTF8
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.storage.session_journal import IdempotencyConflict, JournalFull
@@ -39,8 +39,9 @@ ERROR_DESCRIPTIONS = {
     409: "Conflicts with the current state",
     413: "Request body too large, or a session journal cap reached (turns or bytes per session, live sessions "
     "or journalled turns per user): nothing was written",
-    415: "A state-changing request whose body is not JSON",
-    422: "Invalid request: a field, a malformed JSON body, or a JSON object that names a key twice",
+    415: "A state-changing request whose body is not JSON, or a JSON body declaring a charset other than UTF-8",
+    422: "Invalid request: a field, a query parameter given twice, a malformed or non-UTF-8 JSON body, or a JSON "
+    "object that names a key twice",
     429: "Rate limit of this API key exceeded (Retry-After says when to retry)",
     500: "Internal error",
     503: "Memory storage (Redis) is unavailable (Retry-After says when to retry)",
@@ -103,7 +104,7 @@ def _field_errors(errors: list[dict], json_sent: bool = True) -> list[dict]:
             continue
         if err.get("type") == "json_invalid":
             detail = str((err.get("ctx") or {}).get("error", ""))
-            if detail.startswith(DUPLICATE_KEY):  # {"content": "a", "content": "b"} (strict_json)
+            if detail.startswith((DUPLICATE_KEY, NOT_UTF8)):  # {"a": 1, "a": 2}, UTF-16 or Latin-1 (strict_json)
                 out.append({"field": "body", "message": detail})
             else:
                 out.append({"field": "body", "message": f"malformed JSON ({err.get('msg', 'decode error')})"})

@@ -1,4 +1,5 @@
-"""JSON request bodies are read strictly: an object that names a key twice is a 422.
+"""Requests are read strictly: a JSON object that names a key twice, a scalar query parameter sent
+twice, a body that is not UTF-8 or a declared charset other than UTF-8 are refused, never guessed at.
 
 Python's ``json.loads`` (Starlette's ``Request.json``) keeps the last of duplicate keys, so
 ``{"content": "a", "content": "b"}`` was read as ``"b"``, silently; parsers differ on which one
@@ -8,19 +9,33 @@ decoding refuses a repeated key with a :class:`DuplicateKey` error naming it; Fa
 ``JSONDecodeError`` into its ``json_invalid`` validation error, answered as the 422
 ``invalid request: body: duplicate key 'content'…`` (:mod:`agtos.serving.errors`). The two
 spellings of one field (``session_id`` and ``sessionId``) are different keys here and are refused
-by the request models (also a 422).
+by the request models (also a 422). The same holds for the query: ``?limit=1&limit=50`` took the
+last value; a scalar query parameter given more than once is a 422 naming it (``query.limit``).
+
+Charset: a JSON body is UTF-8 (RFC 8259 section 8.1: JSON exchanged between systems "MUST be
+encoded using UTF-8"). ``json.loads`` also guesses UTF-16 and UTF-32 from the NUL bytes, so such a
+body was accepted while a Latin-1 one was refused; now any body that is not UTF-8 is a 422 (``body: not
+UTF-8 …``) and a ``Content-Type`` declaring another ``charset`` is a 415. A leading UTF-8 byte order
+mark is ignored (section 8.1: parsers "MAY ignore the presence of a byte order mark").
 """
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from email.message import Message
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import HTTPException, Request, Response
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
 DUPLICATE_KEY = "duplicate key"
+NOT_UTF8 = "not UTF-8"
+UTF8_RULE = "JSON bodies must be UTF-8 (RFC 8259 section 8.1)"
+REPEATED_PARAMETER = "repeated_parameter"  # the validation error type of a scalar query parameter sent twice
 
 
 class DuplicateKey(json.JSONDecodeError):
@@ -29,6 +44,13 @@ class DuplicateKey(json.JSONDecodeError):
     def __init__(self, key: str, doc: str) -> None:
         super().__init__(f"{DUPLICATE_KEY} {key!r}: each key may appear once in an object", doc, 0)
         self.key = key
+
+
+class NotUTF8(json.JSONDecodeError):
+    """A body that is not UTF-8 (UTF-16/32, Latin-1…)."""
+
+    def __init__(self, what: str, doc: str) -> None:
+        super().__init__(f"{NOT_UTF8} ({what}): {UTF8_RULE}", doc, 0)
 
 
 class _Repeated(Exception):
@@ -48,32 +70,84 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def loads_strict(body: bytes | str) -> Any:
-    """``json.loads``, refusing an object that names a key twice (:class:`DuplicateKey`)."""
+def utf8_text(body: bytes) -> str:
+    """``body`` decoded as UTF-8, a leading byte order mark dropped; :class:`NotUTF8` otherwise."""
+    encoding = json.detect_encoding(body)  # what json.loads would guess from the NUL bytes
+    if encoding not in ("utf-8", "utf-8-sig"):
+        raise NotUTF8(f"looks like {encoding.upper()}", body.decode("latin-1"))
     try:
-        return json.loads(body, object_pairs_hook=_object)
+        return body.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUTF8(f"invalid byte at {exc.start}", body.decode("latin-1")) from None
+
+
+def loads_strict(body: bytes | str) -> Any:
+    """``json.loads`` of UTF-8 text, refusing an object that names a key twice (:class:`DuplicateKey`)."""
+    text = utf8_text(body) if isinstance(body, bytes) else body
+    try:
+        return json.loads(text, object_pairs_hook=_object)
     except _Repeated as repeated:
-        doc = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-        raise DuplicateKey(repeated.key, doc) from None
+        raise DuplicateKey(repeated.key, text) from None
+
+
+def declared_charset(content_type: str | None) -> str | None:
+    """The ``charset`` parameter of a ``Content-Type`` (lower case), or None."""
+    if not content_type:
+        return None
+    message = Message()
+    message["content-type"] = content_type
+    charset = message.get_param("charset")
+    return charset.strip().lower() if isinstance(charset, str) else None
 
 
 class StrictJSONRequest(Request):
-    """A request whose JSON body is decoded by :func:`loads_strict`."""
+    """A request whose JSON body is decoded by :func:`loads_strict`, refused (415) when it declares
+    a charset other than UTF-8."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
+            charset = declared_charset(self.headers.get("content-type"))
+            if charset not in (None, "utf-8", "utf8"):
+                raise HTTPException(415, f"charset {charset!r} is not accepted: {UTF8_RULE}")
             self._json = loads_strict(await self.body())
         return self._json
 
 
+def _dependants(dependant: Dependant) -> Iterator[Dependant]:
+    yield dependant
+    for sub in dependant.dependencies:
+        yield from _dependants(sub)
+
+
+def query_names(dependant: Dependant) -> frozenset[str]:
+    """The names of the query parameters a route reads (all scalars in this API: none takes a list)."""
+    return frozenset(p.alias for d in _dependants(dependant) for p in d.query_params)
+
+
+def refuse_repeated(request: Request, names: frozenset[str]) -> None:
+    """A 422 naming each of ``names`` given more than once in the query."""
+    errors = []
+    for name in sorted(names):
+        values = request.query_params.getlist(name)
+        if len(values) > 1:
+            message = f"given {len(values)} times: each query parameter may appear once"
+            errors.append({"type": REPEATED_PARAMETER, "loc": ("query", name), "msg": message, "input": values})
+    if errors:
+        raise RequestValidationError(errors)
+
+
 class StrictJSONRoute(APIRoute):
-    """An API route that reads its JSON body with :class:`StrictJSONRequest` (FastAPI's custom
-    request and route class; every router of the API is made with ``route_class=StrictJSONRoute``)."""
+    """An API route that reads its JSON body with :class:`StrictJSONRequest` and each query parameter
+    once (FastAPI's custom request and route class; every router of the API is made with
+    ``route_class=StrictJSONRoute``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        names = query_names(self.dependant)
 
         async def strict(request: Request) -> Response:
+            if names:
+                refuse_repeated(request, names)
             return await handler(StrictJSONRequest(request.scope, request.receive))
 
         return strict
