@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 
 from fastapi.testclient import TestClient
+from httpx import Response
 
 from tests.helpers import user
 
@@ -80,23 +81,19 @@ def test_a_body_that_is_not_utf8_is_a_422_that_says_so_and_nothing_is_written(cl
 
 def test_a_declared_charset_other_than_utf8_is_a_415(client: TestClient) -> None:
     text = '{"turns": [{"role": "user", "content": "I live in Zürich"}]}'
+
+    def sent(content_type: str) -> Response:
+        headers = user("cs2") | {"content-type": content_type}
+        return client.post("/api/memory/sessions/s2/turns", content=text.encode("utf-8"), headers=headers)
+
     for charset in ("latin-1", "UTF-16", '"iso-8859-1"'):
-        refused = client.post(
-            "/api/memory/sessions/s2/turns",
-            content=text.encode("utf-8"),
-            headers=user("cs2") | {"content-type": f"application/json; charset={charset}"},
-        )
+        refused = sent(f"application/json; charset={charset}")
         assert refused.status_code == 415, (charset, refused.text)
         name = charset.strip('"').lower()
         assert refused.json() == {"message": f"charset {name!r} is not accepted: {UTF8_RULE}"}
     assert client.get("/api/memory/sessions/s2", headers=user("cs2")).status_code == 404
     for charset in ("utf-8", "UTF-8", "utf8"):
-        sent = client.post(
-            "/api/memory/sessions/s2/turns",
-            content=text.encode("utf-8"),
-            headers=user("cs2") | {"content-type": f"application/json;charset={charset}"},
-        )
-        assert sent.status_code == 200, (charset, sent.text)
+        assert sent(f"application/json;charset={charset}").status_code == 200, charset
     schema = client.get("/openapi.json").json()
     described = schema["paths"]["/api/memory/sessions/{session_id}/turns"]["post"]["responses"]
     assert "charset other than UTF-8" in described["415"]["description"]
