@@ -442,3 +442,55 @@ def test_couples_and_days_of_the_month_are_shown_resolved_in_the_context(client:
     said = said_on_may_8(client, "dated-couple", turns, "greyhound Biscuit dance studio opened")
     assert "- Gina: A couple of weeks ago [= 24 April 2023] I adopted a greyhound named Biscuit." in said, said
     assert "- Jon: My dance studio opened on the 3rd [= 3 May 2023], finally." in said, said
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Last Christmas I gave you my heart", [("Last Christmas", "2022-12-25", "day")]),
+        ("Next Christmas I'll be home", [("Next Christmas", "2023-12-25", "day")]),
+        ("On New Year's Eve we partied", [("New Year's Eve", "2022-12-31", "day")]),
+        ("I went there last Thanksgiving", [("last Thanksgiving", "2022-11-24", "day")]),  # 4th Thursday
+        ("We painted eggs at Easter", [("Easter", "2023-04-09", "day")]),  # Easter Sunday 2023
+        ("I'll call mom on Mother's Day", [("Mother's Day", "2023-05-14", "day")]),  # 2nd Sunday of May
+        ("What are your plans for Halloween?", [("Halloween", "2023-10-31", "day")]),
+        ("This past weekend I went hiking", [("This past weekend", "2023-05-06", "weekend")]),
+        ("this coming weekend I'm free", [("this coming weekend", "2023-05-13", "weekend")]),
+        ("This coming Friday I fly", [("This coming Friday", "2023-05-12", "day")]),
+        ("Over the weekend we painted the house", [("the weekend", "2023-05-06", "weekend")]),
+        ("I'll rest over the weekend", [("the weekend", "2023-05-13", "weekend")]),
+        ("Mid-June I'll travel", [("June", "2023-06-08", "month")]),
+    ],
+)
+def test_holidays_and_weekends_said_in_other_words_resolve(text: str, expected: list[tuple[str, str, str]]) -> None:
+    """Holidays on the United States calendar, by last/next or the sentence's tense; "this past/coming"
+    as last/next (8 May 2023 is a Monday; the days are calendar facts written out by hand)."""
+    assert dates(text) == expected
+
+
+def test_a_holiday_said_on_the_day_and_things_of_a_holiday() -> None:
+    christmas = int(datetime(2023, 12, 25, 18, tzinfo=UTC).timestamp() * 1000)
+    assert dates("We opened presents on Christmas", christmas) == [("Christmas", "2023-12-25", "day")]
+    assert dates("Last Christmas was quieter", christmas) == [("Last Christmas", "2022-12-25", "day")]
+    assert dates("I'll spend Christmas in Oslo", christmas) == [("Christmas", "2024-12-25", "day")]
+    new_year = int(datetime(2024, 1, 1, 12, tzinfo=UTC).timestamp() * 1000)
+    assert dates("What did you have for New Years Eve?", new_year) == [("New Years Eve", "2023-12-31", "day")]
+    for text in (
+        "I bought a Christmas tree",
+        "I love Christmas music",
+        "Merry Christmas!",
+        "Easter is fun",  # no tense: any Easter
+        "Did you get your New Years reservations in yet?",  # a thing of the holiday, not its day
+        "I have celebrated New Years in New York once",  # a present perfect: no one day
+        "I've never been anywhere for Christmas",
+    ):
+        assert dates(text, christmas) == [], text
+
+
+def test_a_holiday_is_shown_resolved_in_the_context(client: TestClient) -> None:
+    turns = [
+        ("Gina", "On New Year's Eve we watched fireworks from the Brooklyn Bridge."),
+        ("Jon", "That must have been so loud, my dog hates fireworks."),
+    ]
+    said = said_on_may_8(client, "dated-holiday", turns, "fireworks Brooklyn Bridge")
+    assert "- Gina: On New Year's Eve [= 31 December 2022] we watched fireworks from the Brooklyn Bridge." in said

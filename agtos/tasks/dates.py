@@ -11,7 +11,9 @@ day off", "I have yoga on Tuesday"); "last/this/next weekend" is the Saturday of
 last/this/next week. A season is named by its first day, a winter by its December ("last winter"
 said in May 2023 is the winter of 2022-23, shown as "winter 2022–23"); "over the summer" is read by
 its tense as "this summer" is. A span that lasts up to now ("I've been skiing for 10 years", a
-present perfect) is shown by its start ("since 2013"). Times are read on the local day where the
+present perfect) is shown by its start ("since 2013"). Holidays ("last Christmas", "on Halloween") are
+the :mod:`holidays` library's days (:mod:`agtos.tasks.holiday_dates`), by last/next or the tense, and
+not where they name a thing ("a Christmas tree", "New Year's reservations"). Times are read on the local day where the
 turn was said: UTC, unless its timestamp was sent with an offset
 (``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
 """
@@ -26,6 +28,7 @@ from functools import lru_cache
 from dateparser.date import DateDataParser
 
 from agtos.schemas import DatePeriod, ResolvedDate, StoredTurn
+from agtos.tasks.holiday_dates import HOLIDAY, holiday_day
 
 MAX_DATES = 64
 
@@ -41,11 +44,15 @@ _ABOUT = r"(?:about|almost|nearly|over|around|roughly|more than|the past|the las
 _MONTH_ALONE = (
     "(?:" + "|".join("May" if m == "may" else f"[{m[0].upper()}{m[0]}]{m[1:]}" for m in _MONTH[3:-1].split("|")) + ")"
 )
-#: "on the 3rd floor", "the 2nd time": an ordinal before a word that is no preposition, pronoun or conjunction
-_NO_NOUN = (
-    r"(?!\s+(?!(?:at|and|but|so|or|when|because|as|if|then|in|for|with|after|before|this|next|last|too|of|i|we"
-    r"|you|he|she|they|it)\b)[a-z])"
+#: words that may follow a date said alone ("on the 3rd, we", "Christmas was"); any other word makes it a
+#: thing's name ("the 3rd floor", "Christmas tree", "New Year's reservations", "Halloween traditions")
+_AFTER_DATE = (
+    "at|and|but|so|or|when|because|as|if|then|in|for|with|after|before|this|next|last|too|of|to|from|on|i|we"
+    "|you|he|she|they|it|my|our|his|her|their|the|a|was|is|were|are|will|went|came|got|felt|together|already"
+    "|again|here|there|yet|morning|afternoon|evening|night"
 )
+_NO_NOUN = rf"(?!\s+(?!(?:{_AFTER_DATE})\b)[a-z])"
+_NO_THING = rf"(?!['’]?s?\s+(?!(?:{_AFTER_DATE})\b)[a-z])"  # also "New Year" + "s reservations"
 _NOT_DATED = r"(?!\s*(?:,\s*|of\s+)?\d)"  # "May 2", "March 2019", "January of 2018": others' (or absolute)
 
 # each pattern's group 1 is the span handed to dateparser
@@ -55,6 +62,10 @@ _PATTERNS = [
         r"\b(the day (?:before yesterday|after tomorrow))\b",
         r"\b(yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))\b",
         rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}))\b",
+        rf"\b(this (?:past|coming) (?:weekend|{_WEEKDAY}|{HOLIDAY}))\b",  # "this past weekend": last weekend
+        r"\b(?:over|on|during|at) (the weekend)\b",  # by the sentence's tense: the latest or the coming one
+        rf"\b((?:last|next|this) {HOLIDAY})\b",
+        rf"\b({HOLIDAY})\b{_NO_THING}",  # a holiday named alone: by the sentence's tense
         rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
         rf"\b({_COUNT} {_UNIT} ago)\b",
         rf"\b({_COUNT} weekends? ago)\b",  # the Saturday of the week that many weeks ago
@@ -69,6 +80,7 @@ _PATTERNS = [
 ] + [
     re.compile(rf"\b((?i:last|next|this) {_MONTH_ALONE})\b{_NOT_DATED}"),
     re.compile(rf"\b(?i:in|since|during|until|till|by|of|early|late|mid|through) ({_MONTH_ALONE})\b{_NOT_DATED}"),
+    re.compile(rf"\b(?i:mid-)({_MONTH_ALONE})\b{_NOT_DATED}"),
 ]
 
 _PERIODS = {"day": DatePeriod.day, "part_of_day": DatePeriod.day, "week": DatePeriod.week}
@@ -98,10 +110,11 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
     out: list[ResolvedDate] = []
     for start, end in candidate_spans(text)[:MAX_DATES]:
         span = text[start:end].lower()
-        by_tense = _ALONE.fullmatch(span) or _THIS_SEASON.fullmatch(span) or _DAY_ALONE.fullmatch(span)
-        said_in = tense(text, start, end) if by_tense else None
+        said_in = tense(text, start, end) if any(p.fullmatch(span) for p in _BY_TENSE) else None
         if said_in is not None and _GENERIC.search(text, 0, start):  # "a Sunday morning tradition"
             continue
+        if said_in is not None and _HOLIDAY_ALONE.fullmatch(span) and _experienced(text, start):
+            continue  # "I've celebrated New Year's in Miami before": no one day
         if _SPAN.fullmatch(span) and not _up_to_now(text, start):
             continue  # "I'll be away for two weeks": no span that ends now
         resolved = _resolve_span(span, day, said_in)
@@ -116,10 +129,22 @@ _WEEKEND = re.compile(r"(last|this|next) weekend")
 _WEEKENDS_AGO = re.compile(rf"({_COUNT}) weekends? ago")
 _COUPLE = re.compile(r"(?:a )?couple(?: of)?")
 _DAY_ALONE = re.compile(r"the (\d{1,2})(?:st|nd|rd|th)")
+_HOLIDAY_SAID = re.compile(rf"(?:(last|next|this) )?({HOLIDAY})")
+_HOLIDAY_ALONE = re.compile(HOLIDAY)
+_THIS_PAST = re.compile(r"this (past|coming) ")
 _LAST_THIS_NEXT_MONTH = re.compile(rf"(last|this|next) ({_MONTH})")
 _LAST_THIS_NEXT_SEASON = re.compile(rf"(last|this|next) ({_SEASON})")
 _THIS_SEASON = re.compile(rf"(?:this|the) {_SEASON}")
 _THE_SEASON = re.compile(rf"the ({_SEASON})")
+#: spans read by the tense they are said in
+_BY_TENSE = (
+    _ALONE,
+    _THIS_SEASON,
+    _DAY_ALONE,
+    _HOLIDAY_ALONE,
+    re.compile(rf"this {HOLIDAY}"),
+    re.compile("the weekend"),
+)
 _SPAN = re.compile(rf"for (?:{_ABOUT} )?({_COUNT} {_UNIT})")
 #: a weekday or month after these is no one day or month ("a Sunday morning tradition", "every Monday")
 _GENERIC = re.compile(r"\b(?:a|an|every|each|any|some|one|the)\s+$", re.IGNORECASE)
@@ -172,7 +197,7 @@ def _cue(words: list[str], i: int) -> str | None:
         return "future"
     if (word, after) in {("going", "to"), ("can't", "wait"), ("cannot", "wait"), ("looking", "forward")}:
         return "future"
-    if word in {"plan", "plans", "planning", "planned"} and after in {"to", "on"}:
+    if word in {"plan", "plans", "planning", "planned"} and after in {"to", "on", "for"}:
         return "future"
     if word in _BE_NOW and after.endswith("ing"):  # "I'm flying to Rome on Tuesday"
         return "future"
@@ -220,6 +245,20 @@ def _up_to_now(text: str, start: int) -> bool:
     return _PERFECT.search(text.replace("’", "'"), begin, start) is not None
 
 
+_EXPERIENCE = re.compile(
+    r"\b(?:(?:have|has|haven't|hasn't|i've|we've|you've|they've)\s+(?:\w+\s+)?(?:\w+ed|been|had|seen|done|gone|spent"
+    r"|made|eaten)|ever|never)\b",
+    re.IGNORECASE,
+)
+
+
+def _experienced(text: str, start: int) -> bool:
+    """Whether the clause before ``start`` is a present perfect or says ever/never ("I have celebrated",
+    not "what did you have")."""
+    begin = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    return _EXPERIENCE.search(text.replace("’", "'"), begin, start) is not None
+
+
 def tense(text: str, start: int, end: int) -> str | None:
     """``"past"`` or ``"future"``: the tense ``text[start:end]`` is said in, by the cue nearest it in
     its clause, else in its sentence (a past verb, "ago", "since"; "will", "going to", "tomorrow",
@@ -261,6 +300,16 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
     """One expression against the start of the turn's day (every pattern names a day or longer, so
     the time of day never changes the answer), a weekday or month alone by the tense ``said_in``
     (None: left unresolved); cached, as the same phrases recur across a chat."""
+    if m := _THIS_PAST.match(span):  # "this past Friday": last Friday; "this coming Friday": next Friday
+        rest = span[m.end() :]
+        coming = "this " if rest == "weekend" else "next "  # "this coming weekend": this (calendar) week's
+        return _resolve_span(("last " if m.group(1) == "past" else coming) + rest, day, said_in)
+    if m := _HOLIDAY_SAID.fullmatch(span):  # "last Christmas", "on Halloween" (by the tense)
+        which = m.group(1) if m.group(1) in {"last", "next"} else said_in or m.group(1)  # "this": by the tense
+        found_day = holiday_day(m.group(2), day, which)
+        return (found_day.isoformat(), DatePeriod.day) if found_day else None
+    if span == "the weekend":  # "over the weekend": the latest one begun (past) or the coming one (future)
+        return _the_weekend(day, said_in)
     if _ALONE.fullmatch(span):
         found = _parse(span, day, said_in) if said_in else None
         if found is None:
@@ -304,6 +353,19 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
     if period == DatePeriod.week:  # "last week": the calendar week, named by its Monday
         resolved -= timedelta(days=resolved.weekday())
     return resolved.isoformat(), period
+
+
+def _the_weekend(day: date, said_in: str | None) -> tuple[str, DatePeriod] | None:
+    """The Saturday of "the weekend" said on ``day``: in the past the latest weekend begun by then, in the
+    future the next one not over (said on a Sunday: the next week's)."""
+    if said_in is None:
+        return None
+    saturday = day + timedelta(days=5 - day.weekday())  # this calendar week's
+    if said_in == "past" and day.weekday() < 5:
+        saturday -= timedelta(days=7)
+    elif said_in == "future" and day.weekday() == 6:
+        saturday += timedelta(days=7)
+    return saturday.isoformat(), DatePeriod.weekend
 
 
 def _day_of_month(number: int, day: date, said_in: str | None) -> tuple[str, DatePeriod] | None:
