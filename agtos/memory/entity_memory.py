@@ -25,6 +25,7 @@ from agtos.memory.entity_graph import WRITE_RETRIES, EntityConflict, EntityGraph
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.llm import LLMProvider
 from agtos.schemas import Entity, EntityType, Episode, Relationship
+from agtos.schemas.api.request_bodies import MERGED_INTO_ITSELF
 from agtos.storage.entity_store import triple_key
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
@@ -304,7 +305,7 @@ class EntityMemory(EntityGraph):
         """Fold ``duplicate_id`` into ``survivor_id``: aliases, episodes and edges move over
         (re-pointed; self-loops dropped; same triples merged), then the duplicate is removed."""
         if survivor_id == duplicate_id:
-            raise EntityInvalid("an entity cannot be merged into itself")
+            raise EntityInvalid(MERGED_INTO_ITSELF)
         with self._lock:
             self.require(user_id, survivor_id)
             dup, _ = self.require(user_id, duplicate_id)

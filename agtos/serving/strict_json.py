@@ -136,10 +136,30 @@ def refuse_repeated(request: Request, names: frozenset[str]) -> None:
         raise RequestValidationError(errors)
 
 
+RULES_HEADING = "Rules the JSON Schema cannot state (each a 422 with this message):"
+
+
+def with_rules(description: str, dependant: Dependant) -> str:
+    """``description`` followed by the ``cross_field_rules`` of the request body models, once."""
+    rules = [
+        rule
+        for d in _dependants(dependant)
+        for param in d.body_params
+        for rule in getattr(param.field_info.annotation, "cross_field_rules", ())
+    ]
+    if not rules or RULES_HEADING in description:
+        return description
+    return "\n\n".join([description, RULES_HEADING, *(f"- {rule}" for rule in rules)]).strip()
+
+
 class StrictJSONRoute(APIRoute):
     """An API route that reads its JSON body with :class:`StrictJSONRequest` and each query parameter
     once (FastAPI's custom request and route class; every router of the API is made with
-    ``route_class=StrictJSONRoute``)."""
+    ``route_class=StrictJSONRoute``); its OpenAPI description lists its body's cross-field rules."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        self.description = with_rules(self.description, self.dependant)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

@@ -42,11 +42,12 @@ class MemoryIn(RequestModel):
     valid_until: OptionalJSONInt = Field(
         default=None, ge=0, le=MAX_TIMESTAMP_MS, description="when it stopped being true (ms); current when absent"
     )
+    cross_field_rules = ("valid_until must not be before valid_from",)
 
     @model_validator(mode="after")
     def _ordered(self) -> MemoryIn:
         if self.valid_from is not None and self.valid_until is not None and self.valid_until < self.valid_from:
-            raise ValueError("valid_until must not be before valid_from")
+            raise ValueError(self.cross_field_rules[0])
         return self
 
 
@@ -60,13 +61,14 @@ class MemoryUpdate(RequestModel):
     kind: Literal["fact", "preference"] | None = None
     valid_from: OptionalJSONInt = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
     valid_until: OptionalJSONInt = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
+    cross_field_rules = ("send at least one of text, kind, valid_from, valid_until", "only valid_until may be null")
 
     @model_validator(mode="after")
     def _something(self) -> MemoryUpdate:
         if not self.model_fields_set:
-            raise ValueError("send at least one of text, kind, valid_from, valid_until")
+            raise ValueError(self.cross_field_rules[0])
         if any(getattr(self, f) is None for f in self.model_fields_set - {"valid_until"}):
-            raise ValueError("only valid_until may be null")
+            raise ValueError(self.cross_field_rules[1])
         return self
 
 

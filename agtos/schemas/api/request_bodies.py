@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -23,6 +23,7 @@ from agtos.schemas.records import (
 # an example for /openapi.json.
 # They live here (not in the routers) so the Python client and the MCP tools build the same bodies.
 MAX_QUERY_CHARS = 1_000
+MERGED_INTO_ITSELF = "an entity cannot be merged into itself: duplicate_id must not be the entity_id of the path"
 SpeakerName = Annotated[str, Field(min_length=1, max_length=128)]
 
 
@@ -42,8 +43,13 @@ def request_config(*examples: dict[str, Any], min_fields: int = 0) -> ConfigDict
 
 
 class RequestModel(BaseModel):
-    """Base of the request bodies: each field also taken under its camelCase name (``sessionId``)."""
+    """Base of the request bodies: each field also taken under its camelCase name (``sessionId``).
 
+    ``cross_field_rules``: what a body must also satisfy that its JSON Schema cannot state (a rule
+    between fields, or between the body and the path); each is the message of the 422 that refuses
+    it, and the operation's OpenAPI description lists them (``serving.strict_json``)."""
+
+    cross_field_rules: ClassVar[tuple[str, ...]] = ()
     _snake_case_keys = model_validator(mode="before")(snake_case_keys)
 
 
@@ -132,11 +138,12 @@ class ForgetRequest(RequestModel):
     model_config = request_config({"kind": "episode", "id": "ep-0123456789abcdef"}, {"kind": "all"})
     kind: ForgetKind | Literal["all"] = Field(description="the record's kind, or 'all' for everything of the user")
     id: RecordId | None = Field(default=None, description="the record's id (none with 'all')")
+    cross_field_rules = ("give an id for one record, and no id with kind 'all'",)
 
     @model_validator(mode="after")
     def _id_matches_kind(self) -> ForgetRequest:
         if (self.kind == "all") != (self.id is None):
-            raise ValueError("give an id for one record, and no id with kind 'all'")
+            raise ValueError(self.cross_field_rules[0])
         return self
 
 
@@ -164,17 +171,19 @@ class EntityUpdate(RequestModel):
         default=None, max_length=200
     )
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    cross_field_rules = ("send at least one of name, type, aliases, confidence that is not null",)
 
     @model_validator(mode="after")
     def _something(self) -> EntityUpdate:
         if not self.model_fields_set or all(getattr(self, f) is None for f in self.model_fields_set):
-            raise ValueError("send at least one of name, type, aliases, confidence")
+            raise ValueError(self.cross_field_rules[0])
         return self
 
 
 class MergeRequest(RequestModel):
     model_config = request_config({"duplicate_id": "ent-0123456789abcdef"})
     duplicate_id: RecordId = Field(description="the entity folded into this one")
+    cross_field_rules = (MERGED_INTO_ITSELF,)  # checked against the path's id where the merge runs
 
 
 MAX_CONVERSATION_SESSIONS = 100
@@ -229,10 +238,11 @@ class ConversationSession(RequestModel):
 class ConversationsIn(RequestModel):
     model_config = request_config({"sessions": [_SESSION_EXAMPLE]})
     sessions: list[ConversationSession] = Field(min_length=1, max_length=MAX_CONVERSATION_SESSIONS)
+    cross_field_rules = ("session ids must be unique within a request",)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> ConversationsIn:
         ids = [s.id for s in self.sessions]
         if len(set(ids)) != len(ids):
-            raise ValueError("session ids must be unique within a request")
+            raise ValueError(self.cross_field_rules[0])
         return self
