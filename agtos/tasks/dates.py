@@ -28,7 +28,7 @@ from functools import lru_cache
 from dateparser.date import DateDataParser
 
 from agtos.schemas import DatePeriod, ResolvedDate, StoredTurn
-from agtos.tasks.holiday_dates import HOLIDAY, holiday_day
+from agtos.tasks.holiday_dates import HOLIDAY, holiday_day, may_name_holiday
 
 MAX_DATES = 64
 
@@ -62,13 +62,10 @@ _PATTERNS = [
         r"\b(the day (?:before yesterday|after tomorrow))\b",
         r"\b(yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))\b",
         rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}))\b",
-        rf"\b(this (?:past|coming) (?:weekend|{_WEEKDAY}|{HOLIDAY}))\b",  # "this past weekend": last weekend
+        rf"\b(this (?:past|coming) (?:weekend|{_WEEKDAY}))\b",  # "this past weekend": last weekend
         r"\b(?:over|on|during|at) (the weekend)\b",  # by the sentence's tense: the latest or the coming one
-        rf"\b((?:last|next|this) {HOLIDAY})\b",
-        rf"\b({HOLIDAY})\b{_NO_THING}",  # a holiday named alone: by the sentence's tense
         rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
-        rf"\b({_COUNT} {_UNIT} ago)\b",
-        rf"\b({_COUNT} weekends? ago)\b",  # the Saturday of the week that many weeks ago
+        rf"\b({_COUNT} (?:{_UNIT}|weekends?) ago)\b",  # weekends: the Saturday of the week that many weeks ago
         rf"\bon (the {_ORDINAL})\b(?! (?:of )?{_MONTH}){_NO_NOUN}",  # a day of the month alone: by its tense
         rf"\b(for (?:{_ABOUT} )?{_COUNT} {_UNIT})\b",  # in a present perfect: since when
         rf"\b(?:over|during|in|through) (the {_SEASON})\b",  # by the sentence's tense, as "this summer"
@@ -83,6 +80,9 @@ _PATTERNS = [
     re.compile(rf"\b(?i:mid-)({_MONTH_ALONE})\b{_NOT_DATED}"),
 ]
 
+#: "last Christmas", or a holiday named alone (by the sentence's tense); searched only where one may be named
+_HOLIDAY_PATTERN = re.compile(rf"\b((?:(?:last|next|this) )?{HOLIDAY})\b{_NO_THING}", re.IGNORECASE)
+
 _PERIODS = {"day": DatePeriod.day, "part_of_day": DatePeriod.day, "week": DatePeriod.week}
 _PERIODS |= {"month": DatePeriod.month, "year": DatePeriod.year}
 
@@ -95,7 +95,8 @@ def turn_datetime(timestamp_ms: int, utc_offset: int | None = None) -> datetime:
 
 def candidate_spans(text: str) -> list[tuple[int, int]]:
     """Character spans that may be relative date expressions, in order, without overlaps."""
-    found = sorted({m.span(1) for pattern in _PATTERNS for m in pattern.finditer(text)}, key=lambda s: (s[0], -s[1]))
+    patterns = [*_PATTERNS, _HOLIDAY_PATTERN] if may_name_holiday(text) else _PATTERNS
+    found = sorted({m.span(1) for pattern in patterns for m in pattern.finditer(text)}, key=lambda s: (s[0], -s[1]))
     spans: list[tuple[int, int]] = []
     for start, end in found:
         if not spans or start >= spans[-1][1]:

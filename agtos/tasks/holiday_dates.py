@@ -37,6 +37,34 @@ _NAMES = [(re.compile(spoken), name) for spoken, name in _SPOKEN.items()]
 HOLIDAY = "(?:" + "|".join(p.replace("'", "['’]") for p in _SPOKEN) + ")"
 
 
+#: a word every holiday name holds (lower case): a text without any names none
+_HINTS = (
+    "christmas",
+    "xmas",
+    "year",
+    "nye",
+    "thanksgiving",
+    "halloween",
+    "valentine",
+    "easter",
+    "friday",
+    "mother",
+    "father",
+    "independence",
+    "july",
+    "memorial",
+    "labo",
+    "patrick",
+    "paddy",
+)
+
+
+def may_name_holiday(text: str) -> bool:
+    """Whether ``text`` may name a holiday (a cheap test before :data:`HOLIDAY` is searched)."""
+    lower = text.lower()
+    return any(hint in lower for hint in _HINTS)
+
+
 def holiday_name(spoken: str) -> str | None:
     """The library's name of the holiday ``spoken`` names ("New Years" → "New Year's Day"), or None."""
     said = " ".join(spoken.lower().replace("’", "'").split())
