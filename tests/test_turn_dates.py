@@ -460,6 +460,8 @@ def test_couples_and_days_of_the_month_are_shown_resolved_in_the_context(client:
         ("Over the weekend we painted the house", [("the weekend", "2023-05-06", "weekend")]),
         ("I'll rest over the weekend", [("the weekend", "2023-05-13", "weekend")]),
         ("Mid-June I'll travel", [("June", "2023-06-08", "month")]),
+        ("A week from today I fly", [("A week from today", "2023-05-15", "day")]),  # not "today"
+        ("Three days from now is the exam", [("Three days from now", "2023-05-11", "day")]),
     ],
 )
 def test_holidays_and_weekends_said_in_other_words_resolve(text: str, expected: list[tuple[str, str, str]]) -> None:

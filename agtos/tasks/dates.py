@@ -70,6 +70,7 @@ _PATTERNS = [
         rf"\b(for (?:{_ABOUT} )?{_COUNT} {_UNIT})\b",  # in a present perfect: since when
         rf"\b(?:over|during|in|through) (the {_SEASON})\b",  # by the sentence's tense, as "this summer"
         rf"\b(in {_COUNT} {_UNIT})\b",
+        rf"\b({_COUNT} {_UNIT} from (?:now|today))\b",  # as "in a week"
         r"\b(?:in|since|during|of) ((?:19|20)\d{2})\b",
         rf"\b({_MONTH} {_DAY})\b(?!\s*(?:,\s*)?\d{{4}})",  # "May 2" (with a year it is no longer relative)
         rf"\b({_DAY} (?:of )?{_MONTH})\b(?!\s*(?:,\s*)?\d{{4}})",
@@ -128,6 +129,7 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
 _ALONE = re.compile(rf"{_WEEKDAY}(?: (?:morning|afternoon|evening|night))?|{_MONTH}")
 _WEEKEND = re.compile(r"(last|this|next) weekend")
 _WEEKENDS_AGO = re.compile(rf"({_COUNT}) weekends? ago")
+_FROM_NOW = re.compile(rf"({_COUNT} {_UNIT}) from (?:now|today)")
 _COUPLE = re.compile(r"(?:a )?couple(?: of)?")
 _DAY_ALONE = re.compile(r"the (\d{1,2})(?:st|nd|rd|th)")
 _HOLIDAY_SAID = re.compile(rf"(?:(last|next|this) )?({HOLIDAY})")
@@ -344,6 +346,8 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
         return _season("this", _SEASON_START[m.group(1)], day, said_in) if said_in else None
     if m := _SPAN.fullmatch(span):  # "for 10 years" (up to now): since 10 years ago
         return _resolve_span(f"{m.group(1)} ago", day)
+    if m := _FROM_NOW.fullmatch(span):  # "a week from today": in a week
+        span = f"in {m.group(1)}"
     span = _COUPLE.sub("2", span)  # "a couple of weeks ago": two (dateparser reads no "couple")
     found = _parse(span, day)
     if found is None:
