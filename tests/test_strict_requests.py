@@ -13,6 +13,8 @@ import codecs
 from fastapi.testclient import TestClient
 from httpx import Response
 
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.storage.api_keys import ApiKeyStore
 from tests.helpers import user
 
 JSON = {"content-type": "application/json"}
@@ -98,3 +100,17 @@ def test_a_declared_charset_other_than_utf8_is_a_415(client: TestClient) -> None
     described = schema["paths"]["/api/memory/sessions/{session_id}/turns"]["post"]["responses"]
     assert "charset other than UTF-8" in described["415"]["description"]
     assert "non-UTF-8 JSON body" in described["422"]["description"]
+
+
+def test_a_repeated_parameter_is_judged_after_the_key_as_a_bad_value_is(
+    client: TestClient, coordinator: MemoryCoordinator
+) -> None:
+    """With auth on, a call without a key is a 401 whatever its query, as ``?limit=500`` is; with the key
+    the repetition is the 422."""
+    key, _ = ApiKeyStore(coordinator.connector, coordinator.keys).create("user", "alice")
+    for query in ("limit=500", "limit=1&limit=50"):
+        keyless = client.get(f"/api/memory/episodes?{query}", headers=user("alice"))
+        assert keyless.status_code == 401, (query, keyless.text)
+    keyed_headers = user("alice") | {"Authorization": f"Bearer {key}"}
+    keyed = client.get("/api/memory/episodes?limit=1&limit=50", headers=keyed_headers)
+    assert keyed.status_code == 422 and keyed.json()["errors"] == [{"field": "query.limit", "message": TWICE}]

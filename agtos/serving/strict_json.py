@@ -27,7 +27,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from email.message import Message
 from typing import Any
 
-from fastapi import HTTPException, Request, Response
+from fastapi import Depends, HTTPException, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -154,20 +154,30 @@ def with_rules(description: str, dependant: Dependant) -> str:
 
 class StrictJSONRoute(APIRoute):
     """An API route that reads its JSON body with :class:`StrictJSONRequest` and each query parameter
-    once (FastAPI's custom request and route class; every router of the API is made with
+    once, after its other checks (FastAPI's custom request and route class; every router of the API is made with
     ``route_class=StrictJSONRoute``); its OpenAPI description lists its body's cross-field rules."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
-        super().__init__(path, endpoint, **kwargs)
+        once = QueryOnce()  # after the router's dependencies (the key: 401 first), as a bad value would be
+        given = [d for d in kwargs.pop("dependencies", None) or () if not isinstance(d.dependency, QueryOnce)]
+        super().__init__(path, endpoint, dependencies=[*given, Depends(once)], **kwargs)
+        once.names = query_names(self.dependant)
         self.description = with_rules(self.description, self.dependant)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        names = query_names(self.dependant)
 
         async def strict(request: Request) -> Response:
-            if names:
-                refuse_repeated(request, names)
             return await handler(StrictJSONRequest(request.scope, request.receive))
 
         return strict
+
+
+class QueryOnce:
+    """A route's dependency that refuses each of its query parameters given more than once."""
+
+    def __init__(self) -> None:
+        self.names: frozenset[str] = frozenset()
+
+    def __call__(self, request: Request) -> None:
+        refuse_repeated(request, self.names)
