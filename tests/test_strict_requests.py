@@ -114,3 +114,18 @@ def test_a_repeated_parameter_is_judged_after_the_key_as_a_bad_value_is(
     keyed_headers = user("alice") | {"Authorization": f"Bearer {key}"}
     keyed = client.get("/api/memory/episodes?limit=1&limit=50", headers=keyed_headers)
     assert keyed.status_code == 422 and keyed.json()["errors"] == [{"field": "query.limit", "message": TWICE}]
+
+
+def test_two_idempotency_keys_are_a_422_and_nothing_is_appended(client: TestClient) -> None:
+    """Two ``Idempotency-Key`` values: the first was used, so a retry sent with the keys in another order
+    (or by a proxy that keeps the last) appended the turns twice."""
+    turn = {"turns": [{"role": "user", "content": "I live in Oslo"}]}
+    for order in (["k1", "k2"], ["k2", "k1"]):
+        headers = [("X-User-Id", "idem2"), *(("Idempotency-Key", k) for k in order)]
+        refused = client.post("/api/memory/sessions/s1/turns", json=turn, headers=headers)
+        assert refused.status_code == 422, refused.text
+        message = "given 2 times: each header may appear once"
+        assert refused.json()["errors"] == [{"field": "header.Idempotency-Key", "message": message}]
+    assert client.get("/api/memory/sessions/s1", headers=user("idem2")).status_code == 404
+    once = client.post("/api/memory/sessions/s1/turns", json=turn, headers=user("idem2") | {"Idempotency-Key": "k1"})
+    assert once.status_code == 200 and once.json()["appended"] == 1, once.text

@@ -40,8 +40,8 @@ ERROR_DESCRIPTIONS = {
     413: "Request body too large, or a session journal cap reached (turns or bytes per session, live sessions "
     "or journalled turns per user): nothing was written",
     415: "A state-changing request whose body is not JSON, or a JSON body declaring a charset other than UTF-8",
-    422: "Invalid request: a field, a query parameter given twice, a malformed or non-UTF-8 JSON body, or a JSON "
-    "object that names a key twice",
+    422: "Invalid request: a field, a query parameter or header given twice, a malformed or non-UTF-8 JSON body, or "
+    "a JSON object that names a key twice",
     429: "Rate limit of this API key exceeded (Retry-After says when to retry)",
     500: "Internal error",
     503: "Memory storage (Redis) is unavailable (Retry-After says when to retry)",

@@ -10,7 +10,8 @@ decoding refuses a repeated key with a :class:`DuplicateKey` error naming it; Fa
 ``invalid request: body: duplicate key 'content'…`` (:mod:`agtos.serving.errors`). The two
 spellings of one field (``session_id`` and ``sessionId``) are different keys here and are refused
 by the request models (also a 422). The same holds for the query: ``?limit=1&limit=50`` took the
-last value; a scalar query parameter given more than once is a 422 naming it (``query.limit``).
+last value; a scalar query parameter given more than once is a 422 naming it (``query.limit``), and
+so is a declared header (two ``Idempotency-Key`` values: the first was used; ``X-User-Id`` has its 400).
 
 Charset: a JSON body is UTF-8 (RFC 8259 section 8.1: JSON exchanged between systems "MUST be
 encoded using UTF-8"). ``json.loads`` also guesses UTF-16 and UTF-32 from the NUL bytes, so such a
@@ -35,7 +36,7 @@ from fastapi.routing import APIRoute
 DUPLICATE_KEY = "duplicate key"
 NOT_UTF8 = "not UTF-8"
 UTF8_RULE = "JSON bodies must be UTF-8 (RFC 8259 section 8.1)"
-REPEATED_PARAMETER = "repeated_parameter"  # the validation error type of a scalar query parameter sent twice
+REPEATED_PARAMETER = "repeated_parameter"  # the validation error type of a scalar parameter sent twice
 
 
 class DuplicateKey(json.JSONDecodeError):
@@ -119,19 +120,26 @@ def _dependants(dependant: Dependant) -> Iterator[Dependant]:
         yield from _dependants(sub)
 
 
-def query_names(dependant: Dependant) -> frozenset[str]:
-    """The names of the query parameters a route reads (all scalars in this API: none takes a list)."""
-    return frozenset(p.alias for d in _dependants(dependant) for p in d.query_params)
+def param_names(dependant: Dependant) -> dict[str, frozenset[str]]:
+    """The query parameters and declared headers a route reads, by place (all scalars in this API)."""
+    ds = list(_dependants(dependant))
+    return {
+        "query": frozenset(p.alias for d in ds for p in d.query_params),
+        "header": frozenset(p.alias for d in ds for p in d.header_params),
+    }
 
 
-def refuse_repeated(request: Request, names: frozenset[str]) -> None:
-    """A 422 naming each of ``names`` given more than once in the query."""
+def refuse_repeated(request: Request, names: dict[str, frozenset[str]]) -> None:
+    """A 422 naming each query parameter or declared header of ``names`` given more than once."""
     errors = []
-    for name in sorted(names):
-        values = request.query_params.getlist(name)
-        if len(values) > 1:
-            message = f"given {len(values)} times: each query parameter may appear once"
-            errors.append({"type": REPEATED_PARAMETER, "loc": ("query", name), "msg": message, "input": values})
+    for place, listed in names.items():
+        given = request.query_params if place == "query" else request.headers
+        what = "query parameter" if place == "query" else "header"
+        for name in sorted(listed):
+            values = given.getlist(name)
+            if len(values) > 1:
+                message = f"given {len(values)} times: each {what} may appear once"
+                errors.append({"type": REPEATED_PARAMETER, "loc": (place, name), "msg": message, "input": values})
     if errors:
         raise RequestValidationError(errors)
 
@@ -158,10 +166,10 @@ class StrictJSONRoute(APIRoute):
     ``route_class=StrictJSONRoute``); its OpenAPI description lists its body's cross-field rules."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
-        once = QueryOnce()  # after the router's dependencies (the key: 401 first), as a bad value would be
-        given = [d for d in kwargs.pop("dependencies", None) or () if not isinstance(d.dependency, QueryOnce)]
+        once = ParamsOnce()  # after the router's dependencies (the key: 401 first), as a bad value would be
+        given = [d for d in kwargs.pop("dependencies", None) or () if not isinstance(d.dependency, ParamsOnce)]
         super().__init__(path, endpoint, dependencies=[*given, Depends(once)], **kwargs)
-        once.names = query_names(self.dependant)
+        once.names = param_names(self.dependant)
         self.description = with_rules(self.description, self.dependant)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -173,11 +181,11 @@ class StrictJSONRoute(APIRoute):
         return strict
 
 
-class QueryOnce:
-    """A route's dependency that refuses each of its query parameters given more than once."""
+class ParamsOnce:
+    """A route's dependency that refuses each of its query parameters and declared headers given more than once."""
 
     def __init__(self) -> None:
-        self.names: frozenset[str] = frozenset()
+        self.names: dict[str, frozenset[str]] = {}
 
     def __call__(self, request: Request) -> None:
         refuse_repeated(request, self.names)
