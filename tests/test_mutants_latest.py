@@ -235,3 +235,65 @@ def test_a_stored_term_upgrades_as_the_v3_tokenizer_would_make_it() -> None:
     assert (upgraded_term("cooking", 1), upgraded_term("cooking", 2)) == ("cook", "cooking")
     assert upgraded_term("it's", 2) is None
     assert upgraded_term(normalize("NFD", "한국"), 2) == normalize("NFC", "한국") == "한국"
+
+
+# -- the rest of tokenizer version 3's upgrade (bm25.py complete at 244532e, docs/testing.md) -----------------
+def test_an_upgraded_possessive_or_code_term_is_the_word_s_v3_term() -> None:
+    """A version-2 possessive is stemmed once its "'s" is off ("lucy's" -> Snowball's "luci", y -> i after a
+    consonant), a one-letter word's possessive is no term (tokenize keeps 2-64 characters), and a code or
+    number stays as written at any version (the docstring's "gpt-4", "node.js", "4521"), not stemmed."""
+    from agtos.tasks.bm25 import upgraded_term
+
+    assert upgraded_term("lucy's", 2) == "luci"
+    assert upgraded_term("x's", 2) is None
+    assert [upgraded_term(code, 1) for code in ("gpt-4", "node.js", "iphone15s", "4521")] == [
+        "gpt-4",
+        "node.js",
+        "iphone15s",
+        "4521",
+    ]
+
+
+def test_a_possessive_is_indexed_as_its_word() -> None:
+    """Tokenizer version 3: "'s" (straight or curly apostrophe) is its word's ("Kate's" finds Kate), "it's"
+    stays a stopword, another apostrophe stays in the word ("O'Neill"); Snowball stems "lucy" as "luci"."""
+    from agtos.tasks.bm25 import tokenize
+
+    assert tokenize("Kate's dog met Lucy\u2019s cats; it's O'Neill's") == [
+        "kate",
+        "dog",
+        "met",
+        "luci",
+        "cat",
+        "o'neill",
+    ]
+
+
+def test_a_v3_query_term_also_looks_up_its_v2_form_without_marks() -> None:
+    """The docstring's pairs: "かぎ" (ぎ = き + the combining voicing mark U+3099) was stored by version 2 as
+    "かき", "हिंदी" as "हद"; a term with no marks, a form already in the query, a repeated old form and an
+    old form of one letter ("क्" -> "क", no term) add nothing."""
+    from agtos.tasks.bm25 import legacy_terms
+
+    assert legacy_terms(["かぎ"]) == ["かき"]
+    assert legacy_terms(["हिंदी", "cafe"]) == ["हद"]
+    assert legacy_terms(["cafe", "4521"]) == []
+    assert legacy_terms(["かぎ", "かき"]) == []
+    assert legacy_terms(["がぎ", "かぎ", "かげ"]) == ["かき", "かけ"]
+    assert legacy_terms(["क्"]) == []
+
+
+def test_a_term_may_have_lost_marks_from_u0700_on() -> None:
+    """Letters past Arabic, U+0700 (Syriac) on, are of the scripts whose marks version 3 keeps; Latin, Greek,
+    Cyrillic and Arabic (to U+06FF) are not, and one such letter in a term is enough."""
+    from agtos.tasks.bm25 import lost_marks
+
+    assert [lost_marks(t) for t in ("\u0700", "\u06ff", "cafe", "καφές", "чай", "abcक", "かき")] == [
+        True,
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
