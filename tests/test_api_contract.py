@@ -67,8 +67,9 @@ EXPECTED: dict[str, set[int]] = {
     "POST /api/memory/conversations": {200, 403, 413} | USER,  # issue 17: whole-conversation ingest
 }
 for _label in EXPECTED:
+    EXPECTED[_label] = EXPECTED[_label] | {413}  # the body limit: any request's body, a GET's too
     if _label.split(" ", 1)[0] in {"POST", "PUT", "PATCH", "DELETE"}:
-        EXPECTED[_label] = EXPECTED[_label] | {413, 415}  # the body limit (any write), the JSON-only guard
+        EXPECTED[_label] = EXPECTED[_label] | {415}  # the JSON-only guard
 
 
 @pytest.fixture(scope="module")

@@ -115,7 +115,7 @@ def document_guards(app: FastAPI, keyed: Iterable[APIRouter]) -> None:
     """Add the guards to every operation of the served OpenAPI document: the bearer scheme on the
     operations of the ``keyed`` routers (``get_principal`` reads it without a FastAPI security
     dependency), and the statuses 400 (Host), 401/429 (keys, where the bearer scheme applies), 403
-    (a user key naming another user, a cross-site write), 413 (a write's body over the limit) and
+    (a user key naming another user, a cross-site write), 413 (a body over the limit, on any method) and
     415 (a non-JSON write)."""
     build = app.openapi
     keyed = list(keyed)
@@ -176,8 +176,9 @@ def _add_guard_statuses(writes: bool, op: dict[str, Any]) -> None:
         codes += [401, 429, 503]  # 503: keys cannot be checked while Redis is down
     if writes or USER_HEADER.lower() in names:
         codes.append(403)
+    codes.append(413)  # the body limit refuses any request's oversized body, also where none is read (a GET's)
     if writes:
-        codes += [413, 415]  # 413: the body limit refuses any write's oversized body, also where none is read
+        codes.append(415)
     responses = op.setdefault("responses", {})
     for code in codes:
         responses.setdefault(str(code), error_response(code))
