@@ -200,3 +200,150 @@ def test_a_word_said_twice_in_a_row_is_no_keyword_phrase(client: TestClient) -> 
     keywords = ended["episode"]["keywords"]
     assert {"beagle", "puppy", "crate"} <= set(keywords), keywords
     assert all(len(set(k.split())) == len(k.split()) for k in keywords), keywords
+
+
+COSTA_RICA = [
+    ("Eva", "We spent two weeks in Costa Rica in March."),
+    ("Tom", "Did you like the Costa Rican food?"),
+    ("Eva", "Yes, Costa Rica has great coffee and the Costa Rican beaches are empty."),
+]
+CALLED_BY_NAME = [
+    ("Nora", "Ben, my spin class at the new studio downtown was brutal."),
+    ("Ben", "Nora, you always pick the hardest instructor!"),
+    ("Nora", "Ben, the techno was loud but I love it."),
+    ("Ben", "Good for you Nora, I stick to rowing."),
+]
+
+
+def test_a_phrase_is_dropped_only_inside_a_longer_phrase_not_a_longer_word(client: TestClient) -> None:
+    """Planted: the sub-phrase rule matching characters rather than whole words, so "costa rica", a string
+    inside "costa rican", was dropped and its "rica" shown alone."""
+    ended = end_session(client, "eva", "trip", two_people("Eva", COSTA_RICA))
+    keywords = ended["episode"]["keywords"]
+    assert keywords[:2] == ["costa rica", "costa rican"], keywords
+    assert "rica" not in keywords
+
+
+def test_speakers_called_by_name_are_not_keywords(client: TestClient) -> None:
+    """Planted: the speakers' names left out of the words a keyword may not be: "ben" and "nora", said at the
+    start of most turns, were among the keywords of every episode of theirs."""
+    ended = end_session(client, "nora", "spin", two_people("Nora", CALLED_BY_NAME))
+    keywords = ended["episode"]["keywords"]
+    assert {"spin", "techno", "rowing", "instructor"} <= set(keywords), keywords
+    assert not {"nora", "ben"} & set(keywords), keywords
+
+
+def test_singular_and_plural_said_as_often_show_the_shorter_form(client: TestClient) -> None:
+    """Planted: the tie between a word's forms broken towards the longer one ("lakes" for "lake" and
+    "lakes" each said once)."""
+    lines = [
+        ("Ana", "We swam in two lakes this week."),
+        ("Leo", "Which one was the coldest?"),
+        ("Ana", "The mountain lake, the water was freezing."),
+    ]
+    keywords = end_session(client, "ana", "swim", two_people("Ana", lines))["episode"]["keywords"]
+    assert "lake" in keywords and "lakes" not in keywords, keywords
+
+
+def test_a_topic_word_among_the_keywords_counts_twice(client: TestClient) -> None:
+    """Planted: the topic scored by the distinct lexicon words said only, so two food verbs said six times
+    ("cook", "eat") outweighed the chat's keywords "deadline" and "client" (work): topic food, not work."""
+    lines = [
+        ("Ana", "The client moved the deadline to Monday, so I cook tonight and we eat late."),
+        ("Leo", "Fine, I cook the rice and you eat first."),
+        ("Ana", "We eat together then, I cook the fish."),
+    ]
+    ended = end_session(client, "ana", "deadline", two_people("Ana", lines))["episode"]
+    assert {"deadline", "client"} <= set(ended["keywords"]), ended["keywords"]
+    assert ended["topic"] == "work"
+
+
+def memories_of(client: TestClient, who: str) -> set[str]:
+    answer = client.get("/api/memory/memories", headers=user(who))
+    assert answer.status_code == 200, answer.text
+    return {m["text"] for m in answer.json()["memories"]}
+
+
+def test_a_named_subject_is_someone_only_if_rare_or_a_speaker(client: TestClient) -> None:
+    """Planted: the bound for a capitalised word to be a name lowered from the 1,000 most common English words
+    to 100 ("music", about the 200th, became someone: "Music was way too loud at the party" a fact), and a
+    statement's subject looked up among the speakers' names only ("Sofia doesn't eat fish at all" no fact)."""
+    lines = [
+        ("Lena", "How was the party on Saturday?"),
+        ("Paul", "Music was way too loud at the party."),
+        ("Paul", "Sofia doesn't eat fish at all, so we grilled vegetables."),
+    ]
+    assert end_session(client, "lena", "party", two_people("Lena", lines))["saved"]
+    said = memories_of(client, "lena")
+    assert "Sofia doesn't eat fish at all" in said, said
+    assert not any(m.startswith("Music") for m in said), said
+
+
+def test_chat_spellings_are_read_whatever_their_case(client: TestClient) -> None:
+    """Planted: "im", "dont", "ive" matched in lower case only, so "Im a nurse at the city hospital" opening a
+    turn was no statement (no fact) and "im", "dont", "ive" became keywords."""
+    lines = [
+        ("Lena", "Im a nurse at the city hospital."),
+        ("Paul", "Dont you work nights there?"),
+        ("Lena", "Ive worked nights for two years at the hospital."),
+    ]
+    ended = end_session(client, "lena", "nurse", two_people("Lena", lines))
+    assert "Lena is a nurse at the city hospital" in memories_of(client, "lena")
+    assert not {"im", "dont", "ive"} & set(ended["episode"]["keywords"]), ended["episode"]["keywords"]
+
+
+def test_words_the_vocabulary_does_not_hold_are_the_rarest(client: TestClient) -> None:
+    """Planted: a word out of the embedder's vocabulary ranked as the commonest, not the rarest: "kombucha" and
+    "sourdough", what the chat was about, fell out of its keywords."""
+    lines = [
+        ("Lena", "This weekend I brewed kombucha and baked sourdough bread."),
+        ("Paul", "Kombucha is tricky, how long did it ferment?"),
+        (
+            "Lena",
+            "The kombucha took ten days, the sourdough starter is older than my car, my house plants and my garden.",
+        ),
+        ("Paul", "My neighbour sells sourdough at the market near the station every morning."),
+    ]
+    keywords = end_session(client, "lena", "brew", two_people("Lena", lines))["episode"]["keywords"]
+    assert keywords[:2] == ["kombucha", "sourdough"], keywords
+
+
+def test_an_agent_chat_with_statements_still_counts_for_habits(client: TestClient) -> None:
+    """Planted: ``between_people`` remembered in the statements' cache, so an agent chat whose statements were
+    read first answered with them (a non-empty tuple: "between people") and its topics made no habit: no
+    "User regularly asks about weather" after two weather sessions in which the user said they are vegetarian."""
+    for session in ("w1", "w2"):
+        ended = talk(
+            client,
+            "wes",
+            session,
+            ("user", "What is the weather forecast for Lisbon tomorrow? I am vegetarian by the way."),
+            ("assistant", "Sunny and warm, 24 degrees, light wind."),
+            ("user", "Will it rain in Lisbon at the weekend? I need an umbrella for the market."),
+            ("assistant", "No rain expected, the temperature stays warm."),
+        )
+        assert ended["saved"], ended
+    answer = client.get("/api/memory/conclusions", params={"type": "inductive"}, headers=user("wes"))
+    assert answer.status_code == 200, answer.text
+    texts = {c["text"] for c in answer.json()["conclusions"]}
+    assert "User regularly asks about weather" in texts, texts
+    explicit = client.get("/api/memory/conclusions", params={"type": "explicit"}, headers=user("wes")).json()
+    assert explicit["conclusions"], explicit  # the statements were read
+
+
+def test_a_session_end_lock_expires_within_60_seconds_and_is_released(
+    client: TestClient, coordinator: MemoryCoordinator, raw_redis: Any, key_prefix: str
+) -> None:
+    """Planted: the end lock set with ``ex`` (seconds) instead of ``px`` (ms): a holder that died kept the
+    session from being ended for 60,000 s, not the 60 s the lock promises. Read during an end through HTTP."""
+    journal = coordinator.services.journal
+    read, ttls = journal.read, []
+
+    def hooked(user_id: str, session_id: str) -> Any:
+        ttls.extend(raw_redis.pttl(k) for k in raw_redis.scan_iter(match=f"{key_prefix}:*ending*", count=1_000))
+        return read(user_id, session_id)
+
+    journal.read = hooked  # type: ignore[method-assign]
+    assert talk(client, "lok", "s1", ("user", "My locker code at the gym is 4471."), ("assistant", "Noted."))
+    assert len(ttls) == 1 and 0 < ttls[0] <= 60_000, ttls
+    assert list(raw_redis.scan_iter(match=f"{key_prefix}:*ending*", count=1_000)) == []  # released
