@@ -118,6 +118,23 @@ def test_a_service_key_must_name_the_user(client: TestClient, coordinator: Memor
     assert bad.status_code == 400
 
 
+def test_the_server_wide_metrics_need_a_service_key_once_auth_is_on(app_for: AppFor) -> None:
+    """Without keys a local Prometheus scrapes ``/metrics`` as before; once keys exist, a user key (one user's
+    credentials) reads no server-wide counters (403), a service key does, no key is a 401."""
+    open_scrape = app_for().get("/metrics")
+    assert open_scrape.status_code == 200 and "# TYPE" in open_scrape.text
+    client = app_for()  # a fresh process view: auth seen off is cached for a moment by the first
+    store = store_of(client)
+    alice, _ = store.create("user", "alice")
+    service, _ = store.create("service", "prometheus")
+    assert client.get("/metrics").status_code == 401
+    refused = client.get("/metrics", headers=bearer(alice))
+    assert refused.status_code == 403 and "service key" in refused.json()["message"]
+    assert client.head("/metrics", headers=bearer(alice)).status_code == 403
+    scraped = client.get("/metrics", headers=bearer(service))
+    assert scraped.status_code == 200 and "# TYPE" in scraped.text
+
+
 def test_a_duplicate_user_header_is_400(client: TestClient, coordinator: MemoryCoordinator) -> None:
     twice = [("X-User-Id", "alice"), ("X-User-Id", "mallory")]
     assert client.get("/api/memory/episodes", headers=twice).status_code == 400  # auth off: no "first wins"
