@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 2.0
 BLOCK_S = 0.5
-BATCH_JOBS = 8  # queued session ends a worker takes at once: one NER pipe and one embedding call for them
+#: queued session ends a worker takes at once: one NER pipe and one embedding call for them (8 -> 32: the
+#: model runs larger length buckets and the queue path's CPU per turn fell ~4 %, docs/measurements.md)
+BATCH_JOBS = 32
 YIELD_POLL_S = 0.02  # how often a yielding worker looks at the requests in flight
 
 

@@ -98,8 +98,13 @@ def distil(rt: Services, episodes: list[Episode]) -> list[Memory]:
 
 
 def embed_texts(rt: Services, texts: list[str]) -> np.ndarray:
-    """One embedding call for the whole batch."""
-    return rt.semantic.embedder.embed(texts)
+    """One embedding call for the whole batch, each distinct text embedded once (a fact or a short
+    turn said in several sessions of a batch: its rows are copies of one row)."""
+    distinct = list(dict.fromkeys(texts))
+    if len(distinct) == len(texts):
+        return rt.semantic.embedder.embed(texts)
+    row = {text: at for at, text in enumerate(distinct)}
+    return rt.semantic.embedder.embed(distinct)[[row[t] for t in texts]]
 
 
 def index_batch(

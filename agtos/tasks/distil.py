@@ -50,6 +50,9 @@ def distil_memories(episodes: list[Episode]) -> list[Memory]:
                 memory = by_id[mid]
                 if episode.id not in memory.source_episode_ids:
                     memory.source_episode_ids.append(episode.id)
+                # as when the episodes come in separate batches (the stored memory's, max): the same
+                # memory whether the queue's worker takes the sessions together or one by one
+                memory.importance = max(memory.importance, episode.importance)
                 if said < memory.valid_from:
                     memory.valid_from, memory.utc_offset = said, episode.offset_at(fact)
                 continue
