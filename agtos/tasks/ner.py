@@ -143,7 +143,7 @@ class SpacyRecognizer(LineModelRecognizer):
     If the model cannot load, it logs a warning once and answers with :class:`RuleRecognizer`.
     """
 
-    def __init__(self, packages: Sequence[str] = MODEL_PACKAGES, *, batch_size: int = 32) -> None:
+    def __init__(self, packages: Sequence[str] = MODEL_PACKAGES, *, batch_size: int = 256) -> None:
         self._packages = tuple(packages)
         self._batch_size = batch_size
         self._nlp: Any = None
@@ -183,6 +183,8 @@ class SpacyRecognizer(LineModelRecognizer):
 
     def _recognize_lines(self, lines: list[str]) -> list[list[Mention]]:
         with self._lock:  # spaCy does not promise thread-safe inference (shared StringStore)
+            # 256 lines per model call (32 before): 0.66 -> 0.54 ms CPU per line on convset's turns, the same
+            # entities on 1,996 lines (a queue worker's run of 32 sessions has ~700)
             docs = list(self._nlp.pipe(lines, batch_size=self._batch_size))
         return [self._to_mentions(doc) for doc in docs]
 
