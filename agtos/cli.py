@@ -57,6 +57,8 @@ def serve(
     """Run the memory API (embedded Redis unless REDIS_URL is set)."""
     import uvicorn
 
+    from agtos.serving.http_protocol import PROTOCOL
+
     settings = Settings.from_env()
     log_requests = access_log_on(access_log)
     layout = worker_layout(worker, no_worker)
@@ -85,6 +87,7 @@ def serve(
             workers=workers,
             log_level="info",
             access_log=log_requests,
+            http=PROTOCOL,  # an absolute-form target's authority is its Host (RFC 9112 3.2.2)
         )
 
 

@@ -134,19 +134,33 @@ def is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+def target_authority(raw_path: bytes) -> str | None:
+    """The authority of an absolute-form request target (``http://evil.example/x`` -> ``evil.example``) as
+    uvicorn's h11 protocol leaves it in ``raw_path``; None for the usual origin-form (``/x``)."""
+    if not raw_path.lower().startswith((b"http://", b"https://")):
+        return None
+    return urlsplit(raw_path.decode("latin-1")).netloc.rpartition("@")[2]
+
+
 def request_guard_error(
-    method: str, headers: Headers, allowed_hosts: frozenset[str], cors_origins: frozenset[str] = frozenset()
+    method: str,
+    headers: Headers,
+    allowed_hosts: frozenset[str],
+    cors_origins: frozenset[str] = frozenset(),
+    authority: str | None = None,
 ) -> tuple[int, str] | None:
     """Why a request is refused before routing (status, message), or None.
 
-    A ``Host`` outside the allow-list is a 400 (DNS rebinding). A state-changing request without an
+    A ``Host`` outside the allow-list is a 400 (DNS rebinding); with an absolute-form request target,
+    its ``authority`` counts instead of the ``Host`` header (RFC 9112 3.2.2; ``agtos serve``'s
+    protocol, :mod:`agtos.serving.http_protocol`, puts it in ``Host``). A state-changing request without an
     ``Authorization`` header from another origin (``Origin`` not this host, or
     ``Sec-Fetch-Site: cross-site``) is a 403, and one whose body is not JSON is a 415: a browser
     cannot send a JSON body or an ``Authorization`` header cross-site without a CORS preflight,
     which this API grants only to the ``cors_origins`` (``AGTOS_CORS_ORIGINS``), the one exception to
     the 403. Body-less calls from non-browser clients (no ``Origin``) still work.
     """
-    host = headers.get("host", "")
+    host = headers.get("host", "") if authority is None else authority
     if "*" not in allowed_hosts and host_name(host) not in allowed_hosts:
         return 400, f"Host {host!r} is not served here; add it to AGTOS_ALLOWED_HOSTS"
     if method not in WRITE_METHODS or "authorization" in headers:
@@ -174,7 +188,10 @@ class RequestGuardMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refused = request_guard_error(scope["method"], Headers(scope=scope), self.allowed_hosts, self.cors_origins)
+            named = target_authority(scope.get("raw_path") or b"")
+            refused = request_guard_error(
+                scope["method"], Headers(scope=scope), self.allowed_hosts, self.cors_origins, named
+            )
             if refused is not None:
                 status, message = refused
                 body = json.dumps({"message": message}).encode()
