@@ -175,3 +175,25 @@ def silent_listener() -> Iterator[int]:
         for conn in held:
             conn.close()
         listener.close()
+
+
+@contextmanager
+def served_by_uvicorn(app: Any, http: str = "auto") -> Iterator[int]:
+    """``app`` served by uvicorn (its ``http`` protocol) on a free loopback port, in a thread: the port."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, http=http, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "uvicorn did not start"
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

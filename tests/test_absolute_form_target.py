@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -23,26 +21,11 @@ from typer.testing import CliRunner
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.serving.http_protocol import PROTOCOL
+from tests.helpers import served_by_uvicorn
 
 
-@contextmanager
-def serve(coordinator: MemoryCoordinator, http: str) -> Iterator[int]:
-    """``create_app`` served by uvicorn with the ``http`` protocol on a free loopback port, in a thread."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(coordinator=coordinator), http=http, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+def serve(coordinator: MemoryCoordinator, http: str) -> AbstractContextManager[int]:
+    return served_by_uvicorn(create_app(coordinator=coordinator), http)
 
 
 @pytest.fixture(params=[PROTOCOL, "h11"], ids=["agtos-serve-protocol", "h11"])

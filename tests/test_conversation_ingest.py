@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from agtos.cli import app as cli_app
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
-from tests.helpers import user
+from tests.helpers import served_by_uvicorn, user
 
 MAY_8 = 1683540000000  # 2023-05-08T10:00:00Z
 JUNE_12 = 1686594600000  # 2023-06-12T18:30:00Z
@@ -219,30 +216,16 @@ def test_cli_sends_the_log_to_a_running_api(cli_env: None, tmp_path: Path, clien
     log.write_text("\n".join(json.dumps(s) for s in SESSIONS[:2]), encoding="utf-8")
     # the API as ``uvicorn agtos.serving.main:app`` builds it (create_app() from the environment), served
     # by uvicorn on a loopback port in a thread: a live server, without a second Python and its models
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with served_by_uvicorn(create_app()) as port:
+        url = f"http://127.0.0.1:{port}"
         sent = CliRunner().invoke(cli_app, ["memory", "ingest", str(log), "--user", "remote", "--url", url])
         assert sent.exit_code == 0, sent.output
         assert "2 session(s): stored 2, unchanged 0, skipped 0" in sent.output
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
     episodes = client.get("/api/memory/episodes", headers=user("remote")).json()["episodes"]
     assert sorted(e["timestamp"] for e in episodes) == [MAY_8 + 60_000, JUNE_12 + 1]
 
 
 def test_a_time_without_an_offset_is_utc_whatever_the_servers_zone(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
 
     from agtos.schemas.records import to_ms
 
