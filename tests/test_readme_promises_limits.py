@@ -1,0 +1,140 @@
+"""README promises on limits and the ingestion queue, set by their environment variables.
+
+The configuration table documents ``AGTOS_SESSION_MAX_TURNS`` / ``_MAX_BYTES``,
+``AGTOS_USER_MAX_SESSIONS`` / ``AGTOS_USER_MAX_TURNS`` ("413 past them"), ``AGTOS_WM_MAX_SESSIONS``
+("least recently used go back to their journal"), ``AGTOS_INGEST_CLAIM_IDLE_S`` and
+``AGTOS_INGEST_RETRY_DELAY_S``. Other tests set these through ``Settings`` objects, which a
+misspelt variable name would not break; here each is set in the environment and the app is built
+as ``agtos serve`` builds it, then watched through HTTP (and the queue's worker, driven by hand).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+from fastapi.testclient import TestClient
+
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.ingest_worker import SessionJob
+from tests import test_env_settings
+from tests.helpers import user
+from tests.test_env_settings import Serve
+from tests.test_ingest_queue import KEYBOARD
+
+env = test_env_settings.env  # fixtures: a clean environment, and apps built from it
+serve = test_env_settings.serve
+
+WHO = "capped"
+QUEUE = {"AGTOS_INGEST_MODE": "queue", "AGTOS_INGEST_WORKER": "false", "AGTOS_END_IDLE_WAIT_S": "0"}
+
+
+def append(client: TestClient, session: str, *contents: str, who: str = WHO) -> Any:
+    turns = [{"role": "user", "content": c} for c in contents]
+    return client.post(f"/api/memory/sessions/{session}/turns", json={"turns": turns}, headers=user(who))
+
+
+def shown(client: TestClient, session: str, who: str = WHO) -> list[str]:
+    """The session's messages as GET answers them (from the journal on any process)."""
+    response = client.get(f"/api/memory/sessions/{session}", headers=user(who))
+    assert response.status_code == 200, response.text
+    return [m["content"] for m in response.json()["messages"]]
+
+
+def journal(raw: redis.Redis, prefix: str, session: str, who: str = WHO) -> int:
+    return int(raw.llen(f"{prefix}:u:{{{who}}}:session:{session}:turns"))
+
+
+def coordinator_of(client: TestClient) -> MemoryCoordinator:
+    return client.app.state.coordinator  # type: ignore[attr-defined]
+
+
+# -- journal caps: 413, nothing written ------------------------------------------------------
+def test_session_caps_come_from_their_variables(serve: Serve, raw_redis: redis.Redis, key_prefix: str) -> None:
+    with serve(AGTOS_SESSION_MAX_TURNS="3") as client:
+        assert append(client, "t", "one", "two").status_code == 200
+        refused = append(client, "t", "three", "four")  # 4 turns > 3
+        assert refused.status_code == 413 and "(AGTOS_SESSION_MAX_TURNS)" in refused.json()["message"]
+        assert shown(client, "t") == ["one", "two"] and journal(raw_redis, key_prefix, "t") == 2  # all or none
+        assert append(client, "t", "three").status_code == 200  # the cap itself fits
+    with serve(AGTOS_SESSION_MAX_BYTES="400") as client:  # a journalled turn is ~100 bytes of JSON
+        assert append(client, "b", "short").status_code == 200
+        too_big = append(client, "b", "x" * 400)
+        assert too_big.status_code == 413 and "(AGTOS_SESSION_MAX_BYTES)" in too_big.json()["message"]
+        assert shown(client, "b") == ["short"] and journal(raw_redis, key_prefix, "b") == 1
+
+
+def test_user_caps_come_from_their_variables(serve: Serve, raw_redis: redis.Redis, key_prefix: str) -> None:
+    with serve(AGTOS_USER_MAX_SESSIONS="2", AGTOS_USER_MAX_TURNS="4") as client:
+        assert append(client, "a", "one", "two").status_code == 200
+        assert append(client, "b", "three").status_code == 200
+        third = append(client, "c", "four")  # a third live session
+        assert third.status_code == 413 and "(AGTOS_USER_MAX_SESSIONS)" in third.json()["message"]
+        assert journal(raw_redis, key_prefix, "c") == 0
+        assert append(client, "c", "four", who="other").status_code == 200  # another user's caps are their own
+        five = append(client, "b", "four", "five")  # 3 + 2 > 4 turns in the user's live sessions
+        assert five.status_code == 413 and "(AGTOS_USER_MAX_TURNS)" in five.json()["message"]
+        assert shown(client, "b") == ["three"]
+        assert append(client, "b", "four").status_code == 200
+
+
+def test_wm_max_sessions_sends_the_least_recent_back_to_its_journal(serve: Serve) -> None:
+    with serve(AGTOS_WM_MAX_SESSIONS="2") as client:
+        for session in ("s1", "s2", "s3"):
+            assert append(client, session, f"first of {session}", f"second of {session}").status_code == 200
+        held = coordinator_of(client).working.active_sessions()
+        assert sorted(held) == [(WHO, "s2"), (WHO, "s3")]  # s1, least recently used, left the process
+        assert shown(client, "s1") == ["first of s1", "second of s1"]  # served from its journal
+        ack = append(client, "s1", "third of s1").json()
+        assert (ack["messageCount"], ack["journalLength"]) == (3, 3)
+
+
+# -- the ingestion queue's timing variables ----------------------------------------------------
+def end_queued(client: TestClient, who: str) -> str:
+    appended = client.post("/api/memory/sessions/chat/turns", json={"turns": KEYBOARD}, headers=user(who))
+    assert appended.status_code == 200, appended.text
+    ended = client.post("/api/memory/sessions/chat/end", headers=user(who))
+    assert ended.status_code == 200 and ended.json()["status"] == "queued", ended.text
+    return str(ended.json()["episodeId"])
+
+
+def episode_ids(client: TestClient, who: str) -> list[str]:
+    listed = client.get("/api/memory/episodes", headers=user(who))
+    assert listed.status_code == 200, listed.text
+    return [e["id"] for e in listed.json()["episodes"]]
+
+
+def test_ingest_claim_idle_s_hands_a_dead_workers_job_on(serve: Serve) -> None:
+    """A job taken by a worker that died is taken over once pending this long (default 120 s)."""
+    with serve(**QUEUE, AGTOS_INGEST_CLAIM_IDLE_S="0.5") as client:
+        coordinator = coordinator_of(client)
+        episode = end_queued(client, "gus")
+        [taken] = coordinator.ingest_queue.read("dead-worker", 1, 0)  # taken, never acknowledged
+        worker = coordinator.ingest_worker()
+        assert worker.run_once(block=False) == 0  # still fresh: its worker may be on it
+        time.sleep(0.7)
+        assert worker.run_once(block=False) == 1
+        assert taken.deliveries == 1 and episode_ids(client, "gus") == [episode]
+
+
+def test_ingest_retry_delay_s_holds_a_failed_job_back(serve: Serve) -> None:
+    """A failed job is handed back, claimable only after the retry delay (default 5 s), then stored."""
+    with serve(**QUEUE, AGTOS_INGEST_RETRY_DELAY_S="1") as client:
+        coordinator = coordinator_of(client)
+        episode = end_queued(client, "zed")
+        worker = coordinator.ingest_worker()
+        real, calls = worker.handle, []
+
+        def fail_first(job: SessionJob) -> object:
+            calls.append(job.session_id)
+            if len(calls) == 1:
+                raise RuntimeError("embedder not loaded yet")
+            return real(job)
+
+        worker.handle = fail_first
+        assert worker.run_once(block=False) == 1  # failed, handed back
+        assert worker.run_once(block=False) == 0  # not before the delay
+        time.sleep(1.3)
+        assert worker.run_once(block=False) == 1
+        assert calls == ["chat", "chat"] and episode_ids(client, "zed") == [episode]
