@@ -8,6 +8,7 @@ DEVANAGARI VOWEL SIGN AA), calendar facts written out by hand (8 May 2023 was a 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -347,3 +348,41 @@ def test_a_session_end_lock_expires_within_60_seconds_and_is_released(
     assert talk(client, "lok", "s1", ("user", "My locker code at the gym is 4471."), ("assistant", "Noted."))
     assert len(ttls) == 1 and 0 < ttls[0] <= 60_000, ttls
     assert list(raw_redis.scan_iter(match=f"{key_prefix}:*ending*", count=1_000)) == []  # released
+
+
+def test_an_end_of_one_user_does_not_wait_for_another_users_end_of_the_same_session_id(
+    client: TestClient, coordinator: MemoryCoordinator
+) -> None:
+    """Planted: the end lock keyed by the session id without its user, so bob's end of "s1" waited while ann's
+    end of her own "s1" held the lock (for up to 60 s if her process died): users' sessions are isolated."""
+    journal = coordinator.services.journal
+    read, bob_done, in_time = journal.read, threading.Event(), []
+    for who in ("ann", "bob"):
+        turns = {"turns": [{"role": "user", "content": f"My name is {who} and my locker code is 4471."}]}
+        assert client.post("/api/memory/sessions/s1/turns", json=turns, headers=user(who)).status_code == 200
+
+    def bob_ends() -> None:
+        assert client.post("/api/memory/sessions/s1/end", headers=user("bob")).status_code == 200
+        bob_done.set()
+
+    bob = threading.Thread(target=bob_ends, daemon=True)
+
+    def hooked(user_id: str, session_id: str) -> Any:
+        if user_id == "ann":  # ann's end holds her lock here while bob ends his session
+            bob.start()
+            in_time.append(bob_done.wait(30))
+        return read(user_id, session_id)
+
+    journal.read = hooked  # type: ignore[method-assign]
+    assert client.post("/api/memory/sessions/s1/end", headers=user("ann")).status_code == 200
+    bob.join(90)
+    assert in_time == [True] and bob_done.is_set()
+
+
+@pytest.mark.parametrize("path", ["/openapi.json", "/docs", "/health"])
+def test_a_405_allows_head_once_where_the_route_serves_head_itself(client: TestClient, path: str) -> None:
+    """Planted: HEAD added to a 405's Allow for every path that serves GET, though Starlette's own routes (the
+    OpenAPI document, the docs page) already list it: "Allow: GET, HEAD, HEAD" (RFC 9110: a list of methods)."""
+    answer = client.request("DELETE", path)
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "GET, HEAD"
