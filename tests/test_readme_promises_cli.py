@@ -13,33 +13,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from agtos.cli import app
 from agtos.serving.app import create_app
+from tests import test_cli
 from tests.helpers import user
-from tests.test_privacy_import import make_fixtures
 
 WHO = "cli7"
 CURSOR_RULES = {"Prefer pathlib over os.path.", "Always write type hints."}  # the fixture home's Cursor rules
 
 
-@pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, key_prefix: str, tmp_path: Path) -> Path:
-    home = make_fixtures.build_home(tmp_path / "home")
-    for name, value in {
-        "REDIS_URL": redis_url,
-        "AGTOS_KEY_PREFIX": key_prefix,
-        "AGTOS_IMPORT_HOME": str(home),
-        "AGTOS_BACKGROUND_WORK_POLICY": "always",
-        "AGTOS_CONFIG_DIR": str(tmp_path / "cfg"),
-        "AGTOS_DATA_DIR": str(tmp_path / "data"),
-        "AGTOS_MEMORY_SEARCH_MODE": "hybrid",
-    }.items():
-        monkeypatch.setenv(name, value)
-    return home
+cli_env = test_cli.cli_env  # fixture: the fixture home to import from, Redis and settings from the environment
 
 
 def cli(*args: str) -> str:

@@ -11,6 +11,7 @@ as ``agtos serve`` builds it, then watched through HTTP (and the queue's worker,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -118,23 +119,28 @@ def test_ingest_claim_idle_s_hands_a_dead_workers_job_on(serve: Serve) -> None:
         assert taken.deliveries == 1 and episode_ids(client, "gus") == [episode]
 
 
+class FailOnce:
+    """A worker's job handler whose first call fails, as when its embedder is still loading."""
+
+    def __init__(self, handle: Callable[[SessionJob], object]) -> None:
+        self.handle, self.sessions = handle, list[str]()
+
+    def __call__(self, job: SessionJob) -> object:
+        self.sessions.append(job.session_id)
+        if len(self.sessions) == 1:
+            raise RuntimeError("embedder not loaded yet")
+        return self.handle(job)
+
+
 def test_ingest_retry_delay_s_holds_a_failed_job_back(serve: Serve) -> None:
     """A failed job is handed back, claimable only after the retry delay (default 5 s), then stored."""
     with serve(**QUEUE, AGTOS_INGEST_RETRY_DELAY_S="1") as client:
         coordinator = coordinator_of(client)
         episode = end_queued(client, "zed")
         worker = coordinator.ingest_worker()
-        real, calls = worker.handle, []
-
-        def fail_first(job: SessionJob) -> object:
-            calls.append(job.session_id)
-            if len(calls) == 1:
-                raise RuntimeError("embedder not loaded yet")
-            return real(job)
-
-        worker.handle = fail_first
-        assert worker.run_once(block=False) == 1  # failed, handed back
-        assert worker.run_once(block=False) == 0  # not before the delay
+        worker.handle = failing = FailOnce(worker.handle)
+        outcomes = [worker.run_once(block=False), worker.run_once(block=False)]
+        assert outcomes == [1, 0]  # failed and handed back; not claimable before the delay
         time.sleep(1.3)
         assert worker.run_once(block=False) == 1
-        assert calls == ["chat", "chat"] and episode_ids(client, "zed") == [episode]
+        assert failing.sessions == ["chat", "chat"] and episode_ids(client, "zed") == [episode]
