@@ -22,6 +22,7 @@ from agtos.tasks import bm25
 from tests.helpers import end_session, talk, user
 from tests.test_entity_marks import THANKS
 from tests.test_episode_gist import two_people
+from tests.test_ingest_queue import KEYBOARD, end
 from tests.test_tokenizer_v3 import DAAL, DAL, ended, found, version_2
 from tests.test_turn_dates import MAY_8, dates
 
@@ -386,3 +387,29 @@ def test_a_405_allows_head_once_where_the_route_serves_head_itself(client: TestC
     answer = client.request("DELETE", path)
     assert answer.status_code == 405
     assert answer.headers["allow"] == "GET, HEAD"
+
+
+@pytest.fixture
+def queued(settings: Settings) -> Iterator[tuple[TestClient, MemoryCoordinator]]:
+    """An API process in queue mode without a worker thread of its own."""
+    coordinator = MemoryCoordinator(settings.with_overrides(ingest_mode="queue", ingest_worker=False))
+    with TestClient(create_app(coordinator=coordinator)) as client:
+        yield client, coordinator
+    coordinator.close()
+
+
+def test_a_queued_end_estimates_its_wait_from_its_place_in_the_queue(
+    queued: tuple[TestClient, MemoryCoordinator],
+) -> None:
+    """Planted: the estimate made for place 0 whatever the end's place, so a job behind two others was said to
+    be searchable in 0.0 s. README: position x mean job time / live workers; one worker of another process is
+    alive (its heartbeat) and has done no job yet, when a job is taken as 1 s: places 1, 2, 3 are 1, 2, 3 s."""
+    queue_client, queue_coordinator = queued
+    queue_coordinator.ingest_queue.heartbeat("worker-elsewhere")
+    said = [[{**turn, "content": f"{turn['content']} (take {n})"} for turn in KEYBOARD] for n in range(3)]
+    ends = [end(queue_client, "qu", f"s{n}", turns) for n, turns in enumerate(said)]
+    assert [(e["status"], e["queuePosition"], e["searchableInS"]) for e in ends] == [
+        ("queued", 1, 1.0),
+        ("queued", 2, 2.0),
+        ("queued", 3, 3.0),
+    ], ends
