@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.ingest_worker import SessionJob
 from tests import test_env_settings
-from tests.helpers import user
+from tests.helpers import user, user_key_names
 from tests.test_env_settings import Serve
 from tests.test_ingest_queue import KEYBOARD
 
@@ -144,3 +144,17 @@ def test_ingest_retry_delay_s_holds_a_failed_job_back(serve: Serve) -> None:
         time.sleep(1.3)
         assert worker.run_once(block=False) == 1
         assert failing.sessions == ["chat", "chat"] and episode_ids(client, "zed") == [episode]
+
+
+def test_an_opted_out_users_evicted_session_is_gone(serve: Serve, raw_redis: redis.Redis, key_prefix: str) -> None:
+    """README: "(an opted-out user's session, having no journal, is then gone)"; its turns were never in Redis."""
+    with serve(AGTOS_WM_MAX_SESSIONS="1") as client:
+        opted = client.put("/api/memory/privacy", json={"opt_out": True}, headers=user("olga"))
+        assert opted.status_code == 200, opted.text
+        assert append(client, "s1", "my locker code is 4417", who="olga").status_code == 200
+        assert shown(client, "s1", who="olga") == ["my locker code is 4417"]  # working memory only
+        assert append(client, "s2", "another session", who="olga").status_code == 200  # s1 leaves the process
+        assert client.get("/api/memory/sessions/s1", headers=user("olga")).status_code == 404
+        assert shown(client, "s2", who="olga") == ["another session"]
+    kept = user_key_names(raw_redis, key_prefix, "olga")
+    assert not [name for name in kept if ":session:" in name or ":turns" in name], kept  # no journal, ever
