@@ -21,6 +21,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.ingest_worker import SessionJob
 from tests import test_env_settings
 from tests.helpers import user, user_key_names
+from tests.stub_servers import StubModelServer
 from tests.test_env_settings import Serve
 from tests.test_ingest_queue import KEYBOARD
 
@@ -158,3 +159,30 @@ def test_an_opted_out_users_evicted_session_is_gone(serve: Serve, raw_redis: red
         assert shown(client, "s2", who="olga") == ["another session"]
     kept = user_key_names(raw_redis, key_prefix, "olga")
     assert not [name for name in kept if ":session:" in name or ":turns" in name], kept  # no journal, ever
+
+
+# -- a remote embedder's bound while a request is served ---------------------------------------
+BEES = {"text": "Wren keeps bees on the roof", "kind": "fact"}
+
+
+def test_embedding_request_timeout_s_bounds_a_memory_writes_wait(serve: Serve) -> None:
+    """README: ``AGTOS_EMBEDDING_REQUEST_TIMEOUT_S`` (5 s) is "the longest wait before the request goes on
+    without vectors"; a memory written meanwhile "is stored for keyword search and noted for its vector"
+    (``/health``'s ``tiers.semantic.pendingVectors``). An embedder answering in 1 s: within the default
+    bound the vector is written; with the variable at 0.3 s it is not."""
+    with StubModelServer() as stub:
+        remote = {
+            "AGTOS_EMBEDDING_PROVIDER": "openai",
+            "AGTOS_EMBEDDING_BASE_URL": f"{stub.url}/v1",
+            "AGTOS_EMBEDDING_MODEL": "stub-embed",
+            "AGTOS_EMBEDDING_BREAKER_FAILURES": "0",
+        }
+        stub.delay_s = 1.0
+        for bound, pending in ((None, 0), ("0.3", 1)):
+            variables = remote | ({"AGTOS_EMBEDDING_REQUEST_TIMEOUT_S": bound} if bound else {})
+            with serve(**variables) as client:
+                who = f"writer-{pending}"
+                written = client.post("/api/memory/memories", json=BEES, headers=user(who))
+                assert written.status_code == 201, written.text
+                health = client.get("/health").json()
+                assert health["tiers"]["semantic"]["pendingVectors"] == pending, health["tiers"]["semantic"]
