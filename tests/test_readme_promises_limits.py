@@ -11,9 +11,11 @@ as ``agtos serve`` builds it, then watched through HTTP (and the queue's worker,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 
@@ -21,6 +23,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.ingest_worker import SessionJob
 from tests import test_env_settings
 from tests.helpers import user, user_key_names
+from tests.redis_process import RedisProcess
 from tests.stub_servers import StubModelServer
 from tests.test_env_settings import Serve
 from tests.test_ingest_queue import KEYBOARD
@@ -186,3 +189,28 @@ def test_embedding_request_timeout_s_bounds_a_memory_writes_wait(serve: Serve) -
                 assert written.status_code == 201, written.text
                 health = client.get("/health").json()
                 assert health["tiers"]["semantic"]["pendingVectors"] == pending, health["tiers"]["semantic"]
+
+
+# -- the Redis socket timeout ----------------------------------------------------------------
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A Redis of this test's own: it is paused (CLIENT PAUSE), which the shared one must never be."""
+    server = RedisProcess(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(("timeout", "status"), [("0.3", 503), ("10", 200)])
+def test_redis_timeout_s_is_the_socket_timeout(
+    serve: Serve, private_redis: RedisProcess, timeout: str, status: int
+) -> None:
+    """README: ``AGTOS_REDIS_TIMEOUT_S`` (1 s) is the "socket timeout of Redis calls". Redis paused for
+    2.5 s: a turn append gives up (503, nothing journalled) with 0.3 s, and waits it out with 10 s."""
+    with serve(REDIS_URL=private_redis.url, AGTOS_REDIS_TIMEOUT_S=timeout) as client:
+        assert append(client, "s", "before the pause").status_code == 200
+        redis.Redis.from_url(private_redis.url).execute_command("CLIENT", "PAUSE", "2500", "ALL")
+        during = append(client, "s", "during the pause")
+        assert during.status_code == status, during.text
+        time.sleep(2.6)  # the pause is over
+        expected = ["before the pause", "during the pause"][: 2 if status == 200 else 1]
+        assert shown(client, "s") == expected
