@@ -513,14 +513,18 @@ def test_profile_opt_out_is_the_privacy_setting(client: TestClient, redis_url: s
 
 
 # -- input validation ---------------------------------------------------------------------------
-@pytest.mark.parametrize("body", [b'{"question": "caf\xe9"}', b"[" * 100_000], ids=["latin-1", "nested"])
-def test_undecodable_bodies_are_422(client: TestClient, body: bytes) -> None:
+LATIN_1 = "not UTF-8 (invalid byte at 17): JSON bodies must be UTF-8 (RFC 8259 section 8.1)"  # 'é' is byte 17
+NESTED = "malformed JSON (undecodable: invalid UTF-8 or nested too deeply)"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"), [(b'{"question": "caf\xe9"}', LATIN_1), (b"[" * 100_000, NESTED)], ids=["latin-1", "nested"]
+)
+def test_undecodable_bodies_are_422(client: TestClient, body: bytes, message: str) -> None:
     headers = {**user("alice"), "content-type": "application/json"}
     response = client.post("/api/memory/ask", content=body, headers=headers)
     assert response.status_code == 422
-    assert response.json()["errors"] == [
-        {"field": "body", "message": "malformed JSON (undecodable: invalid UTF-8 or nested too deeply)"}
-    ]
+    assert response.json()["errors"] == [{"field": "body", "message": message}]
 
 
 @pytest.mark.parametrize(
