@@ -416,3 +416,27 @@ def test_a_queued_end_estimates_its_wait_from_its_place_in_the_queue(
         ("queued", 2, 2.0),
         ("queued", 3, 3.0),
     ], ends
+
+
+def test_a_common_word_capitalised_after_a_comma_is_a_name(client: TestClient) -> None:
+    """Planted: a capital after a comma not read as a name ("my brother, Mark,"), so "Mark", one of the
+    1,000 commonest English words, was no one and "Mark moved to Denver ..." no fact."""
+    lines = [
+        ("Lena", "I called my brother, Mark, on Sunday."),
+        ("Paul", "How is he doing?"),
+        ("Lena", "Mark moved to Denver last spring with the whole family."),
+    ]
+    assert end_session(client, "lena", "mark", two_people("Lena", lines))["saved"]
+    assert any(m.startswith("Mark moved to Denver") for m in memories_of(client, "lena"))
+
+
+def test_short_time_words_are_no_keywords(client: TestClient) -> None:
+    """Planted: time words kept only from 4 letters on, so "min" (dateparser's English word for minutes),
+    said three times, became the first keyword of a chat about a bakery."""
+    lines = [
+        ("Lena", "The bakery is a 10 min walk from the station, 5 min by bike."),
+        ("Paul", "Only 5 min? The croissants there sell out by 8."),
+        ("Lena", "Give it 20 min on a Sunday, the queue for croissants is long."),
+    ]
+    keywords = end_session(client, "lena", "bakery", two_people("Lena", lines))["episode"]["keywords"]
+    assert {"croissants", "bakery"} <= set(keywords) and "min" not in keywords, keywords
