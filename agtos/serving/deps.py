@@ -1,6 +1,6 @@
 """Request dependencies: the coordinator of this app, the caller's key and the caller's user id.
 
-They are ``async`` on purpose: they never block (the key check runs on a worker thread), and
+They are ``async`` on purpose: they never block (the key check runs on the cheap reads' threads), and
 FastAPI would otherwise run each sync dependency on a worker thread — a thread hop per dependency.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Request
-from fastapi.concurrency import run_in_threadpool
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas.identifiers import ID_MAX_LENGTH, RECORD_ID, USER_ID
 from agtos.serving.auth import BEARER, Authenticator, Principal
+from agtos.serving.offload import in_read_thread
 from agtos.storage.keys import check_user_id
 
 USER_HEADER = "X-User-Id"
@@ -58,7 +58,8 @@ async def get_principal(request: Request) -> Principal | None:
         principal = None  # the hot path of an open (loopback) install: no thread hop, no Redis call
     else:
         token = credentials.credentials if credentials else None
-        principal = await run_in_threadpool(authenticator.authenticate, token)
+        # on the cheap reads' pool: a key check never waits for a thread behind long sync routes
+        principal = await in_read_thread(authenticator.authenticate, token)
     request.scope[PRINCIPAL_KEY] = principal
     return principal
 

@@ -8,6 +8,11 @@ session ends) are ``async`` and hand their blocking call to :func:`in_thread` in
 for the route: the call runs in a copy of the request's context and its exception is raised in the
 route. At most :data:`MAX_THREADS` calls run at once (AnyIO's default is 40 as well); more wait
 in the executor's queue.
+
+The cheap reads (``/health``, an episode list, a maintenance run's status or history) have their own
+small pool, :func:`in_read_thread`: they never queue behind long work, neither behind the hot routes'
+calls here nor behind the sync routes (``/ask``, ``/dream``, a ``/conversations`` back-fill…) that hold
+AnyIO's 40 threads (under such a load a 404 of ``maintain/runs/{id}`` took up to 16 s; docs/measurements.md).
 """
 
 from __future__ import annotations
@@ -24,9 +29,17 @@ T = TypeVar("T")
 
 MAX_THREADS = 40
 EXECUTOR = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="agtos-request")
+READ_THREADS = 8  # a few Redis round trips each: enough to keep them from queueing behind one another
+READS = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="agtos-read")
 
 
 async def in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """``func(*args, **kwargs)`` on a request thread; the event loop serves other requests meanwhile."""
     call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(EXECUTOR, call)
+
+
+async def in_read_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """``func(*args, **kwargs)``, a cheap read, on the reads' own threads (not shared with long work)."""
+    call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(READS, call)

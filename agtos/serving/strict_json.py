@@ -187,5 +187,5 @@ class ParamsOnce:
     def __init__(self) -> None:
         self.names: dict[str, frozenset[str]] = {}
 
-    def __call__(self, request: Request) -> None:
+    async def __call__(self, request: Request) -> None:  # async: a sync one would take a thread of AnyIO's pool
         refuse_repeated(request, self.names)

@@ -11,6 +11,7 @@ from agtos.schemas.api import MaintenanceHistoryOut, MaintenanceRun
 from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
 from agtos.serving.maintenance_runs import MaintenanceRunner
+from agtos.serving.offload import in_read_thread
 from agtos.serving.strict_json import StrictJSONRoute
 
 router = APIRouter(
@@ -43,32 +44,32 @@ def maintain(request: Request, response: Response, coordinator: Coordinator, use
 
 
 @router.get("/runs/{run_id}", response_model=MaintenanceRun, responses=errors(404))
-def run_status(
+async def run_status(
     request: Request,
     user_id: UserId,
     run_id: Annotated[str, id_path("the run's id (runId of the 202)")],
 ) -> MaintenanceRun:
     """A requested run: ``queued``, ``running``, then ``completed``/``deferred`` with its report, or ``failed``."""
-    found = _runner(request).get(user_id, run_id)
+    found = await in_read_thread(_runner(request).get, user_id, run_id)
     if found is None:
         raise HTTPException(404, f"no maintenance run {run_id!r} for this user")
     return found
 
 
 @router.get("/history", response_model=MaintenanceHistoryOut)
-def history(
+async def history(
     coordinator: Coordinator, user_id: UserId, limit: Annotated[int, Query(ge=1, le=200)] = 20
 ) -> MaintenanceHistoryOut:
     """Past sweep reports, newest first."""
-    reports = coordinator.maintenance.history(user_id, limit)
+    reports = await in_read_thread(coordinator.maintenance.history, user_id, limit)
     return MaintenanceHistoryOut(reports=reports, count=len(reports))
 
 
 @router.get("/history/{timestamp}", response_model=MaintenanceReport, responses=errors(404))
-def report(
+async def report(
     coordinator: Coordinator, user_id: UserId, timestamp: Annotated[int, Path(ge=0, le=10**14)]
 ) -> MaintenanceReport:
-    found = coordinator.maintenance.get(user_id, timestamp)
+    found = await in_read_thread(coordinator.maintenance.get, user_id, timestamp)
     if found is None:
         raise HTTPException(404, f"no maintenance report at {timestamp} for this user")
     return found

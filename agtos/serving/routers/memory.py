@@ -19,7 +19,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
-from agtos.serving.offload import in_thread
+from agtos.serving.offload import in_read_thread, in_thread
 from agtos.serving.responses import json_model
 from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
@@ -30,14 +30,14 @@ EPISODE_FIELDS = tuple(EpisodeOut.model_fields)  # what a search hit shows of it
 
 
 @router.get("/episodes", response_model=EpisodesOut)
-def list_episodes(
+async def list_episodes(
     coordinator: Coordinator,
     user_id: UserId,
     limit: Annotated[int, Query(ge=1, le=100, description="how many, newest first")] = 20,
 ) -> EpisodesOut:
     """The user's episodes, newest first; ``available: false`` when Redis is down."""
     try:
-        episodes = coordinator.list_episodes(user_id, limit)
+        episodes = await in_read_thread(coordinator.list_episodes, user_id, limit)
     except StorageUnavailable:
         return EpisodesOut(episodes=[], count=0, available=False)
     return EpisodesOut(episodes=[EpisodeOut.model_validate(e) for e in episodes], count=len(episodes), available=True)
