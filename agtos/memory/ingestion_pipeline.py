@@ -93,7 +93,8 @@ def recognise_entities(rt: Services, episodes: list[Episode]) -> tuple[list[Epis
 
 
 def distil(rt: Services, episodes: list[Episode]) -> list[Memory]:
-    """Facts and preferences of the batch as semantic memories (deduplicated)."""
+    """Facts and preferences of the batch as semantic memories (one per fact of each episode: the
+    writer merges a fact said in several episodes in their order, :func:`distil_memories`)."""
     return distil_memories(episodes)
 
 

@@ -5,6 +5,7 @@ records each change in the memory's history (:class:`~agtos.storage.memory_histo
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import groupby
 
 import numpy as np
 
@@ -25,7 +26,17 @@ class MemoryVersions:
     def write(self, memories: list[Memory], vectors: np.ndarray | None, origin: ChangeOrigin = "extracted") -> int:
         """Upsert memories (no TTL) with their index entries, each merged with the stored memory of
         its id; a fact a later one supersedes is closed (``valid_until``, ``superseded_by``), never
-        deleted; every change goes to the memory's history. Returns the memories written."""
+        deleted; every change goes to the memory's history. A memory said again by a later source
+        of the batch (a fact of several sessions of one ingestion run) is written in rounds
+        (:func:`statement_rounds`), as separate batches would write it. Returns the memories written."""
+        rounds = statement_rounds(memories)
+        if len(rounds) <= 1:
+            return self._write(memories, vectors, origin)
+        for rows in rounds:
+            self._write([memories[i] for i in rows], None if vectors is None else vectors[rows], origin)
+        return len({(m.user_id, m.id) for m in memories})
+
+    def _write(self, memories: list[Memory], vectors: np.ndarray | None, origin: ChangeOrigin) -> int:
         memory_store = self.store()
         merged, changes = self._merge_existing(memory_store, memories, origin)
         for user_id, rows in rows_by_user([m.user_id for m in merged]).items():
@@ -206,6 +217,23 @@ def change(memory: Memory, origin: ChangeOrigin, action: ChangeAction, **extra: 
         valid_until=memory.valid_until,
         **extra,  # type: ignore[arg-type]
     )
+
+
+def statement_rounds(memories: list[Memory]) -> list[list[int]]:
+    """The rows of ``memories`` in rounds to write one after the other: the consecutive rows of one
+    first source episode (what one session said) stay together, and a round ends before a source
+    that says one of its memories again (same user and id). One round when no memory repeats."""
+    rounds: list[list[int]] = []
+    seen: set[tuple[str, str]] = set()
+    for _, group in groupby(range(len(memories)), key=lambda row: memories[row].source_episode_ids[:1]):
+        rows = list(group)
+        said = {(memories[row].user_id, memories[row].id) for row in rows}
+        if not rounds or not seen.isdisjoint(said):
+            rounds.append([])
+            seen = set()
+        rounds[-1] += rows
+        seen |= said
+    return rounds
 
 
 def rows_by_user(user_ids: list[str]) -> dict[str, list[int]]:

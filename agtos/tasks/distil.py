@@ -39,24 +39,22 @@ def memory_kind(text: str) -> MemoryKind:
 
 
 def distil_memories(episodes: list[Episode]) -> list[Memory]:
-    """One memory per distinct fact across the batch, with every source episode listed; valid from
-    when it was first said (its turn's time and UTC offset; the episode's time when the turn's is not known)."""
-    by_id: dict[str, Memory] = {}
+    """One memory per distinct fact of each episode, in the episodes' order, valid from when the
+    episode first said it (its turn's time and UTC offset; the episode's time when the turn's is not
+    known). A fact said in several episodes comes once per episode, each naming its own episode: the
+    writer (``MemoryVersions.write``) merges them in that order, as when the episodes come in
+    separate batches (restated, reopened, superseding; the embedding step embeds its text once)."""
+    by_key: dict[tuple[str, str], Memory] = {}
     for episode in episodes:
         for fact in episode.facts:
             mid = memory_id(episode.user_id, fact)
             said = episode.said_at(fact)
-            if mid in by_id:
-                memory = by_id[mid]
-                if episode.id not in memory.source_episode_ids:
-                    memory.source_episode_ids.append(episode.id)
-                # as when the episodes come in separate batches (the stored memory's, max): the same
-                # memory whether the queue's worker takes the sessions together or one by one
-                memory.importance = max(memory.importance, episode.importance)
+            memory = by_key.get((episode.id, mid))
+            if memory is not None:
                 if said < memory.valid_from:
                     memory.valid_from, memory.utc_offset = said, episode.offset_at(fact)
                 continue
-            by_id[mid] = Memory(
+            by_key[episode.id, mid] = Memory(
                 id=mid,
                 user_id=episode.user_id,
                 text=fact,
@@ -67,4 +65,4 @@ def distil_memories(episodes: list[Episode]) -> list[Memory]:
                 valid_from=said,
                 utc_offset=episode.offset_at(fact),
             )
-    return list(by_id.values())
+    return list(by_key.values())
