@@ -83,3 +83,18 @@ def test_small_talk_with_no_one_in_it_is_not_a_fact(client: TestClient) -> None:
         "Marco is Paul's cousin, he plays the cello in the orchestra",  # a named subject: kept
         "Lena is a violin teacher at the music school on Elm Street",
     }  # not "It was kinda cold outside the hall", "Time was running out before the encore", "That was a long night"
+
+
+MOVE = [
+    ("Rosa", "We finally moved to New York City in March, the apartment is tiny."),
+    ("Sam", "New York City is expensive. I grew up in New Orleans and the rent there was half."),
+    ("Rosa", "The jazz clubs in New Orleans are the best, I went twice for the festival."),
+    ("Sam", "Next time you visit New York City from here, bring me a bagel."),
+]
+
+
+def test_a_place_name_that_opens_with_new_keeps_it(client: TestClient) -> None:
+    """'New' is a stop word, but it opens place names: 'new york city', not 'york city'; 'new orleans' at all."""
+    keywords = end_session(client, "rosa", "move", two_people("Rosa", MOVE))["episode"]["keywords"]
+    assert {"new york city", "new orleans"} <= set(keywords), keywords
+    assert "york city" not in keywords and "orleans" not in keywords, keywords

@@ -304,6 +304,10 @@ def _facts_of(
                 out.add(out.facts, said(text), u.turn)
 
 
+#: stop words that open place names ("New York City", "New Orleans"): kept at a proper noun's start
+_NAME_OPENERS = frozenset({"new"})
+
+
 def keywords_of(texts: list[str], limit: int = 8, names: frozenset[str] = frozenset()) -> list[str]:
     """Multi-word proper nouns first ('san francisco'), then the words most distinctive of the texts: the
     times a word is said (log-damped) times its rarity in English (:func:`rarity`); singular and
@@ -314,7 +318,9 @@ def keywords_of(texts: list[str], limit: int = 8, names: frozenset[str] = frozen
     for text in texts:
         for match in _PROPER_NOUN.findall(text):
             tokens = match.lower().split()
-            while tokens and (tokens[0] in STOPWORDS or tokens[0] in CHIT_CHAT_WORDS):
+            while (
+                tokens and tokens[0] not in _NAME_OPENERS and (tokens[0] in STOPWORDS or tokens[0] in CHIT_CHAT_WORDS)
+            ):
                 tokens.pop(0)
             if len(tokens) >= 2 and len(set(tokens)) == len(tokens):
                 phrases[" ".join(tokens)] += 1
