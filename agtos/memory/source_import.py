@@ -5,6 +5,7 @@ session titles, memory items, warnings) goes through ``redact_found`` before any
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agtos.importers.base import ImportedMemory, ParseResult, make_turn, memory_key
 from agtos.memory.episodic import session_episode_id
 from agtos.memory.ingestion_pipeline import FORGOTTEN, OPTED_OUT, IngestionReport
+from agtos.memory.privacy_controls import NotFoundError
 from agtos.schemas import IngestItem, Memory
 from agtos.schemas.records import Role, Turn
 from agtos.tasks.distil import memory_kind
@@ -66,6 +68,20 @@ def turns_digest(turns: list[Turn]) -> str:
     return hashlib.sha256("\n".join(t.model_dump_json() for t in turns).encode()).hexdigest()
 
 
+def unstore_after_opt_out(
+    rt: Services, user_id: str, report: IngestionReport, sessions: dict[str, str], existing: set[str]
+) -> None:
+    """The user opted out while the import's sessions were ingested: the episodes it added are forgotten
+    again, with what was learnt from them alone, and count as skipped for the opt-out (an import after
+    opting back in takes them); ``sessions``: episode id -> session id. Episodes stored before the import stay."""
+    added = [i for i in report.episode_ids if i not in existing]
+    for episode_id in added:
+        with contextlib.suppress(NotFoundError):
+            rt.privacy.forget_item(user_id, "episode", episode_id)
+    report.episode_ids = [i for i in report.episode_ids if i in existing]
+    report.skipped += [{"sessionId": sessions[i], "reason": OPTED_OUT} for i in added if i in sessions]
+
+
 def import_sources(
     rt: Services, ingest: Ingest, user_id: str, sources: list[str] | None = None, home: Path | None = None
 ) -> dict[str, Any]:
@@ -81,10 +97,14 @@ def import_sources(
     fresh = [i for i in items if session_episode_id(user_id, i.session_id) not in unchanged]
     existing = rt.episodes.existing_ids(user_id, [session_episode_id(user_id, i.session_id) for i in fresh])
     report = ingest(fresh) if fresh else None
+    opted_out = rt.privacy.is_opted_out(user_id, fresh=True)  # while the import ran: it keeps nothing
+    if report and report.episode_ids and opted_out:
+        sessions = {session_episode_id(user_id, i.session_id): i.session_id for i in fresh}
+        unstore_after_opt_out(rt, user_id, report, sessions, existing)
     memories = [
         Memory(id=m.key, user_id=user_id, text=m.text[:20_000], kind=memory_kind(m.text)) for m in found.memories
     ]
-    if memories and rt.privacy.is_opted_out(user_id, fresh=True):  # opted out while the import ran
+    if opted_out:
         memories = []
     known_memories = set(rt.semantic.records("memory", user_id, [m.id for m in memories]))
     new_memories = [m for m in memories if m.id not in known_memories]
@@ -95,9 +115,12 @@ def import_sources(
     skipped = report.skipped if report else []
     # a session the save heuristics judged not worth an episode is as final as one stored; a forget or an opt-out is not
     final_skips = {session_episode_id(user_id, s["sessionId"]) for s in skipped if s["reason"] not in NOT_FINAL}
-    rt.episodes.record_imports(
-        user_id, {i: digests[i] for i in stored if i in digests}, {i: digests[i] for i in final_skips if i in digests}
-    )
+    if not opted_out:  # an opted-out user gets no digests either (an import after opting in takes every session)
+        rt.episodes.record_imports(
+            user_id,
+            {i: digests[i] for i in stored if i in digests},
+            {i: digests[i] for i in final_skips if i in digests},
+        )
     return {
         "sessions": len(items),
         "episodesAdded": len([i for i in stored if i not in existing]),
