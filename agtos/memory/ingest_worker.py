@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from agtos.memory.episodic import EpisodeDraft, build_episode, session_episode_id
 from agtos.memory.ingestion_pipeline import run_ingestion
+from agtos.memory.privacy_controls import NotFoundError
 from agtos.memory.vector_repair import fill_after_ingestion
 from agtos.schemas import IngestItem, Turn
 from agtos.storage.ingest_queue import IngestQueue, QueueEntry, entry_ms
@@ -64,18 +65,8 @@ class SessionJob(BaseModel):
 def ingest_session(rt: Services, job: SessionJob, emit: Callable[[dict[str, Any]], None]) -> EpisodeDraft:
     """Episode, memories, vectors, indexes, entities, then the ``sessionEnded`` event. Idempotent.
 
-    A user who opted out after the session ended gets nothing stored."""
-    draft = build_episode(job.user_id, job.session_id, job.turns, rt.summariser, job.segment)
-    if not draft.decision.save or rt.privacy.is_opted_out(job.user_id, fresh=True):
-        return draft
-    report = run_ingestion(rt, [job_item(job, draft)])
-    if draft.episode.id not in report.episode_ids:  # the user forgot everything after the job was queued
-        return draft
-    rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
-    fill_after_ingestion(rt, report)  # the embedder answered: records stored without vectors get theirs
-    # the Dreamer (and any other subscriber); its Redis marker keeps it once per episode
-    emit({"user_id": job.user_id, "session_id": job.session_id, "episode_id": draft.episode.id})
-    return draft
+    A user who opted out after the session ended gets nothing stored (:func:`ingest_sessions` of one)."""
+    return ingest_sessions(rt, [job], emit)[0]
 
 
 def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[str, Any]], None]) -> list[EpisodeDraft]:
@@ -91,9 +82,10 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         if draft.decision.save and not rt.privacy.is_opted_out(job.user_id, fresh=True)
     ]
     if kept:
+        existing = _existing_episodes(rt, kept)
         report = run_ingestion(rt, [job_item(j, d) for j, d in kept])
         stored = set(report.episode_ids)  # less the jobs of users who forgot everything after queueing them
-        kept = [(job, draft) for job, draft in kept if draft.episode.id in stored]
+        kept = unstore_opted_out(rt, [(job, draft) for job, draft in kept if draft.episode.id in stored], existing)
         for job, _ in kept:
             rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
         fill_after_ingestion(rt, report)  # the embedder answered: records stored without vectors get theirs
@@ -103,6 +95,28 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
             event["more_for_user"] = True  # the Dreamer may leave its run to this user's last event
         emit(event)
     return drafts
+
+
+def _existing_episodes(rt: Services, jobs: list[tuple[SessionJob, EpisodeDraft]]) -> set[str]:
+    """The jobs' episode ids already stored (a retried job's), one Redis call per user."""
+    by_user: dict[str, list[str]] = {}
+    for job, draft in jobs:
+        by_user.setdefault(job.user_id, []).append(draft.episode.id)
+    return {i for user_id, ids in by_user.items() for i in rt.episodes.existing_ids(user_id, ids)}
+
+
+def unstore_opted_out(
+    rt: Services, stored: list[tuple[SessionJob, EpisodeDraft]], existing: set[str]
+) -> list[tuple[SessionJob, EpisodeDraft]]:
+    """The run's jobs less those of users who opted out while it wrote (from any process): the episodes
+    it added for them are forgotten again, with what was learnt from them alone (README: an opted-out
+    user keeps working memory only); ``existing``: episodes stored before the run, which stay."""
+    opted = {u for u in {job.user_id for job, _ in stored} if rt.privacy.is_opted_out(u, fresh=True)}
+    for job, draft in stored:
+        if job.user_id in opted and draft.episode.id not in existing:
+            with contextlib.suppress(NotFoundError):
+                rt.privacy.forget_item(job.user_id, "episode", draft.episode.id)
+    return [(job, draft) for job, draft in stored if job.user_id not in opted]
 
 
 def job_item(job: SessionJob, draft: EpisodeDraft) -> IngestItem:

@@ -1,0 +1,57 @@
+"""Issue 15: a user opts out (from another API process) while the queue worker's run writes their sessions.
+
+The worker checks the opt-out before its run; an opt-out landing while the run writes used to keep the
+episodes (the same gap an import had, 48dbe2e). README: an opted-out user keeps working memory only.
+Through the HTTP routes in queue mode, the worker driven step by step, the other process a second coordinator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import agtos.memory.ingest_worker
+from agtos.config import Settings
+from agtos.memory.coordinator import MemoryCoordinator
+from tests.helpers import user
+from tests.test_ingest_batch import TRIP
+from tests.test_ingest_queue import KEYBOARD, end, queue_client, queue_coordinator, queue_settings
+
+__all__ = ["queue_client", "queue_coordinator", "queue_settings"]  # the fixtures, shared
+
+
+def test_an_opt_out_while_the_worker_writes_keeps_none_of_the_users_run(
+    queue_client: TestClient,
+    queue_coordinator: MemoryCoordinator,
+    queue_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """una opts out after the run wrote her two sessions and omar's: hers are forgotten again, his stay."""
+    kept_before = end(queue_client, "una", "s0", TRIP)
+    assert queue_coordinator.ingest_worker().run_once(block=False) == 1  # stored before: it stays
+    for who in ("una", "omar"):
+        end(queue_client, who, "s1", KEYBOARD)
+        end(queue_client, who, "s2", TRIP)
+    original, other = agtos.memory.ingest_worker.run_ingestion, MemoryCoordinator(queue_settings)
+
+    def ingest_then_opt_out(*args: Any, **kwargs: Any) -> Any:
+        report = original(*args, **kwargs)
+        assert len(report.episode_ids) == 4  # written before the opt-out lands
+        other.privacy.set_opt_out("una", True)
+        return report
+
+    monkeypatch.setattr(agtos.memory.ingest_worker, "run_ingestion", ingest_then_opt_out)
+    try:
+        assert queue_coordinator.ingest_worker().run_once(block=False) == 4
+    finally:
+        other.close()
+    listed = queue_client.get("/api/memory/episodes", headers=user("una")).json()["episodes"]
+    assert [e["id"] for e in listed] == [kept_before["episodeId"]]
+    found = queue_client.get("/api/memory/search", params={"q": "mechanical keyboard"}, headers=user("una"))
+    assert all(h["id"] == kept_before["episodeId"] for h in found.json()["results"]), found.json()
+    memories = queue_client.get("/api/memory/memories", params={"limit": 100}, headers=user("una")).json()
+    assert not [m["text"] for m in memories["memories"] if "QZ-4417" in m["text"] or "tactile" in m["text"]]
+    assert len(queue_client.get("/api/memory/episodes", headers=user("omar")).json()["episodes"]) == 2
+    omar = queue_client.get("/api/memory/memories", params={"limit": 100}, headers=user("omar")).json()
+    assert [m["text"] for m in omar["memories"] if "QZ-4417" in m["text"]], omar  # learnt from his own s1
