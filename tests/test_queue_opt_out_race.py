@@ -1,4 +1,5 @@
-"""Issue 15: a user opts out (from another API process) while the queue worker's run writes their sessions.
+"""Issue 15: a user opts out (from another API process) while the queue worker's run, or a back-fill, writes
+their sessions.
 
 The worker checks the opt-out before its run; an opt-out landing while the run writes used to keep the
 episodes (the same gap an import had, 48dbe2e). README: an opted-out user keeps working memory only.
@@ -11,10 +12,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+import agtos.memory.coordinator
 import agtos.memory.ingest_worker
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from tests.helpers import user
+from tests.test_conversation_ingest import SESSIONS, ingest
 from tests.test_ingest_batch import TRIP
 from tests.test_ingest_queue import KEYBOARD, end, queue_client, queue_coordinator, queue_settings
 
@@ -55,3 +58,31 @@ def test_an_opt_out_while_the_worker_writes_keeps_none_of_the_users_run(
     assert len(queue_client.get("/api/memory/episodes", headers=user("omar")).json()["episodes"]) == 2
     omar = queue_client.get("/api/memory/memories", params={"limit": 100}, headers=user("omar")).json()
     assert [m["text"] for m in omar["memories"] if "QZ-4417" in m["text"]], omar  # learnt from his own s1
+
+
+def test_an_opt_out_while_a_back_fill_writes_keeps_none_of_it(
+    client: TestClient, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """POST /conversations: the user opts out through another process after the run wrote her three
+    sessions: each is answered skipped 'user opted out of persistence', none is listed or searchable."""
+    original, other = agtos.memory.coordinator.run_ingestion, MemoryCoordinator(settings)
+
+    def ingest_then_opt_out(*args: Any, **kwargs: Any) -> Any:
+        report = original(*args, **kwargs)
+        assert len(report.episode_ids) == 3  # written before the opt-out lands
+        other.privacy.set_opt_out("vera", True)
+        return report
+
+    monkeypatch.setattr(agtos.memory.coordinator, "run_ingestion", ingest_then_opt_out)
+    try:
+        body = ingest(client, "vera", SESSIONS)
+    finally:
+        other.close()
+    assert [(s["id"], s["status"], s["reason"]) for s in body["sessions"]] == [
+        (s["id"], "skipped", "user opted out of persistence") for s in SESSIONS
+    ]
+    assert (body["stored"], body["skipped"]) == (0, 3)
+    assert client.get("/api/memory/episodes", headers=user("vera")).json()["count"] == 0
+    assert client.get("/api/memory/memories", headers=user("vera")).json()["total"] == 0
+    found = client.get("/api/memory/search", params={"q": "window seats Lisbon"}, headers=user("vera")).json()
+    assert found["results"] == []

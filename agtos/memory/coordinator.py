@@ -7,6 +7,7 @@ they work on :class:`agtos.memory.services.Services`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +18,12 @@ from agtos.memory import memory_crud, recall
 from agtos.memory.conversation_ingest import ingest_conversations
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
+from agtos.memory.episodic import session_episode_id
 from agtos.memory.health_checks import health
-from agtos.memory.ingest_worker import IngestWorker, SessionJob
+from agtos.memory.ingest_worker import IngestWorker, SessionJob, existing_episodes
 from agtos.memory.ingestion_pipeline import OPTED_OUT, IngestionReport, run_ingestion
 from agtos.memory.live_sessions import SESSION_ENDED, LiveSessions, LoneRequest, SessionEndResult
+from agtos.memory.privacy_controls import NotFoundError
 from agtos.memory.query_ingest import response_episode
 from agtos.memory.recall import SearchHit
 from agtos.memory.services import Services
@@ -131,10 +134,26 @@ class MemoryCoordinator:
     def ingest(self, items: list[IngestItem]) -> IngestionReport:
         """Run the ingestion steps in-process (the Prefect flow runs the same steps as tasks)."""
         allowed = [i for i in items if not self.privacy.is_opted_out(i.user_id, fresh=True)]
+        episodes = {session_episode_id(i.user_id, i.session_id): i for i in allowed}
+        existing = existing_episodes(self.services, [(i.user_id, e) for e, i in episodes.items()])
         report = run_ingestion(self.services, allowed) if allowed else IngestionReport()
+        self._unstore_opted_out(report, episodes, existing)
         report.received = len(items)
         report.skipped += [{"sessionId": i.session_id, "reason": OPTED_OUT} for i in items if i not in allowed]
         return report
+
+    def _unstore_opted_out(self, report: IngestionReport, episodes: dict[str, IngestItem], existing: set[str]) -> None:
+        """Users who opted out while the run wrote (from any API process): the episodes it added for them
+        are forgotten again, with what was learnt from them alone, and count as skipped (README: an
+        opted-out user keeps working memory only); ``existing``: episodes stored before, which stay."""
+        users = {episodes[e].user_id for e in report.episode_ids if e in episodes}
+        opted = {u for u in users if self.privacy.is_opted_out(u, fresh=True)}
+        added = [e for e in report.episode_ids if e in episodes and episodes[e].user_id in opted and e not in existing]
+        for episode_id in added:
+            with contextlib.suppress(NotFoundError):
+                self.privacy.forget_item(episodes[episode_id].user_id, "episode", episode_id)
+        report.episode_ids = [e for e in report.episode_ids if e not in added]
+        report.skipped += [{"sessionId": episodes[e].session_id, "reason": OPTED_OUT} for e in added]
 
     def import_sources(
         self, user_id: str, sources: list[str] | None = None, home: Path | None = None

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -82,7 +82,7 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         if draft.decision.save and not rt.privacy.is_opted_out(job.user_id, fresh=True)
     ]
     if kept:
-        existing = _existing_episodes(rt, kept)
+        existing = existing_episodes(rt, [(job.user_id, draft.episode.id) for job, draft in kept])
         report = run_ingestion(rt, [job_item(j, d) for j, d in kept])
         stored = set(report.episode_ids)  # less the jobs of users who forgot everything after queueing them
         kept = unstore_opted_out(rt, [(job, draft) for job, draft in kept if draft.episode.id in stored], existing)
@@ -97,11 +97,11 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
     return drafts
 
 
-def _existing_episodes(rt: Services, jobs: list[tuple[SessionJob, EpisodeDraft]]) -> set[str]:
-    """The jobs' episode ids already stored (a retried job's), one Redis call per user."""
+def existing_episodes(rt: Services, pairs: Iterable[tuple[str, str]]) -> set[str]:
+    """Of these (user id, episode id) pairs, the episode ids already stored, one Redis call per user."""
     by_user: dict[str, list[str]] = {}
-    for job, draft in jobs:
-        by_user.setdefault(job.user_id, []).append(draft.episode.id)
+    for user_id, episode_id in pairs:
+        by_user.setdefault(user_id, []).append(episode_id)
     return {i for user_id, ids in by_user.items() for i in rt.episodes.existing_ids(user_id, ids)}
 
 
