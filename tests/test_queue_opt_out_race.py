@@ -7,6 +7,9 @@ Through the HTTP routes in queue mode, the worker driven step by step, the other
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -24,6 +27,27 @@ from tests.test_ingest_queue import KEYBOARD, end, queue_client, queue_coordinat
 __all__ = ["queue_client", "queue_coordinator", "queue_settings"]  # the fixtures, shared
 
 
+@contextmanager
+def opting_out_after_the_run(
+    monkeypatch: pytest.MonkeyPatch, module: ModuleType, settings: Settings, who: str, written: int
+) -> Iterator[None]:
+    """``module.run_ingestion`` writes (``written`` episodes), then ``who`` opts out through another
+    process (a second coordinator, its own opt-out cache) before the caller's check runs."""
+    original, other = module.run_ingestion, MemoryCoordinator(settings)
+
+    def ingest_then_opt_out(*args: Any, **kwargs: Any) -> Any:
+        report = original(*args, **kwargs)
+        assert len(report.episode_ids) == written  # written before the opt-out lands
+        other.privacy.set_opt_out(who, True)
+        return report
+
+    monkeypatch.setattr(module, "run_ingestion", ingest_then_opt_out)
+    try:
+        yield
+    finally:
+        other.close()
+
+
 def test_an_opt_out_while_the_worker_writes_keeps_none_of_the_users_run(
     queue_client: TestClient,
     queue_coordinator: MemoryCoordinator,
@@ -36,19 +60,8 @@ def test_an_opt_out_while_the_worker_writes_keeps_none_of_the_users_run(
     for who in ("una", "omar"):
         end(queue_client, who, "s1", KEYBOARD)
         end(queue_client, who, "s2", TRIP)
-    original, other = agtos.memory.ingest_worker.run_ingestion, MemoryCoordinator(queue_settings)
-
-    def ingest_then_opt_out(*args: Any, **kwargs: Any) -> Any:
-        report = original(*args, **kwargs)
-        assert len(report.episode_ids) == 4  # written before the opt-out lands
-        other.privacy.set_opt_out("una", True)
-        return report
-
-    monkeypatch.setattr(agtos.memory.ingest_worker, "run_ingestion", ingest_then_opt_out)
-    try:
+    with opting_out_after_the_run(monkeypatch, agtos.memory.ingest_worker, queue_settings, "una", 4):
         assert queue_coordinator.ingest_worker().run_once(block=False) == 4
-    finally:
-        other.close()
     listed = queue_client.get("/api/memory/episodes", headers=user("una")).json()["episodes"]
     assert [e["id"] for e in listed] == [kept_before["episodeId"]]
     found = queue_client.get("/api/memory/search", params={"q": "mechanical keyboard"}, headers=user("una"))
@@ -65,19 +78,8 @@ def test_an_opt_out_while_a_back_fill_writes_keeps_none_of_it(
 ) -> None:
     """POST /conversations: the user opts out through another process after the run wrote her three
     sessions: each is answered skipped 'user opted out of persistence', none is listed or searchable."""
-    original, other = agtos.memory.coordinator.run_ingestion, MemoryCoordinator(settings)
-
-    def ingest_then_opt_out(*args: Any, **kwargs: Any) -> Any:
-        report = original(*args, **kwargs)
-        assert len(report.episode_ids) == 3  # written before the opt-out lands
-        other.privacy.set_opt_out("vera", True)
-        return report
-
-    monkeypatch.setattr(agtos.memory.coordinator, "run_ingestion", ingest_then_opt_out)
-    try:
+    with opting_out_after_the_run(monkeypatch, agtos.memory.coordinator, settings, "vera", 3):
         body = ingest(client, "vera", SESSIONS)
-    finally:
-        other.close()
     assert [(s["id"], s["status"], s["reason"]) for s in body["sessions"]] == [
         (s["id"], "skipped", "user opted out of persistence") for s in SESSIONS
     ]
