@@ -22,9 +22,10 @@ context 4), and those that superseded them after that (search 4).
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 import agtos.serving.auth as auth
-import agtos.serving.deps as deps
 import agtos.serving.offload as offload
 from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
@@ -243,6 +243,12 @@ def test_hits_read_with_their_window_need_no_second_read_and_gone_ones_are_dropp
     assert [t.position for t in turns.lookup("alice", hits, neighbours=1)[0].window] == [1, 2, 3]
 
 
+def counted_submit(submit: Callable[..., Any], hop: str, hops: list[str], func: Any, *args: Any, **kwargs: Any) -> Any:
+    """An executor's ``submit`` that records ``hop`` first."""
+    hops.append(hop)
+    return submit(func, *args, **kwargs)
+
+
 def test_search_context_and_append_hand_off_to_a_worker_thread_once(
     app: tuple[TestClient, RoundTrips], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -258,14 +264,9 @@ def test_search_context_and_append_hand_off_to_a_worker_thread_once(
         return await real(func, *args, **kwargs)
 
     monkeypatch.setattr(fastapi.routing, "run_in_threadpool", counted)
-    monkeypatch.setattr(deps, "run_in_threadpool", counted)
-    submit = offload.EXECUTOR.submit
-
-    def submitted(func: Any, *args: Any, **kwargs: Any) -> Any:
-        hops.append("in_thread")  # the hot routes' own hand-off (agtos.serving.offload)
-        return submit(func, *args, **kwargs)
-
-    monkeypatch.setattr(offload.EXECUTOR, "submit", submitted)
+    for pool, hop in ((offload.EXECUTOR, "in_thread"), (offload.READS, "in_read_thread")):
+        # the hot routes' own hand-off, and the cheap reads' and the key check's (agtos.serving.offload)
+        monkeypatch.setattr(pool, "submit", functools.partial(counted_submit, pool.submit, hop, hops))
     calls = {
         "search": lambda: client.get("/api/memory/search", params={"q": QUESTION}, headers=user(USER)),
         "context": lambda: client.post("/api/memory/context", json={"query": QUESTION}, headers=user(USER)),
