@@ -183,3 +183,26 @@ def test_session_ids_names_each_stored_episodes_session_once(episodes: EpisodeSt
     assert episodes.session_ids("alice", iter(wanted)) == {"ep-2": "s2", "ep-1": "s1"}
     assert episodes.session_ids("alice", []) == {}
     assert episodes.session_ids("bob", ["ep-4", "ep-1"]) == {"ep-4": "s4"}
+
+
+def test_import_digests_tell_unchanged_sessions_apart(
+    episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """An imported session is unchanged when its turns' digest is the one recorded and its episode is still
+    there, or when it was skipped then (not worth an episode) from the same turns; anything else is new."""
+    assert episodes.unchanged_imports("alice", {}) == set()
+    episodes.record_imports("alice", {}, {})
+    assert raw_redis.keys(f"{key_prefix}:*") == []  # nothing to record: no key
+    episodes.save(episode(1))
+    episodes.save(episode(3))
+    episodes.record_imports("alice", {"ep-1": "d1", "ep-2": "d2", "ep-3": "d3"}, {"ep-4": "d4"})
+    digests = f"{key_prefix}:u:{{alice}}:imports:_digests"  # a collection key of the family "imports"
+    assert raw_redis.hgetall(digests) == {b"ep-1": b"d1", b"ep-2": b"d2", b"ep-3": b"d3", b"ep-4": b"skipped:d4"}
+    asked = {"ep-1": "d1", "ep-2": "d2", "ep-3": "changed", "ep-4": "d4", "ep-5": "d5"}
+    # ep-2 recorded but its episode is gone (forgotten, expired): imported again; ep-3's turns changed
+    assert episodes.unchanged_imports("alice", asked) == {"ep-1", "ep-4"}
+    assert episodes.unchanged_imports("alice", {"ep-4": "other"}) == set()  # skipped, but from other turns
+    assert episodes.unchanged_imports("bob", {"ep-1": "d1", "ep-4": "d4"}) == set()  # per user
+    episodes.record_imports("alice", {"ep-4": "d4"}, {})  # stored now: no longer marked skipped
+    assert raw_redis.hget(digests, "ep-4") == b"d4"
+    assert episodes.unchanged_imports("alice", {"ep-4": "d4"}) == set()  # recorded stored, but no episode
