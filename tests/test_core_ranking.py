@@ -342,3 +342,14 @@ def test_a_speakers_name_in_decomposed_unicode_is_read_as_its_composed_form() ->
         for name in ("Zoë", decomposed):
             assert without_speakers(query, [name]) == "What does do for work?", (query, name)
             assert named_speakers(query, [name, "Jon"]) == {name.lower()}, (query, name)
+
+
+def test_a_name_said_in_capitals_names_its_speaker_whatever_the_is_dots() -> None:
+    """'IŞIL' names the speaker 'Işıl' (upper-cased, the dotless ı is an I): the speaker's own name comes back,
+    not the query's spelling ('işil' is nobody's); only the conversation's names are ever returned."""
+    from agtos.tasks.ranking import named_speakers
+
+    assert named_speakers("What did IŞIL say about Ankara?", ["Işıl", "Jon"]) == {"işıl"}
+    assert named_speakers("What did Işıl say about Ankara?", ["Işıl", "Jon"]) == {"işıl"}
+    assert named_speakers("Did JON and Işıl go?", ["Işıl", "Jon"]) == {"işıl", "jon"}
+    assert named_speakers("Did Maria go?", ["Işıl", "Jon"]) == set()

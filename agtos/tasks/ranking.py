@@ -204,8 +204,14 @@ def without_speakers(query: str, names: Iterable[str]) -> str:
 def named_speakers(query: str, names: Iterable[str]) -> set[str]:
     """The ``names`` the query names as :func:`without_speakers` reads them (capitalised, not a month
     or a day), lower-cased: the people it asks about."""
-    canonical = {fold(n.strip()): n.strip().lower() for n in names if n}  # "Zoe" names the speaker "Zoë"
+    # "Zoe" names the speaker "Zoë"; "IŞIL" the speaker "Işıl" (upper case first: a dotless ı is an I)
+    canonical = {_name_key(n.strip()): n.strip().lower() for n in names if n}
     pattern = _names_pattern(names)
     found = pattern.finditer(_composed(query)) if pattern is not None else ()
     said = (re.sub(_POSSESSIVE + "$", "", m[0]) for m in found if m[0][0].isupper())
-    return {canonical.get(fold(name), name.lower()) for name in said}
+    return {canonical[key] for key in map(_name_key, said) if key in canonical}
+
+
+def _name_key(name: str) -> str:
+    """A name as :func:`named_speakers` compares it: upper-cased, then folded (accents and case)."""
+    return fold(name.upper())
