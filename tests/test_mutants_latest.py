@@ -297,3 +297,17 @@ def test_a_term_may_have_lost_marks_from_u0700_on() -> None:
         True,
         True,
     ]
+
+
+def test_a_sessions_statements_stay_in_one_round_when_a_later_one_repeats_an_earlier_sessions() -> None:
+    """statement_rounds (the CI sample's survivor at 83a8f6d, mutmut 6: rows grouped one by one, not by their
+    session): session B says m2 then m1 again after session A said m1; B's two rows are one round after A's,
+    not m2 with A's round and m1 alone. Sessions that repeat nothing are one round."""
+    from agtos.memory.memory_versions import statement_rounds
+
+    def said(memory_id: str, episode: str) -> Memory:
+        return Memory(id=memory_id, user_id="u", text=f"fact {memory_id}", source_episode_ids=[episode])
+
+    assert statement_rounds([said("m1", "A"), said("m2", "B"), said("m1", "B")]) == [[0], [1, 2]]
+    assert statement_rounds([said("m1", "A"), said("m2", "A"), said("m3", "B")]) == [[0, 1, 2]]
+    assert statement_rounds([said("m1", "A"), said("m1", "B"), said("m1", "C")]) == [[0], [1], [2]]
