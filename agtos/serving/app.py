@@ -19,9 +19,11 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.auth import BEARER, WRITE_METHODS, Authenticator, RequestGuardMiddleware
 from agtos.serving.cors import JsonCorsMiddleware, cors_options
 from agtos.serving.deps import USER_HEADER, get_principal, get_user_id, user_header_parameter
+from agtos.serving.encoded_paths import EncodedSlashMiddleware
 from agtos.serving.errors import error_response, install_error_handlers
 from agtos.serving.gc_tuning import tuned_gc
 from agtos.serving.head_requests import HeadAsGetMiddleware
+from agtos.serving.http_protocol import install as judge_absolute_targets_by_authority
 from agtos.serving.inflight import InflightCounter, InflightMiddleware
 from agtos.serving.knowledge import mount_knowledge
 from agtos.serving.limits import BodySizeLimitMiddleware
@@ -99,6 +101,9 @@ def create_app(settings: Settings | None = None, coordinator: MemoryCoordinator 
     if coord.settings.cors_origins:  # off by default: a preflight is then a 405
         app.add_middleware(JsonCorsMiddleware, **cors_options(coord.settings.cors_origins))
     cfg = coord.settings
+    app.add_middleware(EncodedSlashMiddleware)  # an id holding '%2F' is refused as an id (422), not a 404
+    # uvicorn's httptools protocol, as `uvicorn agtos.serving.main:app` runs it too: Host from an absolute target
+    judge_absolute_targets_by_authority()
     app.add_middleware(RequestGuardMiddleware, allowed_hosts=cfg.allowed_hosts, cors_origins=cfg.cors_origins)
     app.add_middleware(HeadAsGetMiddleware)  # HEAD as GET, no body: guarded and counted as its GET
     app.add_middleware(InflightMiddleware, counter=inflight)  # outermost: a request counts from its start

@@ -8,6 +8,11 @@ and query in the ASGI scope, so the Host allow-list would judge ``127.0.0.1`` an
 scope reaches the app; ``agtos serve`` names it as uvicorn's ``http`` (:data:`PROTOCOL`). Under
 uvicorn's h11 protocol the scope's ``raw_path`` keeps the whole target, which the guard reads
 itself (:func:`agtos.serving.auth.target_authority`).
+
+The app installs the same rewrite on uvicorn's httptools protocol itself (:func:`install`, called by
+:func:`agtos.serving.app.create_app`): ``uvicorn agtos.serving.main:app`` run directly, with uvicorn's
+default protocol, judged the ``Host`` header of an absolute-form request (issue 15), and no ASGI
+middleware can do it there, since that protocol hands the app no trace of the target's authority.
 """
 
 from __future__ import annotations
@@ -30,14 +35,35 @@ def authority(target: bytes) -> bytes | None:
     return host if url.port is None else host + b":%d" % url.port
 
 
+def put_target_authority_in_host(protocol: HttpToolsProtocol) -> None:
+    """Before the scope is built: an absolute-form request's ``Host`` header becomes its target's authority."""
+    try:
+        named = authority(protocol.url)
+    except httptools.HttpParserInvalidURLError:
+        named = None  # uvicorn's own parse of the target answers it (400)
+    if named is not None:  # the scope holds this list: changed in place, one Host, the target's
+        protocol.headers[:] = [(k, v) for k, v in protocol.headers if k != b"host"] + [(b"host", named)]
+
+
+_uvicorn_on_headers_complete = HttpToolsProtocol.on_headers_complete
+
+
+def _on_headers_complete(self: HttpToolsProtocol) -> None:
+    put_target_authority_in_host(self)
+    _uvicorn_on_headers_complete(self)
+
+
+def install() -> None:
+    """Every httptools connection of this process judges an absolute-form target by its authority (idempotent).
+
+    uvicorn resolves its protocol class before importing the app, so the class itself is amended: a
+    subclass named by the app would never be used."""
+    HttpToolsProtocol.on_headers_complete = _on_headers_complete  # type: ignore[method-assign]
+
+
 class AbsoluteFormProtocol(HttpToolsProtocol):
     """httptools' protocol; an absolute-form request's ``Host`` is its target's authority (RFC 9112 3.2.2)."""
 
     def on_headers_complete(self) -> None:
-        try:
-            named = authority(self.url)
-        except httptools.HttpParserInvalidURLError:
-            named = None  # uvicorn's own parse of the target answers it (400)
-        if named is not None:  # the scope holds this list: changed in place, one Host, the target's
-            self.headers[:] = [(k, v) for k, v in self.headers if k != b"host"] + [(b"host", named)]
-        super().on_headers_complete()
+        put_target_authority_in_host(self)
+        _uvicorn_on_headers_complete(self)
