@@ -429,7 +429,7 @@ def test_a_day_of_the_month_skips_months_without_it_and_needs_a_tense() -> None:
     assert dates("I'll pay you on the 30th", feb_10) == [("the 30th", "2023-03-30", "day")]  # no 30 February
     assert dates("We met on the 31st", feb_10) == [("the 31st", "2023-01-31", "day")]
     assert dates("Rent is due on the 1st") == []  # no tense: every month's 1st
-    for text in ("I live on the 3rd floor", "It was on the 2nd try", "a few days ago", "several weeks ago"):
+    for text in ("I live on the 3rd floor", "It was on the 2nd try"):  # rough counts: tests/test_dates_h14.py
         assert dates(text) == [], text
 
 

@@ -10,9 +10,13 @@ where a thing one has on a day is said in the present ("I have a dentist appoint
 day off", "I have yoga on Tuesday"); "last/this/next weekend" is the Saturday of dateparser's
 last/this/next week. A season is named by its first day, a winter by its December ("last winter"
 said in May 2023 is the winter of 2022-23, shown as "winter 2022–23"); "over the summer" is read by
-its tense as "this summer" is. A span that lasts up to now ("I've been skiing for 10 years", a
-present perfect) is shown by its start ("since 2013"). Holidays ("last Christmas", "on Halloween") are
-the :mod:`holidays` library's days (:mod:`agtos.tasks.holiday_dates`), by last/next or the tense, and
+its tense as "this summer" is; "the end of the month" is this month's, the last one's where it is said
+in the past. A span that lasts up to now ("I've been skiing for 10 years", a present perfect) is shown
+by its start ("since 2013"), as is "it's been 8 months since" ("May 2023"). A count said roughly ("a few
+days ago", "several years back", "in a few weeks") is dated by three (several: five) of its units and
+"the other day" by four days before; they are shown as the range they may mean, marked ``≈`` ("a few
+days ago [≈ 4–6 May 2023]", "the other day [≈ 1–7 May 2023]"). Holidays ("last Christmas", "on
+Halloween") are the :mod:`holidays` library's days (:mod:`agtos.tasks.holiday_dates`), by last/next or the tense, and
 not where they name a thing ("a Christmas tree", "New Year's reservations"). Times are read on the local day where the
 turn was said: UTC, unless its timestamp was sent with an offset
 (``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
@@ -40,6 +44,13 @@ _SEASON = r"(?:spring|summer|fall|autumn|winter)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _ORDINAL = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)"
 _ABOUT = r"(?:about|almost|nearly|over|around|roughly|more than|the past|the last)"
+#: a count said roughly ("a few days ago", "several years back"): the date is shown as the range it may mean
+_FEW = r"(?:a few|few|several)"
+_NUM = rf"(?:{_COUNT}|{_FEW})"
+_PART_OF_DAY = r"(?:morning|afternoon|evening|night)"
+#: "<count> <unit> back" is "ago" where a clause goes on ("a few years back, I", "two weeks back when"), not in
+#: "two weeks back home", "a few days back in Ohio" (where one was)
+_BACK = r"back(?=\s*(?:$|[^\w\s]|(?:when|then|i|we|you|he|she|they|it|and|but|so|or|my|our|that|this|there)\b))"
 #: a month written alone: capitalised "May" only (the verb "may" is not a month), the others either way
 _MONTH_ALONE = (
     "(?:" + "|".join("May" if m == "may" else f"[{m[0].upper()}{m[0]}]{m[1:]}" for m in _MONTH[3:-1].split("|")) + ")"
@@ -60,17 +71,21 @@ _PATTERNS = [
     re.compile(p, re.IGNORECASE)
     for p in (
         r"\b(the day (?:before yesterday|after tomorrow))\b",
-        r"\b(yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))\b",
-        rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}))\b",
+        rf"\b((?:yesterday|tomorrow)(?: {_PART_OF_DAY})?|today|tonight|last night)\b",
+        r"\b(this (?:morning|afternoon|evening))\b",
+        rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}(?: {_PART_OF_DAY})?))\b",
+        r"\b(the other (?:day|night))\b(?! of\b)",  # some days ago: shown as the week before the turn's day
         rf"\b(this (?:past|coming) (?:weekend|{_WEEKDAY}))\b",  # "this past weekend": last weekend
         r"\b(?:over|on|during|at) (the weekend)\b",  # by the sentence's tense: the latest or the coming one
         rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
-        rf"\b({_COUNT} (?:{_UNIT}|weekends?) ago)\b",  # weekends: the Saturday of the week that many weeks ago
+        rf"\b({_NUM} {_UNIT} (?:ago|{_BACK})|{_COUNT} weekends? ago)\b",  # weekends: the Saturday that many weeks ago
         rf"\bon (the {_ORDINAL})\b(?! (?:of )?{_MONTH}){_NO_NOUN}",  # a day of the month alone: by its tense
-        rf"\b(for (?:{_ABOUT} )?{_COUNT} {_UNIT})\b",  # in a present perfect: since when
+        rf"\b(for (?:{_ABOUT} )?{_NUM} {_UNIT})\b",  # in a present perfect: since when
+        rf"\b(been (?:{_ABOUT} )?{_NUM} {_UNIT}) since\b",  # "it's been 8 months since I saw him": 8 months ago
+        r"\b((?:the )?(?:end|beginning|start) of the (?:week|month|year))\b",  # by the tense: this, last or next
         rf"\b(?:over|during|in|through) (the {_SEASON})\b",  # by the sentence's tense, as "this summer"
-        rf"\b(in {_COUNT} {_UNIT})\b",
-        rf"\b({_COUNT} {_UNIT} from (?:now|today))\b",  # as "in a week"
+        rf"\b(in {_NUM} {_UNIT})\b",
+        rf"\b({_NUM} {_UNIT} from (?:now|today))\b",  # as "in a week"
         r"\b(?:in|since|during|of) ((?:19|20)\d{2})\b",
         rf"\b({_MONTH} {_DAY})\b(?!\s*(?:,\s*)?\d{{4}})",  # "May 2" (with a year it is no longer relative)
         rf"\b({_DAY} (?:of )?{_MONTH})\b(?!\s*(?:,\s*)?\d{{4}})",
@@ -129,8 +144,16 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
 _ALONE = re.compile(rf"{_WEEKDAY}(?: (?:morning|afternoon|evening|night))?|{_MONTH}")
 _WEEKEND = re.compile(r"(last|this|next) weekend")
 _WEEKENDS_AGO = re.compile(rf"({_COUNT}) weekends? ago")
-_FROM_NOW = re.compile(rf"({_COUNT} {_UNIT}) from (?:now|today)")
+_FROM_NOW = re.compile(rf"({_NUM} {_UNIT}) from (?:now|today)")
 _COUPLE = re.compile(r"(?:a )?couple(?: of)?")
+#: the count a rough one is dated by: "a few" is about three (two to four), "several" about five (three to seven)
+_FEW_COUNT = {"a few": 3, "few": 3, "several": 5}
+_FEW_SAID = re.compile(rf"\b({_FEW}) ")
+_BACK_SAID = re.compile(r" back$")
+_WITH_PART_OF_DAY = re.compile(rf"(yesterday|tomorrow|(?:last|next|this) {_WEEKDAY}) {_PART_OF_DAY}")
+_OTHER_DAY = re.compile(r"the other (?:day|night)")
+_BEEN_SINCE = re.compile(rf"been (?:{_ABOUT} )?({_NUM} {_UNIT})")
+_END_OF = re.compile(r"(?:the )?(end|beginning|start) of the (week|month|year)")
 _DAY_ALONE = re.compile(r"the (\d{1,2})(?:st|nd|rd|th)")
 _HOLIDAY_SAID = re.compile(rf"(?:(last|next|this) )?({HOLIDAY})")
 _HOLIDAY_ALONE = re.compile(HOLIDAY)
@@ -147,8 +170,9 @@ _BY_TENSE = (
     _HOLIDAY_ALONE,
     re.compile(rf"this {HOLIDAY}"),
     re.compile("the weekend"),
+    _END_OF,
 )
-_SPAN = re.compile(rf"for (?:{_ABOUT} )?({_COUNT} {_UNIT})")
+_SPAN = re.compile(rf"for (?:{_ABOUT} )?({_NUM} {_UNIT})")
 #: a weekday or month after these is no one day or month ("a Sunday morning tradition", "every Monday")
 _GENERIC = re.compile(r"\b(?:a|an|every|each|any|some|one|the)\s+$", re.IGNORECASE)
 #: the month a season starts (meteorological, northern hemisphere): a winter is named by its December
@@ -307,6 +331,14 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
         rest = span[m.end() :]
         coming = "this " if rest == "weekend" else "next "  # "this coming weekend": this (calendar) week's
         return _resolve_span(("last " if m.group(1) == "past" else coming) + rest, day, said_in)
+    if m := _WITH_PART_OF_DAY.fullmatch(span):  # "yesterday morning", "last Friday night": that day
+        return _resolve_span(m.group(1), day, said_in)
+    if _OTHER_DAY.fullmatch(span):  # "the other day": some days before, shown as the week before (≈ 1-7 May)
+        return _resolve_span("4 days ago", day)
+    if m := _BEEN_SINCE.fullmatch(span):  # "it's been 8 months since ...": 8 months ago
+        return _resolve_span(f"{m.group(1)} ago", day)
+    if m := _END_OF.fullmatch(span):  # "at the end of the month": which month by the tense
+        return _resolve_span(f"{_which_period(m.group(1), said_in)} {m.group(2)}", day)
     if m := _HOLIDAY_SAID.fullmatch(span):  # "last Christmas", "on Halloween" (by the tense)
         which = m.group(1) if m.group(1) in {"last", "next"} else said_in or m.group(1)  # "this": by the tense
         found_day = holiday_day(m.group(2), day, which)
@@ -349,6 +381,8 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
     if m := _FROM_NOW.fullmatch(span):  # "a week from today": in a week
         span = f"in {m.group(1)}"
     span = _COUPLE.sub("2", span)  # "a couple of weeks ago": two (dateparser reads no "couple")
+    span = _BACK_SAID.sub(" ago", span)  # "two days back": two days ago
+    span = _FEW_SAID.sub(lambda m: f"{_FEW_COUNT[m.group(1)]} ", span)  # "a few days ago": dated by 3 days ago
     found = _parse(span, day)
     if found is None:
         return None
@@ -358,6 +392,15 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
     if period == DatePeriod.week:  # "last week": the calendar week, named by its Monday
         resolved -= timedelta(days=resolved.weekday())
     return resolved.isoformat(), period
+
+
+def _which_period(part: str, said_in: str | None) -> str:
+    """Which week, month or year "the end/beginning/start of the month" names: this one, but the latest
+    over where its end is said in the past ("we moved at the end of the month") and the next where its
+    beginning is said in the future ("I'll start at the beginning of the year")."""
+    if part == "end":
+        return "last" if said_in == "past" else "this"
+    return "next" if said_in == "future" else "this"
 
 
 def _the_weekend(day: date, said_in: str | None) -> tuple[str, DatePeriod] | None:
@@ -469,10 +512,45 @@ def format_day(day: date) -> str:
     return f"{day.day} {day:%B %Y}"
 
 
+#: a date said roughly: "a few days ago", "several years back", "in a few weeks", "the other day"
+_APPROXIMATE = re.compile(rf"\b(?:({_FEW}) ({_UNIT})|the other (?:day|night))\b")
+#: how far either way of its date a rough count may reach, in its units ("a few": 2 to 4, "several": 3 to 7)
+_FEW_REACH = {"a few": 1, "few": 1, "several": 2}
+
+
+def approximate(resolved: ResolvedDate) -> bool:
+    """Whether ``resolved`` was said roughly ("a few days ago"): shown ``[≈ …]``, as the range it may mean."""
+    return _APPROXIMATE.search(resolved.text.lower()) is not None
+
+
+def _approximate_range(resolved: ResolvedDate, said: re.Match[str]) -> str:
+    """The range a rough date may mean around its ``date``: ``4–6 May 2023`` ("a few days ago" said on 8 May),
+    ``10–24 April 2023`` (a few weeks), ``January–March 2023`` (a few months), ``2019–2021`` (a few years);
+    "the other day" is 1 to 7 days before the turn's day."""
+    day = date.fromisoformat(resolved.date)
+    reach, unit = (_FEW_REACH[said.group(1)], said.group(2).rstrip("s")) if said.group(1) else (3, "day")
+    if resolved.period == DatePeriod.year:
+        return f"{day.year - reach}–{day.year + reach}"
+    if resolved.period == DatePeriod.month:
+        first, last = (date((n := day.year * 12 + day.month - 1 + k) // 12, n % 12 + 1, 1) for k in (-reach, reach))
+        return f"{first:%B}–{last:%B %Y}" if first.year == last.year else f"{first:%B %Y}–{last:%B %Y}"
+    first, last = (day + timedelta(days=k * reach * (7 if unit == "week" else 1)) for k in (-1, 1))
+    if (first.year, first.month) == (last.year, last.month):
+        return f"{first.day}–{format_day(last)}"
+    return (
+        f"{first.day} {first:%B}–{format_day(last)}"
+        if first.year == last.year
+        else f"{format_day(first)}–{format_day(last)}"
+    )
+
+
 def format_resolved(resolved: ResolvedDate) -> str:
-    """The absolute date in words, as precise as the expression: ``7 May 2023``, ``June 2023``, ``2019``."""
-    if _SPAN.fullmatch(resolved.text.lower()):  # "for 10 years [= since 2013]"
+    """The absolute date in words, as precise as the expression: ``7 May 2023``, ``June 2023``, ``2019``; a
+    date said roughly as the range it may mean (``4–6 May 2023``)."""
+    if _SPAN.fullmatch(resolved.text.lower()):  # "for 10 years [= since 2013]"; "for a few years [≈ since 2020]"
         return f"since {format_resolved(resolved.model_copy(update={'text': 'then'}))}"
+    if said := _APPROXIMATE.search(resolved.text.lower()):
+        return _approximate_range(resolved, said)
     day = date.fromisoformat(resolved.date)
     if resolved.period == DatePeriod.year:
         return str(day.year)
@@ -489,7 +567,7 @@ def format_resolved(resolved: ResolvedDate) -> str:
 
 
 def annotate(text: str, dates: list[ResolvedDate]) -> str:
-    """``text`` with ``[= <date>]`` after each resolved expression."""
+    """``text`` with ``[= <date>]`` after each resolved expression (``[≈ <range>]`` after a rough one)."""
     out, last = [], 0
     for resolved in sorted(dates, key=lambda d: d.start):
         end = resolved.start + len(resolved.text)
@@ -497,7 +575,7 @@ def annotate(text: str, dates: list[ResolvedDate]) -> str:
             continue  # not this text's expression (edited or overlapping): leave it out
         absolute = format_resolved(resolved)
         if absolute != resolved.text:  # "in 2019" needs no "[= 2019]"
-            out += [text[last:end], f" [= {absolute}]"]
+            out += [text[last:end], f" [{'≈' if approximate(resolved) else '='} {absolute}]"]
             last = end
     return "".join(out) + text[last:]
 
