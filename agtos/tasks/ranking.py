@@ -179,10 +179,9 @@ def _names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
 
 
 def _unaccented(name: str) -> str:
-    """A name's pattern that matches it also written without its accents ("Zoë": "Zoë" or "Zoe")."""
-    return "".join(
-        f"(?:{re.escape(c)}|{re.escape(fold(c))})" if fold(c) not in ("", c.lower()) else re.escape(c) for c in name
-    )
+    """A name's pattern that matches it also written without its accents ("Zoë": "Zoë" or "Zoe"); a mark that
+    NFC cannot compose with its letter (Yoruba "Bọ̀dé": "ọ" + a combining grave) folds to nothing: optional."""
+    return "".join(f"(?:{re.escape(c)}|{re.escape(fold(c))})" if fold(c) != c.lower() else re.escape(c) for c in name)
 
 
 def without_speakers(query: str, names: Iterable[str]) -> str:
