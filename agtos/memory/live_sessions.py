@@ -16,6 +16,7 @@ from agtos.memory.episodic import segment_key
 from agtos.memory.health_checks import ingest_queue_check
 from agtos.memory.ingest_worker import IngestWorker, SessionJob, ingest_session, ingest_sessions
 from agtos.memory.services import Services
+from agtos.memory.session_ends import LastEnd, SessionEnds
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode, Turn
 from agtos.storage.ingest_queue import IngestQueue
@@ -42,6 +43,8 @@ class SessionEndResult:
     turns_accepted: int = 0
     queue_position: int | None = None
     searchable_in_s: float | None = None
+    #: an end that found no turns: the session's last end that took some (a retried end learns its episode)
+    last_end: LastEnd | None = None
 
 
 class LoneRequest(Protocol):
@@ -86,6 +89,8 @@ class LiveSessions:
         self.ingest_queue = IngestQueue(s.connector, s.keys)
         self.worker: IngestWorker | None = None
         self.end_lock = SessionEndLock(s.connector, s.keys)  # one end of a session at a time
+        # what each session's last end did, for an end that finds no turns (a retry after a lost answer)
+        self.ends = SessionEnds(s.connector, s.keys, s.settings.session_journal_ttl_seconds)
 
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
         """Append one turn (see :meth:`add_turns`)."""
@@ -211,12 +216,16 @@ class LiveSessions:
             turns, read = self._session_turns(user_id, session_id)
             if not turns:
                 self.activity.session_ended(user_id, session_id)
-                return SessionEndResult(session_id, False, "session has no turns", None, status="skipped")
+                last = self.last_end(user_id, session_id)  # a retry after a lost answer learns where they went
+                reason = "session has no turns"
+                return SessionEndResult(session_id, False, reason, None, status="skipped", last_end=last)
             job = SessionJob(user_id=user_id, session_id=session_id, segment=segment_key(turns), turns=turns)
             if self.settings.ingest_mode == "queue":
                 queued = self._enqueue_session(job, read)
             else:
                 draft = ingest_session(self.services, job, self._emit_session_ended)
+                kept = draft.episode.id if draft.decision.save else None
+                self.ends.record(user_id, session_id, kept, draft.decision.reason, len(turns))
                 self._clear_session(user_id, session_id, read)
                 if not draft.decision.save:
                     return SessionEndResult(session_id, False, draft.decision.reason, None, status="skipped")
@@ -226,15 +235,35 @@ class LiveSessions:
         result, entry_id = queued
         return result if entry_id is None else self._await_job(job, result, entry_id, wait_s, lone)
 
+    def last_end(self, user_id: str, session_id: str) -> LastEnd | None:
+        """The session's last end that took turns (within AGTOS_SESSION_JOURNAL_TTL_HOURS), its episode as it is
+        now: ``done`` once stored, ``queued`` while its job is, ``gone`` when neither (forgotten, expired, or
+        dropped by an opt-out), ``skipped`` when it kept nothing. None when unknown or Redis cannot say."""
+        try:
+            recorded = self.ends.recorded(user_id, session_id)
+            if recorded is None:
+                return None
+            end, episode_id = recorded.end, recorded.end.episode_id
+            if episode_id is None:  # skipped: nothing to look up
+                return end
+            if self.episodes.existing_ids(user_id, [episode_id]):
+                return dataclasses.replace(end, status="done")
+            queued = recorded.entry_id is not None and self.ingest_queue.contains(recorded.entry_id)
+            return dataclasses.replace(end, status="queued" if queued else "gone")
+        except StorageUnavailable:
+            return None
+
     def _enqueue_session(self, job: SessionJob, read: JournalRead) -> tuple[SessionEndResult, str | None]:
         """Queue mode: decide (pure; the verdict only: the items found, not their wording nor the
         importance, which the worker works out), queue the job, clear what it read; the worker ingests.
         The result, and the queue entry (None when the session is not kept)."""
         decision = decide_save(job.turns, extract(job.turns, worded=False), scored=False)
         if not decision.save:
+            self.ends.record(job.user_id, job.session_id, None, decision.reason, len(job.turns))
             self._clear_session(job.user_id, job.session_id, read)
             return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped"), None
         entry_id, position = self.ingest_queue.enqueue(job.model_dump_json().encode())
+        self.ends.record(job.user_id, job.session_id, job.episode_id, decision.reason, len(job.turns), entry_id)
         # the queue entry holds the turns now; a crash before this line leaves the journal for a retry
         self._clear_session(job.user_id, job.session_id, read)
         result = SessionEndResult(

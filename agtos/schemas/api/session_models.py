@@ -33,6 +33,21 @@ class SessionOut(ApiModel):
     task_state: dict[str, Any]
 
 
+class LastEndOut(ApiModel):
+    """A session's last end that took turns, as it stands now."""
+
+    episode_id: str | None = Field(description="the episode its turns became (null when skipped)")
+    status: Literal["done", "queued", "skipped", "gone"] = Field(
+        description="done: the episode is stored; queued: its job is still in the ingestion queue; skipped: "
+        "not worth an episode (see reason); gone: neither stored nor queued now (forgotten, expired, or dropped "
+        "because the user opted out)"
+    )
+    saved: bool = Field(description="whether that end kept the session (an episode)")
+    reason: str = Field(description="that end's reason")
+    turns_accepted: int = Field(description="the turns that end took")
+    ended_at: int = Field(description="when it ended (ms since the epoch)")
+
+
 class SessionEndOut(ApiModel):
     """What a session end accepted, and when its episode will be searchable."""
 
@@ -51,6 +66,13 @@ class SessionEndOut(ApiModel):
     queue_position: int | None = Field(None, description="jobs in the ingestion queue up to this one")
     searchable_in_s: float | None = Field(
         None, description="estimated seconds until searchable (position x mean job time / live workers), or null"
+    )
+    last_end: LastEndOut | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="only on an end that found no turns (reason 'session has no turns'): the session's last end "
+        "that took turns, within AGTOS_SESSION_JOURNAL_TTL_HOURS (a retry after a lost answer, or an end after "
+        "the idle sweeper's, learns which episode the turns went to); absent otherwise",
     )
 
 
