@@ -122,10 +122,10 @@ def test_every_error_is_a_message_body(spec: dict[str, Any]) -> None:
 
 def test_api_models_are_camel_case_and_stored_records_keep_their_keys(spec: dict[str, Any]) -> None:
     schemas = spec["components"]["schemas"]
-    # the seed's four keys first, then issue 15's queue fields
+    # the seed's four keys first, then issue 15's queue fields, then a retried end's last end (h15)
     assert list(schemas["SessionEndOut"]["properties"]) == [
         *("sessionId", "saved", "reason", "episode"),
-        *("episodeId", "status", "turnsAccepted", "queuePosition", "searchableInS"),
+        *("episodeId", "status", "turnsAccepted", "queuePosition", "searchableInS", "lastEnd"),
     ]
     assert list(schemas["EntityOut"]["properties"])[-3:] == ["lastSeen", "episodeIds", "episodeCount"]
     assert set(schemas["MaintenanceRun"]["properties"]) >= {"runId", "userId", "status", "report", "flowRunId"}
