@@ -4,10 +4,12 @@ README promises, real Redis where a store is involved."""
 
 from __future__ import annotations
 
+import pytest
+
 from agtos.memory.memory_versions import statement_rounds
 from agtos.memory.semantic import SemanticMemory
 from agtos.schemas import Memory
-from tests.test_core_semantic_memory import JAN, MAR, mem, sem, stored
+from tests.test_core_semantic_memory import JAN, MAR, MAY, history, mem, sem, stored, validity
 
 __all__ = ["sem"]  # the fixture, shared with test_core_semantic_memory
 
@@ -45,3 +47,26 @@ def test_deleting_the_fact_that_closed_another_clears_the_offset_of_its_end(sem:
     assert sem.delete_memory("alice", "m-berlin") is True
     reopened = stored(sem, "m-london")
     assert (reopened.valid_until, reopened.until_utc_offset, reopened.superseded_by) == (None, None, None)
+
+
+@pytest.mark.parametrize("with_vectors", [False, True])
+def test_a_fact_said_again_by_a_later_session_of_one_batch_is_written_as_separate_batches_would(
+    sem: SemanticMemory, with_vectors: bool
+) -> None:
+    """MemoryVersions.write (mutmut 6: two rounds written as one batch; 21: each round's vectors dropped, or
+    None indexed): sessions A (London, January), B (Berlin, March), C (London again, May) in one batch are two
+    rounds, [A, B] then [C]: Berlin closes London in March, C reopens London in May, which closes Berlin
+    (docstring: "written in rounds, as separate batches would write it"). Two memories written."""
+    batch = [
+        mem("m-london", "User lives in London", JAN, ("ep-a",)),
+        mem("m-berlin", "User lives in Berlin", MAR, ("ep-b",)),
+        mem("m-london", "User lives in London", MAY, ("ep-c",)),
+    ]
+    vectors = sem.embedder.embed([m.text for m in batch]) if with_vectors else None
+    assert sem.write_memories(batch, vectors) == 2
+    assert validity(sem, "m-london") == (MAY, None, None)
+    assert validity(sem, "m-berlin") == (MAR, MAY, "m-london")
+    assert [c[0] for c in history(sem, "m-london")] == ["created", "superseded", "reopened", "supersedes"]
+    assert stored(sem, "m-london").source_episode_ids == ["ep-a", "ep-c"]
+    found = sem.search("memory", "alice", "User lives in Berlin", 1, "vector").results
+    assert [(h.id, h.score > 0.99) for h in found] == ([("m-berlin", True)] if with_vectors else [])
