@@ -4,8 +4,9 @@ Each test fails with one realistic one-line bug planted in that code and passes 
 /work/notes/p1_docs.md, for docs/testing.md): an absolute-form target holding an encoded slash under
 uvicorn's h11 protocol, the ``…:session:<id>:ended`` record's lifetime (AGTOS_SESSION_JOURNAL_TTL_HOURS, in
 seconds), a retried queued end whose job the worker took and whose episode was forgotten since, a queued
-end that kept nothing, "the beginning of the month" said in the present, "<count> <unit> back I ...", and
-a back-fill of two users' sessions raced by an opt-out. Expected values are literals of the specification.
+end that kept nothing, "the beginning of the month" said in the present, "<count> <unit> back I ...",
+a back-fill of two users' sessions raced by an opt-out, and an import whose opt-out lands after the
+ingestion's own check. Expected values are literals of the specification.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from tests.helpers import served_by_uvicorn, user
 from tests.test_absolute_form_target import raw_get
 from tests.test_dates_h14 import MAY_8
 from tests.test_issue15_h15_end_retry import queue_coordinator  # noqa: F401 (a fixture)
+from tests.test_issue15_h15_opt_out_update import GROWN
 from tests.test_issue15_h15_paths import refused_id
+from tests.test_privacy_import import import_client  # noqa: F401 (a fixture)
 from tests.test_queue_opt_out_race import opting_out_after_the_run
 from tests.test_turn_dates import said_on_may_8
 
@@ -174,3 +177,33 @@ def test_a_back_fill_of_two_users_raced_by_an_opt_out_keeps_both_rewritten_episo
     assert sorted(report.episode_ids) == sorted([stored["vic"][0]["id"], stored["wes"][0]["id"]])
     kept = client.get("/api/memory/episodes", headers=user("vic")).json()["episodes"]
     assert [e["id"] for e in kept] == [stored["vic"][0]["id"]]
+
+
+def test_an_opt_out_after_the_back_fill_checked_is_caught_by_the_import(
+    import_client: TestClient,  # noqa: F811 (the fixture imported above)
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The opt-out lands after the ingestion's own check (``MemoryCoordinator._unstore_opted_out``) and before
+    the import's: the import drops the episode it updated and answers it skipped for the opt-out."""
+    client = import_client
+    first = client.post("/api/memory/import", json={}, headers=user("uma")).json()
+    history = tmp_path / "home" / "projects" / "webapp" / ".aider.chat.history.md"
+    second = "# aider chat started at 2024-05-02"
+    history.write_text(history.read_text().replace(second, GROWN + "\n" + second))
+    checked, other = MemoryCoordinator._unstore_opted_out, MemoryCoordinator(settings)
+
+    def check_then_opt_out(self: MemoryCoordinator, *args: Any) -> None:
+        checked(self, *args)
+        other.privacy.set_opt_out("uma", True)
+
+    monkeypatch.setattr(MemoryCoordinator, "_unstore_opted_out", check_then_opt_out)
+    try:
+        body = client.post("/api/memory/import", json={}, headers=user("uma")).json()
+    finally:
+        other.close()
+    assert (body["episodesAdded"], body["episodesUpdated"], body["unchanged"]) == (0, 0, first["sessions"] - 1)
+    assert [s["reason"] for s in body["skipped"]] == [OPTED_OUT]
+    found = client.get("/api/memory/search", params={"q": "zebracorn"}, headers=user("uma")).json()["results"]
+    assert found == []
