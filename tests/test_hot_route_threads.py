@@ -91,7 +91,8 @@ def test_hot_routes_answer_off_the_event_loop_with_their_documented_bodies(
     ended = got["ended"]
     assert ended.status_code == 200, ended.text
     body = ended.json()
-    assert set(body) == schema_fields(schema, "SessionEndOut")  # every field, nulls included, camelCase
+    # every field, nulls included, camelCase; lastEnd only on an end that finds no turns (a retry)
+    assert set(body) == schema_fields(schema, "SessionEndOut") - {"lastEnd"}
     assert body["sessionId"] == "trip"
     assert body["saved"] is True
     assert body["status"] == "queued"  # no worker: the 1.5 s wait ran out

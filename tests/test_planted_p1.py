@@ -91,16 +91,16 @@ def test_the_last_end_record_lives_as_long_as_a_journal(two_hour_journal: Settin
         coordinator.close()
 
 
-def test_a_retried_queued_end_whose_episode_was_forgotten_is_gone(
+def test_a_retried_queued_end_whose_episode_expired_is_gone(
     queue_coordinator: MemoryCoordinator,  # noqa: F811 (the fixture imported above)
 ) -> None:
-    """Queued, taken by the worker (the entry is no longer queued), then forgotten: ``gone``, not ``queued``."""
+    """Queued, taken by the worker (the entry is no longer queued), then expired: ``gone``, not ``queued``."""
     with TestClient(create_app(coordinator=queue_coordinator)) as client:
         first = end(client, "quin", "s1", METRIC)
         assert first["status"] == "queued"
         assert queue_coordinator.sessions.ingest_worker().drain() == 1
-        forget = {"kind": "episode", "id": first["episodeId"]}
-        assert client.post("/api/memory/forget", json=forget, headers=user("quin")).status_code == 200
+        rt = queue_coordinator.services  # its record's TTL run out: the key is gone, as Redis expires it
+        assert rt.connector.run(lambda r: r.delete(rt.keys.user("quin").episode(first["episodeId"]))) == 1
         last = end(client, "quin", "s1")["lastEnd"]
         assert (last["episodeId"], last["status"], last["saved"]) == (first["episodeId"], "gone", True)
 

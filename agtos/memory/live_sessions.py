@@ -237,8 +237,9 @@ class LiveSessions:
 
     def last_end(self, user_id: str, session_id: str) -> LastEnd | None:
         """The session's last end that took turns (within AGTOS_SESSION_JOURNAL_TTL_HOURS), its episode as it is
-        now: ``done`` once stored, ``queued`` while its job is, ``gone`` when neither (forgotten, expired, or
-        dropped by an opt-out), ``skipped`` when it kept nothing. None when unknown or Redis cannot say."""
+        now: ``done`` once stored, ``queued`` while its job is, ``gone`` when neither (expired, or dropped by an
+        opt-out; forgetting the episode deletes the record), ``skipped`` when it kept nothing. None when
+        unknown or Redis cannot say."""
         try:
             recorded = self.ends.recorded(user_id, session_id)
             if recorded is None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agtos.memory.episode_cascade import forget_derived
+from agtos.memory.session_ends import SessionEnds
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id
 from agtos.storage.pending_vectors import PendingVectors
@@ -81,7 +82,10 @@ class Privacy:
         elif kind == "entity":
             found = self.c.entities.forget(user_id, item_id)
         else:
+            episode = self.c.episodes.get(user_id, item_id) if kind == "episode" else None
             found = self.c.semantic.delete(kind, user_id, item_id)
+            if episode is not None:  # a retried end's record names it (agtos/memory/session_ends.py)
+                SessionEnds(self.c.connector, self.c.keys, 0).forget_episode(user_id, episode.session_id, item_id)
         derived = None
         if kind == "episode":  # even when the record is gone already: the marker and what was learnt name it
             self.c.dream_markers.forget(user_id, item_id)

@@ -6,7 +6,9 @@ become (issue 15). Each end that takes turns writes what it did (episode id, ver
 entry in queue mode) to the session's ``…:session:<id>:ended`` key, before the journal is cleared,
 for as long as a journal lives (AGTOS_SESSION_JOURNAL_TTL_HOURS); an end that finds no turns reads it
 back, with the episode's state now: ``done`` (stored), ``queued`` (its job still queued), ``skipped``
-(not worth an episode) or ``gone`` (forgotten or expired since, or dropped by an opt-out).
+(not worth an episode) or ``gone`` (expired since, or dropped by an opt-out). Forgetting the episode
+deletes the record that names it (:meth:`SessionEnds.forget_episode`): a forget leaves no trace of the
+episode, its id included, so a retry after it answers as an end of a session that never took turns.
 """
 
 from __future__ import annotations
@@ -84,3 +86,11 @@ class SessionEnds:
             episode_id, data["status"], episode_id is not None, data["reason"], data["turns"], data["endedAt"]
         )
         return RecordedEnd(end, data["entry"])
+
+    def forget_episode(self, user_id: str, session_id: str, episode_id: str) -> bool:
+        """Delete the session's last-end record when it names ``episode_id`` (the episode is forgotten)."""
+        key = self.keys.user(user_id).session_ended(session_id)
+        raw = self.connector.run(lambda r: r.get(key))
+        if raw is None or json.loads(raw).get("episodeId") != episode_id:
+            return False
+        return bool(self.connector.run(lambda r: r.delete(key)))

@@ -39,8 +39,8 @@ class LastEndOut(ApiModel):
     episode_id: str | None = Field(description="the episode its turns became (null when skipped)")
     status: Literal["done", "queued", "skipped", "gone"] = Field(
         description="done: the episode is stored; queued: its job is still in the ingestion queue; skipped: "
-        "not worth an episode (see reason); gone: neither stored nor queued now (forgotten, expired, or dropped "
-        "because the user opted out)"
+        "not worth an episode (see reason); gone: neither stored nor queued now (expired, or dropped because the user "
+        "opted out; forgetting the episode deletes this record, its id included)"
     )
     saved: bool = Field(description="whether that end kept the session (an episode)")
     reason: str = Field(description="that end's reason")
