@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from agtos.storage.keys import GlobalKeys
+from agtos.storage.keys import GlobalKeys, InvalidIdentifier
 from agtos.storage.redis_conn import RedisConnector
 
 LastEndStatus = Literal["done", "queued", "skipped", "gone"]
@@ -89,7 +89,10 @@ class SessionEnds:
 
     def forget_episode(self, user_id: str, session_id: str, episode_id: str) -> bool:
         """Delete the session's last-end record when it names ``episode_id`` (the episode is forgotten)."""
-        key = self.keys.user(user_id).session_ended(session_id)
+        try:
+            key = self.keys.user(user_id).session_ended(session_id)
+        except InvalidIdentifier:  # no session id ('' on an episode ingested directly) or one no end could take
+            return False
         raw = self.connector.run(lambda r: r.get(key))
         if raw is None or json.loads(raw).get("episodeId") != episode_id:
             return False
