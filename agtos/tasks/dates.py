@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
@@ -134,6 +135,8 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
             continue  # "I've celebrated New Year's in Miami before": no one day
         if _SPAN.fullmatch(span) and not _up_to_now(text, start):
             continue  # "I'll be away for two weeks": no span that ends now
+        if _IN_COUNT.fullmatch(span) and _took(text, start, end):
+            continue  # "I finished it in a few days": how long it took, no date
         resolved = _resolve_span(span, day, said_in)
         if resolved is not None:
             out.append(ResolvedDate(text=text[start:end], start=start, date=resolved[0], period=resolved[1]))
@@ -173,6 +176,8 @@ _BY_TENSE = (
     _END_OF,
 )
 _SPAN = re.compile(rf"for (?:{_ABOUT} )?({_NUM} {_UNIT})")
+#: "in two weeks": a date to come, or how long a thing took where said in the past ("we did it in two weeks")
+_IN_COUNT = re.compile(rf"in {_NUM} {_UNIT}")
 #: a weekday or month after these is no one day or month ("a Sunday morning tradition", "every Monday")
 _GENERIC = re.compile(r"\b(?:a|an|every|each|any|some|one|the)\s+$", re.IGNORECASE)
 #: the month a season starts (meteorological, northern hemisphere): a winter is named by its December
@@ -266,9 +271,22 @@ _PERFECT = re.compile(
 )
 
 
+#: a clause that goes on with the participle of a present perfect without its "have" ("I have lived in Ohio
+#: and worked there"): the perfect is said before the "and"
+_SHARED_HAVE = re.compile(
+    r"(?:,\s*)?\b(?:and|or|but)\s+(?:also\s+|then\s+)?(?:been|had|known|lived|worked|played|done|owned|used|studied"
+    r"|practi[cs]ed|loved|wanted|taught|run|kept|stayed|dated|followed)\b",
+    re.IGNORECASE,
+)
+
+
 def _up_to_now(text: str, start: int) -> bool:
-    """Whether the span at ``start`` is said in a present perfect clause ("I've been skiing for 10 years")."""
-    begin = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    """Whether the span at ``start`` is said in a present perfect clause ("I've been skiing for 10 years"),
+    also one whose "have" is said before an "and" ("I have lived in Ohio and worked there for 5 years")."""
+    begin = max((m.start() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    while begin and _SHARED_HAVE.match(text, begin):  # "... and worked there": the clause before it too
+        begin = max((m.start() for m in _CLAUSE_END.finditer(text, 0, begin)), default=0)
+    begin = (m.end() if (m := _CLAUSE_END.match(text, begin)) else begin) if begin else 0
     return _PERFECT.search(text.replace("’", "'"), begin, start) is not None
 
 
@@ -291,22 +309,57 @@ def tense(text: str, start: int, end: int) -> str | None:
     its clause, else in its sentence (a past verb, "ago", "since"; "will", "going to", "tomorrow",
     "I'm flying"); None without one ("Tuesday is my day off")."""
     for boundary in (_CLAUSE_END, _SENTENCE_END):
-        begin = max((m.end() for m in boundary.finditer(text, 0, start)), default=0)
-        stop = m.start() if (m := boundary.search(text, end)) else len(text)
-        found = [m for m in _WORDS.finditer(text, begin, stop) if not start <= m.start() < end]
-        words = [m.group().lower() for m in found]
-        if "born" in words:  # "born in March": a birthday's month, not a date
-            return None
-        if _ARRANGED.intersection(words):  # "booked a trip for June": the trip's June may be the next one
-            return None
-        cues = [
-            (min(abs(m.start() - end), abs(start - m.end())), cue)
-            for i, m in enumerate(found)
-            if (cue := _cue(words, i)) is not None
-        ]
-        if cues:
-            return min(cues)[1]
+        found = _nearest_cue(text, start, end, boundary, _cue)
+        if found != "":
+            return found
     return None
+
+
+def _nearest_cue(
+    text: str, start: int, end: int, boundary: re.Pattern[str], cue_of: Callable[[list[str], int], str | None]
+) -> str | None:
+    """The cue (``cue_of`` a word) nearest ``text[start:end]`` in the part ``boundary`` ends; None where
+    the part says its tense is in doubt ("born", "booked"), ``""`` where no word is a cue."""
+    begin = max((m.end() for m in boundary.finditer(text, 0, start)), default=0)
+    stop = m.start() if (m := boundary.search(text, end)) else len(text)
+    found = [m for m in _WORDS.finditer(text, begin, stop) if not start <= m.start() < end]
+    words = [m.group().lower() for m in found]
+    if "born" in words:  # "born in March": a birthday's month, not a date
+        return None
+    if _ARRANGED.intersection(words):  # "booked a trip for June": the trip's June may be the next one
+        return None
+    cues = [
+        (min(abs(m.start() - end), abs(start - m.end())), cue)
+        for i, m in enumerate(found)
+        if (cue := cue_of(words, i)) is not None
+    ]
+    return min(cues)[1] if cues else ""
+
+
+#: past tenses written as their present: past after a subject ("I read it in 3 days"; a present one there is
+#: a habit, which a count of days after it also measures)
+_SAME_PAST = frozenset("read put cut set hit let quit beat hurt shut split spread cost".split())
+_SUBJECTS = frozenset("i we you they he she".split())
+_RELATIVE = frozenset("that which who".split())
+
+
+def _took_cue(words: list[str], i: int) -> str | None:
+    """:func:`_cue`, and a present verb after "that" ("a job that starts": ``"future"``) or a past written as
+    its present after a subject ("we read": ``"past"``)."""
+    word, before = words[i], words[i - 1] if i else ""
+    if before in _RELATIVE and word.endswith("s") and not word.endswith("ss") and word not in {"was", "has"}:
+        return "future"  # "a job that starts in two weeks"
+    if cue := _cue(words, i):
+        return cue
+    return "past" if word in _SAME_PAST and before in _SUBJECTS else None
+
+
+def _took(text: str, start: int, end: int) -> bool:
+    """Whether "in <count> <units>" at ``text[start:end]`` says how long a thing took, not when it will be:
+    its clause is in the past ("I finished it in a few days", "we did it in two weeks", "I read it in 3
+    days"); not where it is to come ("I'm moving in two weeks", "the exam is in a few days") or without a tense
+    ("see you in two weeks")."""
+    return _nearest_cue(text, start, end, _CLAUSE_END, _took_cue) == "past"
 
 
 def _parse(span: str, day: date, prefer: str | None = None) -> tuple[date, DatePeriod] | None:
