@@ -100,3 +100,68 @@ def test_a_shared_perfect_is_shown_by_its_start() -> None:
     assert shown("I have lived in Ohio and worked there for 5 years", said(2023, 12, 29)) == (
         "(29 December 2023) User: I have lived in Ohio and worked there for 5 years [= since 2018]"
     )
+
+
+# -- found by the audit of realtalk-dev and convset (issue 14) -------------------------------------------
+SUNDAY_MAY_14 = said(2023, 5, 14)
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "expected"),
+    [
+        ("How was your Monday?", MAY_8, [("Monday", "2023-05-08", "day")]),  # said on a Monday: that day
+        ("Hi Gina, happy Monday!", MAY_8, [("Monday", "2023-05-08", "day")]),
+        ("my Monday was long", MAY_8, [("Monday", "2023-05-08", "day")]),
+        ("How was your Friday?", MAY_8, [("Friday", "2023-05-05", "day")]),  # another day: by the tense, as before
+        ("Hi Gina, happy Friday!", MAY_8, []),  # another day, no tense: as before
+        ("Your Monday playlist is great", MAY_8, []),  # a noun after it: no one day
+    ],
+)
+def test_a_weekday_of_ones_own_said_on_that_weekday_is_that_day(
+    text: str, at: int, expected: list[tuple[str, str, str]]
+) -> None:
+    """Fails where "how was your Monday?" said on Monday 8 May is read as the Monday before (1 May, the bug
+    the audit found in every "how was your <weekday>" opener), or where the rule reaches other weekdays or
+    a weekday a noun follows."""
+    assert dates(text, at) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "expected"),
+    [
+        ("Any plans for the weekend?", MAY_8, [("the weekend", "2023-05-13", "weekend")]),
+        ("Any plans for the weekend?", SUNDAY_MAY_14, [("the weekend", "2023-05-20", "weekend")]),
+        ("We went to Napa for the weekend", MAY_8, [("the weekend", "2023-05-06", "weekend")]),
+        ("I usually go home for the weekend", MAY_8, []),  # a habit: no tense, no one weekend
+    ],
+)
+def test_for_the_weekend_is_read_by_its_tense(text: str, at: int, expected: list[tuple[str, str, str]]) -> None:
+    """Fails where "for the weekend" is not a candidate (left undated) or is dated without a tense; the
+    coming weekend said on Monday 8 May starts Saturday 13 May, said on Sunday 14 May the next one (20 May);
+    the latest one begun by Monday 8 May started Saturday 6 May."""
+    assert dates(text, at) == expected
+
+
+def test_nights_ago_are_as_many_days_ago() -> None:
+    """Fails where "nights ago" is no candidate or is not shown as a rough range: three nights before 8 May
+    is 5 May (a few: 4-6 May), two nights before it 6 May."""
+    assert dates("This is what I made a few nights ago.") == [("a few nights ago", "2023-05-05", "day")]
+    assert dates("two nights ago we danced") == [("two nights ago", "2023-05-06", "day")]
+    assert shown("This is what I made a few nights ago.") == (
+        "(8 May 2023) User: This is what I made a few nights ago [≈ 4–6 May 2023]."
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I’m flying to Rome on Tuesday", [("Tuesday", "2023-05-09", "day")]),
+        ("I’ll call you on Friday", [("Friday", "2023-05-12", "day")]),
+        ("I’m moving in two weeks", [("in two weeks", "2023-05-22", "day")]),
+        ("I'm flying to Rome on Tuesday", [("Tuesday", "2023-05-09", "day")]),  # the straight one, as before
+    ],
+)
+def test_a_curly_apostrophe_says_the_tense_as_a_straight_one(text: str, expected: list[tuple[str, str, str]]) -> None:
+    """Phones type "I’m": fails where the tense cues only read "I'm" (the weekday left undated), Tuesday 9
+    May and Friday 12 May being the next ones after Monday 8 May."""
+    assert dates(text) == expected

@@ -17,8 +17,11 @@ days ago", "several years back", "in a few weeks") is dated by three (several: f
 "the other day" by four days before; they are shown as the range they may mean, marked ``≈`` ("a few
 days ago [≈ 4–6 May 2023]", "the other day [≈ 1–7 May 2023]"). Holidays ("last Christmas", "on
 Halloween") are the :mod:`holidays` library's days (:mod:`agtos.tasks.holiday_dates`), by last/next or the tense, and
-not where they name a thing ("a Christmas tree", "New Year's reservations"). Times are read on the local day where the
-turn was said: UTC, unless its timestamp was sent with an offset
+not where they name a thing ("a Christmas tree", "New Year's reservations"). "In two weeks" said in the past is how
+long a thing took, not a date ("we did it in two weeks"); a perfect's "have" said before an "and" also dates the span
+after it ("I have lived in Ohio and worked there for 5 years"). A weekday of one's own said on that weekday is that day
+("how was your Tuesday?", "happy Sunday!"); "a few nights ago" is read as days. Times are read on the local day where
+the turn was said: UTC, unless its timestamp was sent with an offset
 (``2023-05-09T01:00:00+09:00`` was said on 9 May, though it is 8 May in UTC).
 """
 
@@ -77,9 +80,10 @@ _PATTERNS = [
         rf"\b((?:last|next|this) (?:week|weekend|month|year|{_SEASON}|{_WEEKDAY}(?: {_PART_OF_DAY})?))\b",
         r"\b(the other (?:day|night))\b(?! of\b)",  # some days ago: shown as the week before the turn's day
         rf"\b(this (?:past|coming) (?:weekend|{_WEEKDAY}))\b",  # "this past weekend": last weekend
-        r"\b(?:over|on|during|at) (the weekend)\b",  # by the sentence's tense: the latest or the coming one
+        r"\b(?:over|on|during|at|for) (the weekend)\b",  # by the sentence's tense: the latest or the coming one
         rf"\b({_WEEKDAY}(?: (?:morning|afternoon|evening|night))?)\b",  # alone: by the sentence's tense
         rf"\b({_NUM} {_UNIT} (?:ago|{_BACK})|{_COUNT} weekends? ago)\b",  # weekends: the Saturday that many weeks ago
+        rf"\b({_NUM} nights? ago)\b",  # "a few nights ago": as many days ago
         rf"\bon (the {_ORDINAL})\b(?! (?:of )?{_MONTH}){_NO_NOUN}",  # a day of the month alone: by its tense
         rf"\b(for (?:{_ABOUT} )?{_NUM} {_UNIT})\b",  # in a present perfect: since when
         rf"\b(been (?:{_ABOUT} )?{_NUM} {_UNIT}) since\b",  # "it's been 8 months since I saw him": 8 months ago
@@ -128,6 +132,9 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
     out: list[ResolvedDate] = []
     for start, end in candidate_spans(text)[:MAX_DATES]:
         span = text[start:end].lower()
+        if _said_on_the_day(text, start, end, day):  # "how was your Tuesday?" said on a Tuesday: that day
+            out.append(ResolvedDate(text=text[start:end], start=start, date=day.isoformat(), period=DatePeriod.day))
+            continue
         said_in = tense(text, start, end) if any(p.fullmatch(span) for p in _BY_TENSE) else None
         if said_in is not None and _GENERIC.search(text, 0, start):  # "a Sunday morning tradition"
             continue
@@ -143,6 +150,22 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
     return out
 
 
+#: a weekday one has or wishes ("how was your Tuesday?", "happy Sunday!", "my Monday was long"): said on that
+#: weekday, that day; not one a noun follows ("my Tuesday class": every Tuesday's)
+_WEEKDAY_ALONE = re.compile(rf"({_WEEKDAY})(?: {_PART_OF_DAY})?", re.IGNORECASE)
+_YOURS = re.compile(r"\b(?:my|your|our|happy)\s+$", re.IGNORECASE)
+_NOUN_AFTER = re.compile(rf"\s+(?!(?:{_AFTER_DATE})\b)[a-z]", re.IGNORECASE)
+
+
+def _said_on_the_day(text: str, start: int, end: int, day: date) -> bool:
+    """Whether ``text[start:end]`` is a weekday of one's own said on that very weekday ("how was your
+    Tuesday?" said on Tuesday 9 May is 9 May, not 2 May), a greeting's ("happy Sunday!") or one's own."""
+    m = _WEEKDAY_ALONE.fullmatch(text, start, end)
+    if m is None or m.group(1).lower() != calendar.day_name[day.weekday()].lower():
+        return False
+    return _YOURS.search(text, 0, start) is not None and _NOUN_AFTER.match(text, end) is None
+
+
 # a weekday or a month named alone: which one depends on the tense it is said in
 _ALONE = re.compile(rf"{_WEEKDAY}(?: (?:morning|afternoon|evening|night))?|{_MONTH}")
 _WEEKEND = re.compile(r"(last|this|next) weekend")
@@ -155,6 +178,7 @@ _FEW_SAID = re.compile(rf"\b({_FEW}) ")
 _BACK_SAID = re.compile(r" back$")
 _WITH_PART_OF_DAY = re.compile(rf"(yesterday|tomorrow|(?:last|next|this) {_WEEKDAY}) {_PART_OF_DAY}")
 _OTHER_DAY = re.compile(r"the other (?:day|night)")
+_NIGHTS_AGO = re.compile(rf"({_NUM}) nights? ago")
 _BEEN_SINCE = re.compile(rf"been (?:{_ABOUT} )?({_NUM} {_UNIT})")
 _END_OF = re.compile(r"(?:the )?(end|beginning|start) of the (week|month|year)")
 _DAY_ALONE = re.compile(r"the (\d{1,2})(?:st|nd|rd|th)")
@@ -320,6 +344,7 @@ def _nearest_cue(
 ) -> str | None:
     """The cue (``cue_of`` a word) nearest ``text[start:end]`` in the part ``boundary`` ends; None where
     the part says its tense is in doubt ("born", "booked"), ``""`` where no word is a cue."""
+    text = text.replace("’", "'")  # "I’m", "I’ll": typed on phones (the same length: the offsets hold)
     begin = max((m.end() for m in boundary.finditer(text, 0, start)), default=0)
     stop = m.start() if (m := boundary.search(text, end)) else len(text)
     found = [m for m in _WORDS.finditer(text, begin, stop) if not start <= m.start() < end]
@@ -386,6 +411,8 @@ def _resolve_span(span: str, day: date, said_in: str | None = None) -> tuple[str
         return _resolve_span(("last " if m.group(1) == "past" else coming) + rest, day, said_in)
     if m := _WITH_PART_OF_DAY.fullmatch(span):  # "yesterday morning", "last Friday night": that day
         return _resolve_span(m.group(1), day, said_in)
+    if m := _NIGHTS_AGO.fullmatch(span):  # "a few nights ago": as many days ago
+        return _resolve_span(f"{m.group(1)} days ago", day)
     if _OTHER_DAY.fullmatch(span):  # "the other day": some days before, shown as the week before (≈ 1-7 May)
         return _resolve_span("4 days ago", day)
     if m := _BEEN_SINCE.fullmatch(span):  # "it's been 8 months since ...": 8 months ago
@@ -566,7 +593,7 @@ def format_day(day: date) -> str:
 
 
 #: a date said roughly: "a few days ago", "several years back", "in a few weeks", "the other day"
-_APPROXIMATE = re.compile(rf"\b(?:({_FEW}) ({_UNIT})|the other (?:day|night))\b")
+_APPROXIMATE = re.compile(rf"\b(?:({_FEW}) ({_UNIT}|nights?)|the other (?:day|night))\b")
 #: how far either way of its date a rough count may reach, in its units ("a few": 2 to 4, "several": 3 to 7)
 _FEW_REACH = {"a few": 1, "few": 1, "several": 2}
 
