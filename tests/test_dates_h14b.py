@@ -165,3 +165,17 @@ def test_a_curly_apostrophe_says_the_tense_as_a_straight_one(text: str, expected
     """Phones type "I’m": fails where the tense cues only read "I'm" (the weekday left undated), Tuesday 9
     May and Friday 12 May being the next ones after Monday 8 May."""
     assert dates(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "expected"),
+    [
+        ("Have a lovely Sunday!", SUNDAY_MAY_14, [("Sunday", "2023-05-14", "day")]),  # a wish, on the day
+        ("Enjoy your Sunday, and take care", SUNDAY_MAY_14, [("Sunday", "2023-05-14", "day")]),
+        ("Have a lovely Sunday!", MAY_8, []),  # said on another day: no tense, as before
+    ],
+)
+def test_a_wish_for_the_day_said_on_it_is_that_day(text: str, at: int, expected: list[tuple[str, str, str]]) -> None:
+    """Fails where "have a lovely Sunday" said on Sunday 14 May is not that day (left undated, as the audit
+    found in realtalk-dev), or where a wish for another weekday is dated without a tense."""
+    assert dates(text, at) == expected

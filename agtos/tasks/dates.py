@@ -150,10 +150,10 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
     return out
 
 
-#: a weekday one has or wishes ("how was your Tuesday?", "happy Sunday!", "my Monday was long"): said on that
+#: a weekday one has or wishes ("how was your Tuesday?", "happy Sunday!", "have a lovely Sunday"): said on that
 #: weekday, that day; not one a noun follows ("my Tuesday class": every Tuesday's)
 _WEEKDAY_ALONE = re.compile(rf"({_WEEKDAY})(?: {_PART_OF_DAY})?", re.IGNORECASE)
-_YOURS = re.compile(r"\b(?:my|your|our|happy)\s+$", re.IGNORECASE)
+_YOURS = re.compile(r"\b(?:my|your|our|happy|(?:have|enjoy)\s+(?:a|an|your)(?:\s+\w+)?)\s+$", re.IGNORECASE)
 _NOUN_AFTER = re.compile(rf"\s+(?!(?:{_AFTER_DATE})\b)[a-z]", re.IGNORECASE)
 
 
