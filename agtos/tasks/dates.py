@@ -307,10 +307,10 @@ _SHARED_HAVE = re.compile(
 def _up_to_now(text: str, start: int) -> bool:
     """Whether the span at ``start`` is said in a present perfect clause ("I've been skiing for 10 years"),
     also one whose "have" is said before an "and" ("I have lived in Ohio and worked there for 5 years")."""
-    begin = max((m.start() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
-    while begin and _SHARED_HAVE.match(text, begin):  # "... and worked there": the clause before it too
-        begin = max((m.start() for m in _CLAUSE_END.finditer(text, 0, begin)), default=0)
-    begin = (m.end() if (m := _CLAUSE_END.match(text, begin)) else begin) if begin else 0
+    bound = max((m.start() for m in _CLAUSE_END.finditer(text, 0, start)), default=-1)
+    while bound >= 0 and _SHARED_HAVE.match(text, bound):  # "... and worked there": the clause before it too
+        bound = max((m.start() for m in _CLAUSE_END.finditer(text, 0, bound)), default=-1)
+    begin = m.end() if bound >= 0 and (m := _CLAUSE_END.match(text, bound)) else 0
     return _PERFECT.search(text.replace("’", "'"), begin, start) is not None
 
 
