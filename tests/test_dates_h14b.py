@@ -179,3 +179,20 @@ def test_a_wish_for_the_day_said_on_it_is_that_day(text: str, at: int, expected:
     """Fails where "have a lovely Sunday" said on Sunday 14 May is not that day (left undated, as the audit
     found in realtalk-dev), or where a wish for another weekday is dated without a tense."""
     assert dates(text, at) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("He told me the results come in two weeks", [("in two weeks", "2023-05-22", "day")]),  # reported
+        ("I hoped it would be ready in two weeks", [("in two weeks", "2023-05-22", "day")]),  # a past's future
+        ("She said she'd call in a few days", [("in a few days", "2023-05-11", "day")]),
+        ("I'd done it in two weeks", []),  # "had done": how long it took
+        ("I told her I finished it in 3 days", []),  # what is reported is in the past
+    ],
+)
+def test_reported_and_would_keep_a_count_to_come(text: str, expected: list[tuple[str, str, str]]) -> None:
+    """Fails where a reporting verb ("told") or a past before "would" makes what is to come a duration
+    (undated), or where "I'd done" is read as "I would"; two weeks after Monday 8 May is 22 May, three days
+    11 May."""
+    assert dates(text) == expected

@@ -368,12 +368,36 @@ _SUBJECTS = frozenset("i we you they he she".split())
 _RELATIVE = frozenset("that which who".split())
 
 
+#: verbs that report what another said: the tense of what they report is its own ("he told me it comes in
+#: two weeks", "they promised it would be ready in two weeks")
+_REPORTING = frozenset("said told promised mentioned explained texted emailed replied warned".split())
+
+
+#: past participles that are no past tense of :data:`_PAST_WORDS`: "I'd done it" is "I had done it"
+_PARTICIPLES = frozenset(
+    "done been gone seen taken eaten written given driven gotten forgotten known grown shown begun run read".split()
+)
+
+
+def _participle(word: str) -> bool:
+    """Whether ``word`` may be a past participle ("finished", "done"), so "I'd" before it is "I had"."""
+    return word in _PARTICIPLES or (len(word) > 4 and word.endswith("ed"))
+
+
 def _took_cue(words: list[str], i: int) -> str | None:
-    """:func:`_cue`, and a present verb after "that" ("a job that starts": ``"future"``) or a past written as
-    its present after a subject ("we read": ``"past"``)."""
+    """:func:`_cue`, and a present verb after "that" ("a job that starts": ``"future"``), "would" ("it would be
+    ready": ``"future"``) or a past written as its present after a subject ("we read": ``"past"``); no cue
+    from a verb that reports ("he told me")."""
     word, before = words[i], words[i - 1] if i else ""
+    after = words[i + 1] if i + 1 < len(words) else ""
+    if word in _REPORTING:
+        return None
     if before in _RELATIVE and word.endswith("s") and not word.endswith("ss") and word not in {"was", "has"}:
         return "future"  # "a job that starts in two weeks"
+    if word.endswith("'d") and _participle(after):
+        return "past"  # "I'd done it in two weeks": had done
+    if word == "would" or (word.endswith("'d") and _cue(words, i + 1) is None):
+        return "future"  # the future of a past: "she said she'd call in a few days"
     if cue := _cue(words, i):
         return cue
     return "past" if word in _SAME_PAST and before in _SUBJECTS else None
