@@ -20,7 +20,7 @@ from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
 from agtos.memory.episodic import session_episode_id
 from agtos.memory.health_checks import health
-from agtos.memory.ingest_worker import IngestWorker, SessionJob, stored_episodes, written_by_run
+from agtos.memory.ingest_worker import IngestWorker, SessionJob, existing_episodes
 from agtos.memory.ingestion_pipeline import OPTED_OUT, IngestionReport, run_ingestion
 from agtos.memory.live_sessions import SESSION_ENDED, LiveSessions, LoneRequest, SessionEndResult
 from agtos.memory.privacy_controls import NotFoundError
@@ -135,27 +135,22 @@ class MemoryCoordinator:
         """Run the ingestion steps in-process (the Prefect flow runs the same steps as tasks)."""
         allowed = [i for i in items if not self.privacy.is_opted_out(i.user_id, fresh=True)]
         episodes = {session_episode_id(i.user_id, i.session_id): i for i in allowed}
-        before = stored_episodes(self.services, [(i.user_id, e) for e, i in episodes.items()])
+        before = existing_episodes(self.services, [(i.user_id, e) for e, i in episodes.items()])
         report = run_ingestion(self.services, allowed) if allowed else IngestionReport()
         self._unstore_opted_out(report, episodes, before)
         report.received = len(items)
         report.skipped += [{"sessionId": i.session_id, "reason": OPTED_OUT} for i in items if i not in allowed]
         return report
 
-    def _unstore_opted_out(
-        self, report: IngestionReport, episodes: dict[str, IngestItem], before: dict[str, bytes]
-    ) -> None:
-        """Users who opted out while the run wrote (from any API process): the episodes it added or updated
-        for them are forgotten again, with what was learnt from them alone, and count as skipped (README: an
-        opted-out user keeps working memory only); ``before``: the records stored before the run, of which
-        those it left as they were stay (an updated one's earlier version was overwritten by the run)."""
+    def _unstore_opted_out(self, report: IngestionReport, episodes: dict[str, IngestItem], before: set[str]) -> None:
+        """Users who opted out while the run wrote (from any API process): the episodes it added for them
+        are forgotten again, with what was learnt from them alone, and count as skipped (README: an
+        opted-out user keeps working memory only). One stored ``before`` the run stays: the run wrote it
+        only while they had not opted out yet (an opt-out landing first leaves it as it was,
+        :func:`agtos.memory.ingestion_pipeline.index_batch`), so it is what they had when opting out."""
         users = {episodes[e].user_id for e in report.episode_ids if e in episodes}
         opted = {u for u in users if self.privacy.is_opted_out(u, fresh=True)}
-        theirs = [
-            (episodes[e].user_id, e) for e in report.episode_ids if e in episodes and episodes[e].user_id in opted
-        ]
-        written = written_by_run(self.services, theirs, before)
-        dropped = [e for _, e in theirs if e in written]
+        dropped = [e for e in report.episode_ids if e in episodes and episodes[e].user_id in opted and e not in before]
         for episode_id in dropped:
             with contextlib.suppress(NotFoundError):
                 self.privacy.forget_item(episodes[episode_id].user_id, "episode", episode_id)

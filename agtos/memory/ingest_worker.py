@@ -14,7 +14,6 @@ the requests in flight (:meth:`IngestWorker.yield_to`, ``AGTOS_WORKER_YIELD_MAX_
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -24,7 +23,6 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-import redis
 from pydantic import BaseModel, ValidationError
 
 from agtos.memory.episodic import EpisodeDraft, build_episode, session_episode_id
@@ -105,33 +103,6 @@ def existing_episodes(rt: Services, pairs: Iterable[tuple[str, str]]) -> set[str
     for user_id, episode_id in pairs:
         by_user.setdefault(user_id, []).append(episode_id)
     return {i for user_id, ids in by_user.items() for i in rt.episodes.existing_ids(user_id, ids)}
-
-
-def stored_episodes(rt: Services, pairs: Iterable[tuple[str, str]]) -> dict[str, bytes]:
-    """Of these (user id, episode id) pairs, each stored episode's record as it is now (id -> its stored
-    JSON), one MGET per user."""
-    by_user: dict[str, list[str]] = {}
-    for user_id, episode_id in pairs:
-        by_user.setdefault(user_id, []).append(episode_id)
-    found: dict[str, bytes] = {}
-    for user_id, ids in by_user.items():
-        keys = [rt.keys.user(user_id).episode(i) for i in ids]
-        raws: list[bytes | None] = rt.connector.run(functools.partial(_mget, keys))
-        found |= {i: raw for i, raw in zip(ids, raws, strict=True) if raw is not None}
-    return found
-
-
-def _mget(keys: list[str], r: redis.Redis) -> list[bytes | None]:
-    return r.mget(keys)  # type: ignore[return-value]  # redis-py's stubs type the sync reply loosely
-
-
-def written_by_run(rt: Services, pairs: Iterable[tuple[str, str]], before: dict[str, bytes]) -> set[str]:
-    """Of the (user id, episode id) pairs a run stored, those it wrote anew: added (not in ``before``, the
-    records before the run: :func:`stored_episodes`) or updated (its record differs from ``before``'s), not
-    one it rewrote as it was (a retried session end's, an unchanged re-ingest)."""
-    pairs = list(pairs)
-    now = stored_episodes(rt, [(u, i) for u, i in pairs if i in before])
-    return {i for _, i in pairs if i not in before or now.get(i) != before[i]}
 
 
 def unstore_opted_out(

@@ -56,7 +56,7 @@ class IngestionSteps:
     recognise: Callable[..., tuple[list[Episode], list[list[Any]]]]
     distil: Callable[..., list[Memory]]
     embed: Callable[..., np.ndarray]
-    index: Callable[..., int]
+    index: Callable[..., Indexed]
     entities: Callable[..., int]
 
 
@@ -108,20 +108,54 @@ def embed_texts(rt: Services, texts: list[str]) -> np.ndarray:
     return rt.semantic.embedder.embed(distinct)[[row[t] for t in texts]]
 
 
+@dataclass(frozen=True)
+class Indexed:
+    """What the index step wrote: memories written, and the users it wrote nothing for (opted out)."""
+
+    memories: int
+    refused: frozenset[str]
+
+
 def index_batch(
     rt: Services,
     episodes: list[Episode],
     memories: list[Memory],
     vectors: np.ndarray | None,
     turns: TurnBatch | None = None,
-) -> int:
-    """Store episodes, memories and the episodes' verbatim turns in Redis and every index; returns
-    memories written. ``vectors``: the episode rows, then the memory rows, then the turn units' rows."""
+) -> Indexed:
+    """Store episodes, memories and the episodes' verbatim turns in Redis and every index.
+    ``vectors``: the episode rows, then the memory rows, then the turn units' rows.
+
+    Each user's episode records are written first, in one atomic step with the check of the opt-out
+    list (:meth:`EpisodeStore.save_unless_opted_out`): for a user who opted out by then nothing of the
+    batch is written (no stored episode is overwritten: an import's grown session keeps its earlier
+    version), and the user is named in ``refused``."""
+    refused = frozenset(
+        u for u in dict.fromkeys(e.user_id for e in episodes) if not _save_unless_opted_out(rt, u, episodes)
+    )
+    turns = turns or TurnBatch([], [])
+    rows = [
+        at
+        for at, user_id in enumerate(
+            [*(e.user_id for e in episodes), *(m.user_id for m in memories), *(u.user_id for u in turns.units)]
+        )
+        if user_id not in refused
+    ]
+    vectors = None if vectors is None else vectors[rows]
+    episodes = [e for e in episodes if e.user_id not in refused]
+    memories = [m for m in memories if m.user_id not in refused]
+    units = [u for u in turns.units if u.user_id not in refused]
+    turns = TurnBatch([t for t in turns.turns if t.user_id not in refused], units)
     n = len(episodes) + len(memories)
-    written = rt.semantic.store_batch(episodes, memories, None if vectors is None else vectors[:n])
-    if turns is not None and turns.turns:
+    written = rt.semantic.store_batch(episodes, memories, None if vectors is None else vectors[:n], saved=True)
+    if turns.turns:
         rt.semantic.turns.save(turns.turns, turns.units, None if vectors is None else vectors[n:])
-    return written
+    return Indexed(written, refused)
+
+
+def _save_unless_opted_out(rt: Services, user_id: str, episodes: list[Episode]) -> bool:
+    own = [e for e in episodes if e.user_id == user_id]
+    return rt.episodes.save_unless_opted_out(user_id, own, rt.opt_outs.key)
 
 
 def upsert_entities(rt: Services, episodes: list[Episode], mentions: list[list[Any]]) -> int:
@@ -175,7 +209,13 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
         log.warning("embedder unavailable, %d episodes stored for keyword search only: %s", len(episodes), exc)
         report.degraded = EMBEDDER_DEGRADED
         vectors = None
-    report.memories = steps.index(rt, episodes, memories, vectors, turns)
+    indexed = steps.index(rt, episodes, memories, vectors, turns)
+    report.memories = indexed.memories
+    refused = indexed.refused  # opted out before the batch wrote: nothing of theirs was written
+    report.skipped += [{"sessionId": e.session_id, "reason": OPTED_OUT} for e in episodes if e.user_id in refused]
+    mentions = [m for e, m in zip(episodes, mentions, strict=True) if e.user_id not in refused]
+    episodes = [e for e in episodes if e.user_id not in refused]
+    memories = [m for m in memories if m.user_id not in refused]
     if vectors is None:  # after the records exist: a fill running meanwhile would skip them as gone
         note_missing_vectors(rt, episodes, memories)
     report.stored = len(episodes)

@@ -229,14 +229,16 @@ class SemanticMemory:
         episodes: list[Episode],
         memories: list[Memory],
         vectors: np.ndarray | None,
+        saved: bool = False,
     ) -> int:
         """Save episodes (TTL) and upsert memories (no TTL) with their index entries.
 
         ``vectors`` holds the episode rows first, then the memory rows; ``None`` means
-        the embedder was unavailable and only the BM25 index is written.
+        the embedder was unavailable and only the BM25 index is written. ``saved``: the
+        episodes' records are written already (only their index entries are).
         """
         episode_store = self.store("episode")
-        for episode in episodes:
+        for episode in [] if saved else episodes:
             self.episodes.save(episode)
         episode_vectors = None if vectors is None else vectors[: len(episodes)]
         for user_id, rows in rows_by_user([e.user_id for e in episodes]).items():

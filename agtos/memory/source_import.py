@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agtos.importers.base import ImportedMemory, ParseResult, make_turn, memory_key
 from agtos.memory.episodic import session_episode_id
-from agtos.memory.ingest_worker import stored_episodes, written_by_run
+from agtos.memory.ingest_worker import existing_episodes
 from agtos.memory.ingestion_pipeline import FORGOTTEN, OPTED_OUT, IngestionReport
 from agtos.memory.privacy_controls import NotFoundError
 from agtos.schemas import IngestItem, Memory
@@ -70,19 +70,19 @@ def turns_digest(turns: list[Turn]) -> str:
 
 
 def unstore_after_opt_out(
-    rt: Services, user_id: str, report: IngestionReport, sessions: dict[str, str], before: dict[str, bytes]
+    rt: Services, user_id: str, report: IngestionReport, sessions: dict[str, str], before: set[str]
 ) -> None:
-    """The user opted out while the import's sessions were ingested: the episodes it added or updated are
-    forgotten again, with what was learnt from them alone, and count as skipped for the opt-out (an import
-    after opting back in takes them); ``sessions``: episode id -> session id; ``before``: the records stored
-    before the import, of which those it left as they were stay (an updated one's earlier version was
-    overwritten by the import)."""
-    written = written_by_run(rt, [(user_id, i) for i in report.episode_ids], before)
-    for episode_id in written:
+    """The user opted out while the import's sessions were ingested: the episodes it added are forgotten
+    again, with what was learnt from them alone, and count as skipped for the opt-out (an import after
+    opting back in takes them); ``sessions``: episode id -> session id; ``before``: the episodes stored
+    before the import, which stay (one it updated was written before the opt-out landed: an opt-out
+    landing first leaves it as it was, :func:`agtos.memory.ingestion_pipeline.index_batch`)."""
+    added = [i for i in report.episode_ids if i not in before]
+    for episode_id in added:
         with contextlib.suppress(NotFoundError):
             rt.privacy.forget_item(user_id, "episode", episode_id)
-    report.skipped += [{"sessionId": sessions[i], "reason": OPTED_OUT} for i in report.episode_ids if i in written]
-    report.episode_ids = [i for i in report.episode_ids if i not in written]
+    report.skipped += [{"sessionId": sessions[i], "reason": OPTED_OUT} for i in added]
+    report.episode_ids = [i for i in report.episode_ids if i in before]
 
 
 def import_sources(
@@ -98,7 +98,7 @@ def import_sources(
     digests = {session_episode_id(user_id, i.session_id): turns_digest(i.turns) for i in items}
     unchanged = rt.episodes.unchanged_imports(user_id, digests)
     fresh = [i for i in items if session_episode_id(user_id, i.session_id) not in unchanged]
-    existing = stored_episodes(rt, [(user_id, session_episode_id(user_id, i.session_id)) for i in fresh])
+    existing = existing_episodes(rt, [(user_id, session_episode_id(user_id, i.session_id)) for i in fresh])
     report = ingest(fresh) if fresh else None
     opted_out = rt.privacy.is_opted_out(user_id, fresh=True)  # while the import ran: it keeps nothing
     if report and report.episode_ids and opted_out:

@@ -11,6 +11,20 @@ from agtos.schemas import Episode
 from agtos.storage.keys import GlobalKeys, UserKeys
 from agtos.storage.redis_conn import RedisConnector, members
 
+#: KEYS: the opt-out set, the user's timeline, then each episode's key; ARGV: the user id, the TTL, then
+#: each episode's id, time and JSON. Nothing is written when the user is in the set (returns 0).
+SAVE_UNLESS_OPTED_OUT_LUA = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 0 end
+local ttl = tonumber(ARGV[2])
+for i = 3, #KEYS do
+  local at = 3 + 3 * (i - 3)
+  redis.call('SET', KEYS[i], ARGV[at + 2], 'EX', ttl)
+  redis.call('ZADD', KEYS[2], ARGV[at + 1], ARGV[at])
+end
+redis.call('EXPIRE', KEYS[2], ttl)
+return 1
+"""
+
 
 class EpisodeStore:
     def __init__(self, connector: RedisConnector, keys: GlobalKeys, ttl_seconds: int) -> None:
@@ -34,6 +48,32 @@ class EpisodeStore:
 
         self.connector.run(op)
         return episode
+
+    def save_unless_opted_out(self, user_id: str, episodes: list[Episode], opt_out_key: str) -> bool:
+        """Store one user's ``episodes`` (as :meth:`save`) in one atomic step with the check that the user
+        is not in the set ``opt_out_key`` (the opt-out list); False: they are, nothing was written. An
+        opt-out that lands first keeps every record as it was; one that lands after finds them written.
+        On a Redis Cluster (the set and the user's keys in other slots) the check comes just before."""
+        if not episodes:
+            return True
+        uk = self.keys.user(user_id)
+        args = [part for e in episodes for part in (e.id, e.timestamp, e.model_dump_json())]
+        keys = [opt_out_key, uk.episode_timeline(), *(uk.episode(e.id) for e in episodes)]
+
+        if self.connector.mode == "cluster":
+            if self.connector.run(lambda r: r.sismember(opt_out_key, user_id)):
+                return False
+            for episode in episodes:
+                self.save(episode)
+            return True
+
+        def op(r: redis.Redis) -> bool:
+            written = bool(r.eval(SAVE_UNLESS_OPTED_OUT_LUA, len(keys), *keys, user_id, self.ttl_seconds, *args))
+            if written:
+                r.sadd(self.keys.users(), user_id)  # a global key: outside the script's keys
+            return written
+
+        return self.connector.run(op)
 
     def get(self, user_id: str, episode_id: str) -> Episode | None:
         raw = self.connector.run(lambda r: r.get(self.keys.user(user_id).episode(episode_id)))
