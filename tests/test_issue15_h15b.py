@@ -25,7 +25,11 @@ import agtos.memory.ingestion_pipeline
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.episodic import session_episode_id
-from agtos.schemas import IngestItem, Turn
+from agtos.schemas import Episode, IngestItem, Turn
+from agtos.storage.episodes import EpisodeStore
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.opt_outs import OptOutStore
+from agtos.storage.redis_conn import RedisConnector
 from tests.helpers import user
 from tests.test_issue15_h15_opt_out_update import GROWN, episode_ids
 from tests.test_privacy_import import import_client  # noqa: F401 (a fixture)
@@ -192,3 +196,38 @@ def test_a_back_fill_refuses_only_the_user_who_opted_out_and_indexes_the_others_
     for query, session in (("cello music practice", "w1"), ("car tyres for winter", "w2")):
         found = client.get("/api/memory/search", params={"q": query, "mode": "vector"}, headers=user("wes")).json()
         assert found["results"][0]["id"] == wes[session], (query, found["results"])
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["scripted", "cluster"])
+def test_save_unless_opted_out_writes_as_save_does_or_nothing_at_all(
+    settings: Settings, raw_redis: redis.Redis, key_prefix: str, monkeypatch: pytest.MonkeyPatch, cluster: bool
+) -> None:
+    """Two episodes of alice in one call: each record, its 30-day TTL, the timeline (scores, TTL) and the
+    users set, as ``save`` writes them; bob, in the opt-out set, gets False and no key at all (the Lua
+    script, and the check-then-write a Redis Cluster gets). Bugs caught: the script's argument offsets
+    (the second episode stored under the first's id or time), the record or timeline TTL dropped, the
+    users set not told, the check's answer ignored."""
+    if cluster:
+        monkeypatch.setattr(RedisConnector, "mode", property(lambda self: "cluster"))
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    keys = GlobalKeys(key_prefix)
+    store, opt_outs = EpisodeStore(connector, keys, 2_592_000), OptOutStore(connector, keys)
+    try:
+        made = [
+            Episode(id=f"ep-{i}", user_id=who, session_id=f"s{i}", summary=f"session {i}", timestamp=1_000 * i)
+            for who, i in (("alice", 1), ("alice", 2), ("bob", 3))
+        ]
+        opt_outs.set("bob", True)
+        assert store.save_unless_opted_out("alice", made[:2], opt_outs.key) is True
+        assert store.save_unless_opted_out("bob", made[2:], opt_outs.key) is False
+    finally:
+        connector.close()
+    timeline = f"{key_prefix}:u:{{alice}}:episodes:by_time"
+    for ep in made[:2]:
+        record = f"{key_prefix}:u:{{alice}}:episode:{ep.id}"
+        assert Episode.model_validate_json(raw_redis.get(record) or b"") == ep
+        assert 2_592_000 - 5 <= raw_redis.ttl(record) <= 2_592_000
+    assert raw_redis.zrange(timeline, 0, -1, withscores=True) == [(b"ep-1", 1_000.0), (b"ep-2", 2_000.0)]
+    assert 2_592_000 - 5 <= raw_redis.ttl(timeline) <= 2_592_000
+    assert raw_redis.smembers(f"{key_prefix}:users") == {b"alice"}
+    assert list(raw_redis.scan_iter(match=f"{key_prefix}:u:{{bob}}:*")) == []
