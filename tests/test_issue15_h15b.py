@@ -203,10 +203,10 @@ def test_save_unless_opted_out_writes_as_save_does_or_nothing_at_all(
     settings: Settings, raw_redis: redis.Redis, key_prefix: str, monkeypatch: pytest.MonkeyPatch, cluster: bool
 ) -> None:
     """Two episodes of alice in one call: each record, its 30-day TTL, the timeline (scores, TTL) and the
-    users set, as ``save`` writes them; bob, in the opt-out set, gets False and no key at all (the Lua
-    script, and the check-then-write a Redis Cluster gets). Bugs caught: the script's argument offsets
-    (the second episode stored under the first's id or time), the record or timeline TTL dropped, the
-    users set not told, the check's answer ignored."""
+    users set, as ``save`` writes them (carol, with none, is not added to the users set); bob, in the
+    opt-out set, gets False and no key at all (the Lua script, and the check-then-write a Redis Cluster
+    gets). Bugs caught: the script's argument offsets (the second episode stored under the first's id or
+    time), the record or timeline TTL dropped, the users set not told, the check's answer ignored."""
     if cluster:
         monkeypatch.setattr(RedisConnector, "mode", property(lambda self: "cluster"))
     connector = RedisConnector(settings.redis_url, settings.data_dir)
@@ -220,6 +220,7 @@ def test_save_unless_opted_out_writes_as_save_does_or_nothing_at_all(
         opt_outs.set("bob", True)
         assert store.save_unless_opted_out("alice", made[:2], opt_outs.key) is True
         assert store.save_unless_opted_out("bob", made[2:], opt_outs.key) is False
+        assert store.save_unless_opted_out("carol", [], opt_outs.key) is True  # nothing to write
     finally:
         connector.close()
     timeline = f"{key_prefix}:u:{{alice}}:episodes:by_time"

@@ -121,7 +121,7 @@ def index_batch(
     episodes: list[Episode],
     memories: list[Memory],
     vectors: np.ndarray | None,
-    turns: TurnBatch | None = None,
+    turns: TurnBatch,
 ) -> Indexed:
     """Store episodes, memories and the episodes' verbatim turns in Redis and every index.
     ``vectors``: the episode rows, then the memory rows, then the turn units' rows.
@@ -133,7 +133,6 @@ def index_batch(
     refused = frozenset(
         u for u in dict.fromkeys(e.user_id for e in episodes) if not _save_unless_opted_out(rt, u, episodes)
     )
-    turns = turns or TurnBatch([], [])
     rows = [
         at
         for at, user_id in enumerate(
