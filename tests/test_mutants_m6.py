@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.tasks.contradiction import NLIVerdict
 from tests.helpers import user
 from tests.test_issue15_h15_end_retry import METRIC, NO_TURNS, end, post
 
@@ -35,3 +37,25 @@ def test_forgetting_a_memory_by_an_episodes_id_leaves_the_episode_and_its_sessio
     again = end(client, "rosa", "s1")
     assert {k: v for k, v in again.items() if k != "lastEnd"} == {"sessionId": "s1", **NO_TURNS}
     assert (again["lastEnd"]["episodeId"], again["lastEnd"]["status"]) == (episode_id, "done")
+
+
+def test_forgetting_an_episode_clears_the_verdict_cache_when_conclusions_go_with_it(
+    client: TestClient, coordinator: MemoryCoordinator
+) -> None:
+    """episode_cascade.forget_derived (planted by m6: its ``nli_cache.clear`` left out; the four privacy test
+    files passed): forgetting an episode forgets the conclusions only it supports (here the Dreamer's, run at
+    the session's end), and the user's cached NLI verdicts, "keyed by digests of conclusion texts", go with
+    them, as when a conclusion is forgotten directly (test_core_privacy); another user's cache stays."""
+    post(client, "cora", "s1", METRIC)
+    episode_id = end(client, "cora", "s1")["episodeId"]
+    learnt = coordinator.list_conclusions("cora")
+    assert learnt and all(c.source_episode_ids == [episode_id] for c in learnt)
+    verdict = {"k1": NLIVerdict("contradiction", {"contradiction": 0.8})}
+    for uid in ("cora", "cole"):
+        coordinator.nli_cache.put_many(uid, verdict)
+    forgot = client.post("/api/memory/forget", json={"kind": "episode", "id": episode_id}, headers=user("cora"))
+    assert forgot.status_code == 200, forgot.text
+    assert forgot.json()["derived"]["conclusions"] == len(learnt)
+    assert coordinator.list_conclusions("cora") == []
+    assert coordinator.nli_cache.get_many("cora", ["k1"]) == {}
+    assert coordinator.nli_cache.get_many("cole", ["k1"])["k1"].label == "contradiction"
