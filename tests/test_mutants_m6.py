@@ -1,5 +1,6 @@
 """What kills the survivors left in ``memory/privacy_controls.py`` and ``memory/memory_versions.py`` (issue 20,
-helper m6; docs/testing.md "Survivors left"). Through HTTP, real Redis, literals from the docstrings."""
+helper m6; docs/testing.md "Survivors left"), and the one bug planted in the forget paths that the privacy tests
+missed. Through HTTP, real Redis, literals from the docstrings."""
 
 from __future__ import annotations
 
