@@ -240,3 +240,24 @@ def test_a_time_without_an_offset_is_utc_whatever_the_servers_zone(monkeypatch: 
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_started_at_at_the_last_real_time_leaves_no_room_for_two_undated_turns(client: TestClient) -> None:
+    """Turns sent without a time are dated ``startedAt`` + 1 ms each; at the last time a record may hold
+    (9999-12-31T23:59:59.999Z = 253,402,300,799,999 ms) a second undated turn would be stored past it and
+    every later read of the episode would fail (a 500 found by the API fuzz test): refused with a 422 instead,
+    while one undated turn there (the next one dated) is stored and read back."""
+    last = "9999-12-31T23:59:59.999Z"
+    undated = [{"role": "user", "content": f"My sister Ada plays the oboe, note {i}."} for i in range(2)]
+    body = {"sessions": [{"id": "edge-1", "started_at": last, "turns": undated}]}
+    refused = client.post("/api/memory/conversations", json=body, headers=user("edge"))
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["errors"][0]
+    assert error["field"] == "sessions.0" and "1 ms each" in error["message"], error
+
+    dated = {"role": "assistant", "content": "Ada and the oboe, noted.", "timestamp": "2023-06-12T18:30:00Z"}
+    body = {"sessions": [{"id": "edge-2", "started_at": last, "turns": [undated[0], dated]}]}
+    assert client.post("/api/memory/conversations", json=body, headers=user("edge")).status_code == 200
+    episodes = client.get("/api/memory/episodes", headers=user("edge"))
+    assert episodes.status_code == 200, episodes.text
+    assert [e["timestamp"] for e in episodes.json()["episodes"]] == [253_402_300_799_999]

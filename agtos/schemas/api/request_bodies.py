@@ -8,6 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from agtos.schemas.identifiers import RecordId
 from agtos.schemas.records import (
+    MAX_TIMESTAMP_MS,
     OFFSET_OF_SENT_TIME,
     EntityType,
     Role,
@@ -211,6 +212,17 @@ class ConversationSession(RequestModel):
         default_factory=dict, description="speaker names by role, given to the turns that carry no name"
     )
     turns: list[Turn] = Field(min_length=1, max_length=MAX_CONVERSATION_TURNS)
+    cross_field_rules = (
+        "startedAt leaves room to date the turns sent without a timestamp (1 ms each) by 9999-12-31T23:59:59.999Z",
+    )
+
+    @model_validator(mode="after")
+    def _room_to_date(self) -> ConversationSession:
+        """The last turn sent without a time is dated ``started_at`` + its position: a real date too."""
+        undated = [i for i, t in enumerate(self.turns) if "timestamp" not in t.model_fields_set]
+        if self.started_at is not None and undated and self.started_at + undated[-1] > MAX_TIMESTAMP_MS:
+            raise ValueError(self.cross_field_rules[0])
+        return self
 
     @model_validator(mode="before")
     @classmethod
