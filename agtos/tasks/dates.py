@@ -144,7 +144,10 @@ def resolve_dates(text: str, timestamp_ms: int, utc_offset: int | None = None) -
             continue  # "I'll be away for two weeks": no span that ends now
         if _IN_COUNT.fullmatch(span) and _took(text, start, end):
             continue  # "I finished it in a few days": how long it took, no date
-        resolved = _resolve_span(span, day, said_in)
+        try:
+            resolved = _resolve_span(span, day, said_in)
+        except (OverflowError, ValueError):  # past 9999-12-31 (or before year 1): no date to show
+            resolved = None
         if resolved is not None:
             out.append(ResolvedDate(text=text[start:end], start=start, date=resolved[0], period=resolved[1]))
     return out
