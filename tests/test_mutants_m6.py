@@ -60,3 +60,72 @@ def test_forgetting_an_episode_clears_the_verdict_cache_when_conclusions_go_with
     assert coordinator.list_conclusions("cora") == []
     assert coordinator.nli_cache.get_many("cora", ["k1"]) == {}
     assert coordinator.nli_cache.get_many("cole", ["k1"])["k1"].label == "contradiction"
+
+
+NEWS = [  # 24 short facts naming a company, none of them the user's job or car
+    "{}'s cafeteria serves ramen on Fridays",
+    "{} has an office in Porto",
+    "{} sponsors a cycling team",
+    "{} was founded in 1999",
+    "{}'s logo is red",
+    "{} ships parts worldwide",
+    "{}'s CEO gave a keynote",
+    "{} holds a hackathon every spring",
+    "{} uses Kotlin for its apps",
+    "{}'s stock rose in May",
+    "{} opened a data centre in Frankfurt",
+    "{}'s support line opens at eight",
+    "{} acquired Roadrunner Labs",
+    "{}'s annual party is in December",
+    "{} offers free yoga classes",
+    "{}'s parking garage has chargers",
+    "{} publishes a tech blog",
+    "{}'s intranet is called Anvil",
+    "{} runs a mentoring programme",
+    "{}'s headquarters are in Phoenix",
+    "{} sells rocket skates",
+    "{}'s badge photos are terrible",
+    "{} bought a sailing boat",
+    "{}'s canteen closes at three",
+]
+ENDS = {  # a long fact of the user's, and the later fact that ends it
+    "Acme": (
+        "The user works at Acme as a backend engineer on the payments team, writing Go services, reviewing pull "
+        "requests and on call one week in six for the checkout platform",
+        "The user left Acme",
+    ),
+    "Tesla": (
+        "The user drives a Tesla, a grey Model 3 bought second hand from a neighbour, charged at home overnight "
+        "and taken to the coast most weekends with the kayak on the roof",
+        "The user sold the Tesla",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ENDS))
+def test_a_fact_ended_closes_the_users_fact_however_many_other_facts_name_it(
+    client: TestClient, coordinator: MemoryCoordinator, name: str
+) -> None:
+    """MemoryVersions._supersede (bug found through mutmut 18, the keyword-candidate pool of an ended value
+    5 -> 6): "The user left Acme" ends the user's works-at fact naming Acme, "The user sold the Tesla" (a
+    change of anything) the user's car naming Tesla (POST /memories: "a fact that a stored one of the same
+    subject and attribute contradicts closes the earlier one"; _supersede: "close the facts that a later fact
+    of the same subject and attribute ends"). The earlier facts were looked for only among the 20 best BM25
+    matches of the value, so a long fact behind 24 shorter ones naming it stayed current; they are found
+    under their slots (``user|works-at``; every attribute of the user for a change of anything) now. The
+    other facts naming the company stay current."""
+    fact, ending = ENDS[name]
+    who = f"wes-{name}"
+    stated = client.post("/api/memory/memories", json={"text": fact}, headers=user(who)).json()["memory"]
+    others = [text.format(name) for text in NEWS]
+    for text in others:
+        assert client.post("/api/memory/memories", json={"text": text}, headers=user(who)).status_code == 201
+    pool = coordinator.services.semantic.store("memory").keyword_candidates(who, name.lower(), 5)
+    assert len(pool) == 20 and stated["id"] not in {d for d, _ in pool}  # the case: past the keyword pool
+    ended = client.post("/api/memory/memories", json={"text": ending}, headers=user(who))
+    assert ended.status_code == 201, ended.text
+    after = client.get(f"/api/memory/memories/{stated['id']}", headers=user(who)).json()
+    by = ended.json()["memory"]
+    assert (after["validUntil"], after["supersededBy"]) == (by["validFrom"], by["id"])
+    listed = client.get("/api/memory/memories", params={"limit": 100}, headers=user(who)).json()["memories"]
+    assert sorted(m["text"] for m in listed if m["validUntil"] is None) == sorted([*others, ending])

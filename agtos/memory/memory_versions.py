@@ -13,7 +13,7 @@ from agtos.schemas import Memory, MemoryChange
 from agtos.schemas.records import ChangeAction, ChangeOrigin
 from agtos.storage.memory_history import MemoryHistory
 from agtos.storage.semantic_store import SemanticStore
-from agtos.tasks.validity import claims_of, ended_values, slot_keys, supersedes
+from agtos.tasks.validity import claims_of, ended_values, slot_keys, superseded_slot_keys, supersedes
 
 
 class MemoryVersions:
@@ -101,7 +101,7 @@ class MemoryVersions:
         and the batch's own, in the order they became true). Returns the batch, the stored
         memories closed, and the history entries of both sides."""
         claims = {m.id: claims_of(m.text) for m in batch}
-        wanted = self.history.slot_ids(user_id, [k for c in claims.values() for k in slot_keys(c)])
+        wanted = self.history.slot_ids(user_id, [k for c in claims.values() for k in superseded_slot_keys(c)])
         for value in {v for c in claims.values() for v in ended_values(c)}:
             wanted += [d for d, _ in store.keyword_candidates(user_id, value, 5)]
         ids = {m.id for m in batch}

@@ -90,6 +90,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p(None, r"(?:replaced|swapped|sold|gave\s+up|ditched|dropped|cancelled|canceled)\s+" + _VALUE, ends=True),
 )
 
+ATTRIBUTES = tuple(dict.fromkeys(p.attribute for p in _PATTERNS if p.attribute))  # the slots a fact can state
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -171,6 +173,14 @@ def supersedes(new: list[Claim], old_text: str, old: list[Claim]) -> bool:
 def slot_keys(claims: list[Claim]) -> list[str]:
     """Index keys of a fact's stated attributes (``subject|attribute``), for finding earlier ones."""
     return list(dict.fromkeys(f"{c.subject}|{c.attribute}" for c in claims if c.attribute and not c.ends))
+
+
+def superseded_slot_keys(claims: list[Claim]) -> list[str]:
+    """Index keys of the earlier facts a fact may close: its stated attributes (another value) and those
+    it ends ("left Acme": ``user|works-at``; a change of anything, "sold the Tesla": every attribute of the
+    subject), where they are found however many other facts name the value."""
+    ended = [(c.subject, a) for c in claims if c.ends for a in ([c.attribute] if c.attribute else ATTRIBUTES)]
+    return list(dict.fromkeys([*slot_keys(claims), *(f"{subject}|{attribute}" for subject, attribute in ended)]))
 
 
 def ended_values(claims: list[Claim]) -> list[str]:
