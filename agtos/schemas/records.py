@@ -54,6 +54,27 @@ def to_ms(value: Any) -> Any:
     return round(moment.timestamp() * 1000)
 
 
+#: what a turn's ``utc_offset`` must also satisfy: Python's dates end with year 9999, in local time too
+LOCAL_TIME_RULE = "a turn's local time (its timestamp + utcOffset minutes) is on or before 9999-12-31T23:59:59.999"
+
+
+def local_time_in_range(timestamp: int, utc_offset: int | None) -> bool:
+    """Whether the local time ``utc_offset`` minutes east of UTC at ``timestamp`` (ms) is a date that can be
+    shown: 9999-12-31T23:59:59.999Z at +14:00 is in year 10000."""
+    return timestamp + 60_000 * (utc_offset or 0) <= MAX_TIMESTAMP_MS
+
+
+def _local_time_shown(turn: Any) -> Any:
+    """A turn's validator: its local time is a real date (:data:`LOCAL_TIME_RULE`)."""
+    if turn.timestamp is not None and not local_time_in_range(turn.timestamp, turn.utc_offset):  # None: now
+        raise ValueError(LOCAL_TIME_RULE)
+    return turn
+
+
+#: a sent turn's validator (not the stored record's: one journalled before the rule stays readable)
+LOCAL_TIME_SHOWN = model_validator(mode="after")(_local_time_shown)
+
+
 def utc_offset_of(value: Any) -> int | None:
     """The UTC offset in minutes that a sent time names (``2023-05-09T01:00:00+09:00`` → 540), or None
     (ms since the epoch, UTC, no offset, not a date-time)."""

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agtos.providers.llm import LLMError, LLMProvider, parse_json_reply
 from agtos.schemas import Conclusion, ConclusionType, Episode, StoredTurn
 from agtos.schemas.records import now_ms
+from agtos.tasks.dates import turn_datetime
 from agtos.tasks.distil import memory_kind
 from agtos.tasks.explicit import MAX_WORDS, Statement, between_people, turn_statements
 from agtos.tasks.prompts import CONSOLIDATION_PROMPT
@@ -105,7 +106,7 @@ def _inductive(user_id: str, episodes: list[Episode]) -> list[Conclusion]:
         if len(sessions) < 2:
             continue
         ids = [e.id for e in eps]
-        hours = [datetime.fromtimestamp(e.timestamp / 1000 + 60 * (e.utc_offset or 0), tz=UTC).hour for e in eps]
+        hours = [turn_datetime(e.timestamp, e.utc_offset).hour for e in eps]
         confidence = 0.45 + 0.1 * min(4, len(sessions) - 1)
         if all(h in MORNING_HOURS for h in hours):
             text = f"User is a morning person who checks {topic} first thing in the day"

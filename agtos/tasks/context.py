@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from agtos.schemas import StoredTurn
+from agtos.schemas.records import local_time_in_range
 from agtos.tasks.bm25 import query_terms
 from agtos.tasks.dates import annotate, attributed, format_day, turn_datetime, turn_prefix
 from agtos.tasks.text import content_words, normalise
@@ -91,8 +92,10 @@ class ContextItem:
 
     @property
     def day(self) -> str:
-        """The day it was said or held, as written: ``8 May 2023`` (UTC, or the turn's local day)."""
-        return _day((self.timestamp + 60_000 * (self.utc_offset or 0)) // DAY_MS)
+        """The day it was said or held, as written: ``8 May 2023`` (UTC, or the turn's local day where
+        that is a date: not past year 9999, see :func:`~agtos.tasks.dates.turn_datetime`)."""
+        local = self.timestamp + 60_000 * (self.utc_offset or 0)
+        return _day((local if local_time_in_range(self.timestamp, self.utc_offset) else self.timestamp) // DAY_MS)
 
     @property
     def bullet(self) -> str:

@@ -110,8 +110,12 @@ _PERIODS |= {"month": DatePeriod.month, "year": DatePeriod.year}
 
 def turn_datetime(timestamp_ms: int, utc_offset: int | None = None) -> datetime:
     """A stored timestamp (ms since the epoch) as a naive datetime: UTC, or local ``utc_offset``
-    minutes east of it."""
-    return datetime.fromtimestamp(timestamp_ms / 1000 + 60 * (utc_offset or 0), UTC).replace(tzinfo=None)
+    minutes east of it; UTC where that local time is past year 9999, which no date holds (the API
+    refuses such a turn; a record or a queued job from before that rule may hold one)."""
+    try:
+        return datetime.fromtimestamp(timestamp_ms / 1000 + 60 * (utc_offset or 0), UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):
+        return datetime.fromtimestamp(timestamp_ms / 1000, UTC).replace(tzinfo=None)
 
 
 def candidate_spans(text: str) -> list[tuple[int, int]]:

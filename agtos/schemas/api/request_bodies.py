@@ -8,6 +8,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from agtos.schemas.identifiers import RecordId
 from agtos.schemas.records import (
+    LOCAL_TIME_RULE,
+    LOCAL_TIME_SHOWN,
     MAX_TIMESTAMP_MS,
     OFFSET_OF_SENT_TIME,
     EntityType,
@@ -16,6 +18,7 @@ from agtos.schemas.records import (
     Turn,
     UtcOffset,
     json_number,
+    local_time_in_range,
     snake_case_keys,
     with_utc_offset,
 )
@@ -70,6 +73,8 @@ class TurnIn(RequestModel):
     )
 
     _offset_of_sent_time = OFFSET_OF_SENT_TIME
+    _local_time_shown = LOCAL_TIME_SHOWN
+    cross_field_rules = (LOCAL_TIME_RULE,)
 
     def to_turn(self, name: str | None = None) -> Turn:
         """The stored turn, named ``name`` when given."""
@@ -202,6 +207,13 @@ _SESSION_EXAMPLE: dict[str, Any] = {
 }
 
 
+class SentTurn(Turn):
+    """A turn of a chat log as sent: its local time is a real date too (the stored :class:`Turn` is not
+    checked, so that one written before the rule stays readable)."""
+
+    _local_time_shown = LOCAL_TIME_SHOWN
+
+
 class ConversationSession(RequestModel):
     """One past session of a chat log: its turns in order, each with its time."""
 
@@ -211,9 +223,12 @@ class ConversationSession(RequestModel):
     speakers: dict[Role, SpeakerName] = Field(
         default_factory=dict, description="speaker names by role, given to the turns that carry no name"
     )
-    turns: list[Turn] = Field(min_length=1, max_length=MAX_CONVERSATION_TURNS)
+    turns: list[SentTurn] = Field(min_length=1, max_length=MAX_CONVERSATION_TURNS)
     cross_field_rules = (
         "startedAt leaves room to date the turns sent without a timestamp (1 ms each) by 9999-12-31T23:59:59.999Z",
+        "startedAt leaves room to date the turns sent without a timestamp by 9999-12-31T23:59:59.999 in their "
+        "local time too (startedAt's offset, or the turn's utcOffset)",
+        LOCAL_TIME_RULE,
     )
 
     @model_validator(mode="after")
@@ -222,6 +237,10 @@ class ConversationSession(RequestModel):
         undated = [i for i, t in enumerate(self.turns) if "timestamp" not in t.model_fields_set]
         if self.started_at is not None and undated and self.started_at + undated[-1] > MAX_TIMESTAMP_MS:
             raise ValueError(self.cross_field_rules[0])
+        if self.started_at is not None and not all(
+            local_time_in_range(self.started_at + i, self.turns[i].utc_offset) for i in undated
+        ):
+            raise ValueError(self.cross_field_rules[1])
         return self
 
     @model_validator(mode="before")
@@ -236,7 +255,7 @@ class ConversationSession(RequestModel):
 
     def dated_turns(self) -> list[Turn]:
         """The turns named by ``speakers`` and, when sent without a time, dated ``started_at`` (+1 ms each)."""
-        out = []
+        out: list[Turn] = []
         for i, turn in enumerate(self.turns):
             update: dict[str, Any] = {}
             if not turn.name and turn.role in self.speakers:
@@ -250,7 +269,8 @@ class ConversationSession(RequestModel):
 class ConversationsIn(RequestModel):
     model_config = request_config({"sessions": [_SESSION_EXAMPLE]})
     sessions: list[ConversationSession] = Field(min_length=1, max_length=MAX_CONVERSATION_SESSIONS)
-    cross_field_rules = ("session ids must be unique within a request",)
+    #: its own rule, then each session's (listed in the operation's description)
+    cross_field_rules = ("session ids must be unique within a request", *ConversationSession.cross_field_rules)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> ConversationsIn:
