@@ -72,6 +72,13 @@ RULES: list[tuple[str, str, str, dict[str, Any], str]] = [
         {"sessions": [{"id": "s1", "turns": [{"role": "user", "content": "hi"}]}] * 2},
         "session ids must be unique within a request",
     ),
+    (
+        "post",
+        "/api/memory/sessions/{session_id}/turns",
+        "/api/memory/sessions/s1/turns",
+        {"turns": [{"role": "user", "content": "hi", "timestamp": 253402300799999, "utcOffset": 840}]},
+        "a turn's local time (its timestamp + utcOffset minutes) is on or before 9999-12-31T23:59:59.999",
+    ),
 ]
 
 

@@ -96,6 +96,7 @@ class TurnsIn(RequestModel):
     speakers: dict[Role, SpeakerName] = Field(
         default_factory=dict, description="speaker names by role, given to the turns that carry no name"
     )
+    cross_field_rules = TurnIn.cross_field_rules
 
     def named_turns(self) -> list[Turn]:
         """The turns, each named by its own ``name`` or else by ``speakers``."""
