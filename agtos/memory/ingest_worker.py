@@ -21,12 +21,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from agtos.memory.episodic import EpisodeDraft, build_episode, session_episode_id
-from agtos.memory.ingestion_pipeline import run_ingestion
+from agtos.memory.ingestion_pipeline import FORGOTTEN_WHILE_STORED, run_ingestion
 from agtos.memory.privacy_controls import NotFoundError
 from agtos.memory.vector_repair import fill_after_ingestion
 from agtos.schemas import IngestItem, Turn
@@ -76,6 +77,7 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
     this batch says so (``more_for_user``), so the Dreamer consolidates each user once per batch.
     Idempotent like one job: a failure part-way leaves upserts that a rerun of any of the jobs repeats."""
     drafts = [build_episode(j.user_id, j.session_id, j.turns, rt.summariser, j.segment) for j in jobs]
+    forgotten: set[str] = set()  # episodes forgotten while the run stored them: answered not saved
     kept = [
         (job, draft)
         for job, draft in zip(jobs, drafts, strict=True)
@@ -85,6 +87,8 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         existing = existing_episodes(rt, [(job.user_id, draft.episode.id) for job, draft in kept])
         report = run_ingestion(rt, [job_item(j, d) for j, d in kept])
         stored = set(report.episode_ids)  # less the jobs of users who forgot everything after queueing them
+        vanished = {s["sessionId"] for s in report.skipped if s["reason"] == FORGOTTEN_WHILE_STORED}
+        forgotten |= {d.episode.id for j, d in kept if j.session_id in vanished and d.episode.id not in stored}
         kept = unstore_opted_out(rt, [(job, draft) for job, draft in kept if draft.episode.id in stored], existing)
         for job, _ in kept:
             rt.query_ingest.mark_interaction_saved(job.user_id, job.session_id)
@@ -94,7 +98,13 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         if any(later.user_id == job.user_id for later, _ in kept[at + 1 :]):
             event["more_for_user"] = True  # the Dreamer may leave its run to this user's last event
         emit(event)
-    return drafts
+    return [forgotten_draft(d) if d.episode.id in forgotten else d for d in drafts]
+
+
+def forgotten_draft(draft: EpisodeDraft) -> EpisodeDraft:
+    """``draft`` answered as not saved: its episode was forgotten while the run stored it (an inline
+    end then records no episode id for the session)."""
+    return replace(draft, decision=replace(draft.decision, save=False, reason=FORGOTTEN_WHILE_STORED))
 
 
 def existing_episodes(rt: Services, pairs: Iterable[tuple[str, str]]) -> set[str]:

@@ -7,6 +7,7 @@ it with the plain functions below, so one request does not pay a flow run's over
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from agtos.memory.episodic import build_episode
+from agtos.memory.privacy_controls import NotFoundError
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Episode, IngestItem, Memory
 from agtos.schemas.api import ApiModel
@@ -36,6 +38,7 @@ EMBEDDER_DEGRADED = "embedder unavailable, stored for keyword search only"
 
 FORGOTTEN = "the user forgot everything after it was taken"
 OPTED_OUT = "user opted out of persistence"
+FORGOTTEN_WHILE_STORED = "the user forgot the episode while it was stored"
 
 
 class IngestionReport(ApiModel):
@@ -230,7 +233,27 @@ def run_ingestion(rt: Services, items: list[IngestItem], steps: IngestionSteps =
         without_forgotten(report, items, start, dict.fromkeys(gone, start))
         report.episode_ids = [e.id for e in episodes if e.user_id not in gone]
         report.stored = len(report.episode_ids)
+    vanished = forget_vanished(rt, [e for e in episodes if e.id in set(report.episode_ids)])
+    if vanished:
+        report.skipped += [{"sessionId": e.session_id, "reason": FORGOTTEN_WHILE_STORED} for e in vanished]
+        report.episode_ids = [i for i in report.episode_ids if i not in {e.id for e in vanished}]
+        report.stored = len(report.episode_ids)
     return report
+
+
+def forget_vanished(rt: Services, episodes: list[Episode]) -> list[Episode]:
+    """The batch's ``episodes`` whose record is gone after every write of the run (one MGET per user):
+    forgotten one by one while the batch wrote (the record first, then the index entries, turns, facts
+    and entities written after it). Each is forgotten again, so nothing the run wrote for it stays."""
+    by_user: dict[str, list[str]] = {}
+    for episode in episodes:
+        by_user.setdefault(episode.user_id, []).append(episode.id)
+    kept = {(u, i) for u, ids in by_user.items() for i in rt.episodes.existing_ids(u, ids)}
+    vanished = [e for e in episodes if (e.user_id, e.id) not in kept]
+    for episode in vanished:
+        with contextlib.suppress(NotFoundError):  # the run wrote nothing for it after the forget
+            rt.privacy.forget_item(episode.user_id, "episode", episode.id)
+    return vanished
 
 
 def without_forgotten(

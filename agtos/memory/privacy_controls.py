@@ -83,7 +83,8 @@ class Privacy:
             found = self.c.entities.forget(user_id, item_id)
         else:
             episode = self.c.episodes.get(user_id, item_id) if kind == "episode" else None
-            found = self.c.semantic.delete(kind, user_id, item_id)
+            # an episode's record counts: a batch writing it may not have indexed it yet (ingestion_pipeline)
+            found = self.c.semantic.delete(kind, user_id, item_id) or episode is not None
             if episode is not None:  # a retried end's record names it (agtos/memory/session_ends.py)
                 SessionEnds(self.c.connector, self.c.keys, 0).forget_episode(user_id, episode.session_id, item_id)
         derived = None
