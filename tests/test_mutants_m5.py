@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from agtos.memory.semantic import SemanticMemory
-from agtos.schemas import Role, Turn
+from agtos.schemas import Episode, Role, Turn
 from agtos.schemas.records import StoredTurn
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
 from tests.test_core_semantic_memory import JAN, sem
@@ -115,3 +115,16 @@ def test_only_the_episodes_of_the_turn_hits_returned_are_read_with_them(sem: Sem
     assert found["episode"].results == []  # no episode record says Lisbon
     episode = hit.id.split(".")[0]
     assert found["episode"].related == {episode: json.dumps({"id": episode})}
+
+
+def test_a_batch_whose_episodes_are_saved_already_writes_only_their_index_entries(sem: SemanticMemory) -> None:
+    """SemanticMemory.store_batch (mutmut 6 at 8236e2d: ``saved`` ignored, the records written again): with
+    ``saved`` the episodes' records are written already (by the opt-out-checked atomic write) and only their
+    index entries are written (docstring). The bug writes each record again in the index step, bringing back
+    one that an opt-out or a forget removed in between; here the record is not there, and stays absent."""
+    episode = Episode(id="ep-1", user_id="alice", summary="We planned the Lisbon trip", timestamp=JAN)
+    sem.store_batch([episode], [], None, saved=True)
+    assert sem.episodes.get("alice", "ep-1") is None
+    assert list(sem.store("episode").bm25.ids("alice")) == ["ep-1"]
+    sem.store_batch([episode], [], None)  # not saved: the record is written too
+    assert sem.episodes.get("alice", "ep-1") == episode
