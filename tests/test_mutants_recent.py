@@ -54,9 +54,11 @@ def post_memory(client: TestClient, who: str, text: str) -> str:
     return str(response.json()["memory"]["id"])
 
 
-def delete_memory(client: TestClient, who: str, memory_id: str) -> None:
-    response = client.delete(f"/api/memory/memories/{memory_id}", headers=user(who))
-    assert response.status_code == 200, response.text
+def vanish(coordinator: MemoryCoordinator, who: str, memory_id: str) -> None:
+    """The memory's record gone as if it had expired: its note stays, the fill finds it gone (a delete
+    drops the note with the record: tests/test_forget_pending_vectors.py)."""
+    rt = coordinator.services
+    assert rt.connector.run(lambda r: r.delete(rt.keys.user(who).record("memory", memory_id))) == 1
 
 
 ANA_TEXTS = (
@@ -67,21 +69,21 @@ ANA_TEXTS = (
 BEA_TEXTS = ("Bea plays the cello on Fridays.", "Bea is allergic to peanuts.")
 
 
-def two_users_waiting(client: TestClient, switch: SwitchableEmbedder) -> None:
-    """Ana: 3 memories stored while the embedder was down, one deleted since; Bea: 2, one deleted."""
+def two_users_waiting(client: TestClient, switch: SwitchableEmbedder, coordinator: MemoryCoordinator) -> None:
+    """Ana: 3 memories stored while the embedder was down, one gone since; Bea: 2, one gone."""
     switch.down = True
     ana = [post_memory(client, "ana", text) for text in ANA_TEXTS]
     bea = [post_memory(client, "bea", text) for text in BEA_TEXTS]
-    delete_memory(client, "ana", ana[0])
-    delete_memory(client, "bea", bea[0])
-    assert pending(client) == 5  # a deleted memory stays noted: the fill finds it gone
+    vanish(coordinator, "ana", ana[0])
+    vanish(coordinator, "bea", bea[0])
+    assert pending(client) == 5  # a vanished record stays noted: the fill finds it gone
 
 
 def test_a_fill_after_ingestion_adds_up_its_users(api: Api) -> None:
     """:func:`vector_repair.fill_pending` (after an ingestion, any users) reports every user's records
     together: 3 filled and 2 gone over two users, not the last user's alone."""
     client, switch, coordinator = api
-    two_users_waiting(client, switch)
+    two_users_waiting(client, switch, coordinator)
     switch.down = False
     report = vector_repair.fill_pending(coordinator.services)
     assert (report.filled, report.skipped, report.error) == (3, 2, None)
@@ -92,7 +94,7 @@ def test_a_fill_after_ingestion_stops_at_the_first_failure(api: Api) -> None:
     """An embedder that fails the fill is not asked again for the next user (each could wait its
     timeout after a job): one failed call, the error reported, every record still waiting."""
     client, switch, coordinator = api
-    two_users_waiting(client, switch)
+    two_users_waiting(client, switch, coordinator)
     calls: list[int] = []
     down_embed = switch.embed
 
@@ -264,12 +266,12 @@ def test_a_fill_of_one_user_stops_at_its_bound(api: Api) -> None:
 
 
 def test_records_gone_are_counted_over_every_batch(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    """3 memories deleted since they were noted, 2 records per batch: the sweep says 3 gone, not the
+    """3 memories gone since they were noted, 2 records per batch: the sweep says 3 gone, not the
     last batch's 1."""
-    client, switch, _ = api
+    client, switch, coordinator = api
     switch.down = True
     for text in ANA_TEXTS:
-        delete_memory(client, "ana", post_memory(client, "ana", text))
+        vanish(coordinator, "ana", post_memory(client, "ana", text))
     switch.down = False
     monkeypatch.setattr(vector_repair, "FILL_BATCH", 2)
     run = run_maintenance(client, "ana")

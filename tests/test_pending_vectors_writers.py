@@ -129,7 +129,7 @@ DREAM_TURNS = (
 )
 
 
-def test_dreamer_conclusions_stored_while_down_are_filled_and_a_forgotten_one_is_skipped(
+def test_dreamer_conclusions_stored_while_down_are_filled_and_a_forgotten_one_is_not(
     api: Api, raw_redis: redis.Redis, key_prefix: str
 ) -> None:
     client, switch, _ = api
@@ -147,8 +147,10 @@ def test_dreamer_conclusions_stored_while_down_are_filled_and_a_forgotten_one_is
     forgotten = texts.pop("User lives in Lisbon")
     gone = client.post("/api/memory/forget", json={"kind": "conclusion", "id": forgotten}, headers=user(ANA))
     assert gone.status_code == 200, gone.text
+    assert f"conclusion:{forgotten}" not in pending_members(raw_redis, key_prefix)  # its note went with it
+    assert pending(client) == waiting - 1
     switch.down = False
-    assert sweep(client) == {"filled": waiting - 1, "gone": 1, "error": None}
+    assert sweep(client) == {"filled": waiting - 1, "gone": 0, "error": None}
     assert vector_ids(raw_redis, key_prefix, "conclusion") == set(texts.values())  # none for the forgotten one
     assert pending(client) == 0
     allergy = texts["User is allergic to peanuts"]

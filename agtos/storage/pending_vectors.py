@@ -6,7 +6,8 @@ their Redis Cluster slot. A member is ``{namespace}:{record id}`` (``episode``: 
 units of its stored turns; ``memory``; ``conclusion``), its score the time it was added (ms); at most ``limit`` per
 user, the oldest dropped beyond (those records stay keyword-only, the log says how many). The global
 set ``{prefix}:meta:pending_vectors`` names the users that have any, so a worker finds them without
-walking every user; forget-all removes the user from it (:meth:`PendingVectors.forget_user`).
+walking every user; forget-all removes the user from it (:meth:`PendingVectors.forget_user`). A record
+deleted or forgotten loses its note at once (:meth:`PendingVectors.forget`, from ``SemanticStore.delete``).
 """
 
 from __future__ import annotations
@@ -132,6 +133,21 @@ class PendingVectors:
             return int(left)
 
         return self.connector.run(op)
+
+    def forget(self, user_id: str, namespace: str, record_id: str) -> None:
+        """Drop the note of a deleted record (none kept for other namespaces), and the user from the
+        global list once none is left: a forgotten record's id stays nowhere (the repair would skip it)."""
+        if namespace not in PENDING_NAMESPACES:
+            return
+        key = self.key(user_id)
+
+        def op(r: redis.Redis) -> None:
+            if r.zrem(key, f"{namespace}:{record_id}") and not r.zcard(key):
+                r.srem(self._users_key(), user_id)
+                if r.zcard(key):  # noted meanwhile by another process: listed again
+                    r.sadd(self._users_key(), user_id)
+
+        self.connector.run(op)
 
     def count_of(self, user_id: str) -> int:
         return int(self.connector.run(lambda r: r.zcard(self.key(user_id))))

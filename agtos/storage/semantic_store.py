@@ -20,6 +20,7 @@ from agtos.storage.bm25_index import BM25Index
 from agtos.storage.bm25_mirror import BM25Mirror
 from agtos.storage.keys import GlobalKeys, check_record_id
 from agtos.storage.mirror_sync import SyncCheck, plan_with_reads
+from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable, as_text
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_shard import LocalShard
@@ -364,6 +365,7 @@ class SemanticStore:
     def delete(self, user_id: str, doc_id: str) -> bool:
         """Remove the record and its index entries; True if any of them existed."""
         existed = bool(self.connector.run(lambda r: r.delete(self._record_key(user_id, doc_id))))
+        PendingVectors(self.connector, self.keys).forget(user_id, self.namespace, doc_id)  # waits no more
         metas = (self.vectors._key(user_id, "meta"), self.bm25._key(user_id, "meta"))
         if not existed and not self.connector.run(lambda r: r.exists(*metas)):
             return False  # no index to clean: writing a change log would create keys (an opted-out user)
