@@ -24,7 +24,7 @@ def forget_derived(rt: Services, user_id: str, episode_id: str) -> dict[str, int
     the sources of the others; returns how many of each kind were forgotten."""
     memories = _memories(rt, user_id, episode_id)
     forgotten, rewritten = _conclusions(rt, user_id, episode_id)
-    counts = {"memories": memories, "conclusions": forgotten, "entities": _entities(rt, user_id, episode_id)}
+    counts = {"memories": memories, "conclusions": forgotten, "entities": forget_entities_of(rt, user_id, episode_id)}
     if forgotten:
         rt.nli_cache.clear(user_id)  # cached verdicts are keyed by digests of conclusion texts
     if forgotten or rewritten:  # the profile's lines cite their conclusions' episodes and turns
@@ -66,7 +66,9 @@ def _conclusions(rt: Services, user_id: str, episode_id: str) -> tuple[int, int]
     return len(sourced) - len(kept), len(kept)
 
 
-def _entities(rt: Services, user_id: str, episode_id: str) -> int:
+def forget_entities_of(rt: Services, user_id: str, episode_id: str) -> int:
+    """Forget the entities only ``episode_id`` names (an episode's, or a memory's posted through the API,
+    which fed the graph under its own id) and drop it from the others'; returns how many were forgotten."""
     store, ids, offset = rt.entities.store, [], 0
     while True:  # every id first: forgetting one shifts the pages
         page, total = store.page(user_id, None, offset, ENTITY_PAGE)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agtos.memory.episode_cascade import forget_derived
+from agtos.memory.episode_cascade import forget_derived, forget_entities_of
 from agtos.memory.session_ends import SessionEnds
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import check_record_id
@@ -92,6 +92,8 @@ class Privacy:
             self.c.dream_markers.forget(user_id, item_id)
             derived = forget_derived(self.c, user_id, item_id)
             found = found or any(derived.values())
+        elif kind == "memory" and found:  # one posted through the API fed the entity graph under its id
+            forget_entities_of(self.c, user_id, item_id)
         if not found:
             raise NotFoundError(f"no {kind} {item_id!r} for this user")
         self._clear_query_cache()
