@@ -156,3 +156,20 @@ def test_a_written_memory_feeds_the_entity_graph(client: TestClient) -> None:
     assert post(client, "alice", text="User's sister Ana lives in Lisbon").status_code == 201
     names = {e["name"] for e in client.get("/api/entities", headers=user("alice")).json()["entities"]}
     assert {"Ana", "Lisbon"} <= names
+
+
+def test_an_edited_memory_no_longer_feeds_the_entities_only_its_old_text_named(client: TestClient) -> None:
+    """Bug caught: editing "Ana lives in Lisbon" to "Ana lives in Porto" kept Lisbon in the entity graph under
+    the memory's id (a word the user removed, still listed and in the wiki); Ana, named by both texts, stays."""
+    posted = post(client, "aria", text="User's sister Ana lives in Lisbon")
+    assert posted.status_code == 201, posted.text
+    mid = posted.json()["memory"]["id"]
+    before = {e["name"]: e["id"] for e in client.get("/api/entities", headers=user("aria")).json()["entities"]}
+    edited = client.put(
+        f"/api/memory/memories/{mid}", json={"text": "User's sister Ana lives in Porto"}, headers=user("aria")
+    )
+    assert edited.status_code == 200, edited.text
+    entities = client.get("/api/entities", headers=user("aria")).json()["entities"]
+    names = {e["name"] for e in entities}
+    assert {"Ana", "Porto"} <= names and "Lisbon" not in names, names
+    assert before["Ana"] == {e["name"]: e["id"] for e in entities}["Ana"]  # kept, not made again under a new id

@@ -9,6 +9,7 @@ set stay). Memories the user wrote or imported name no episode and are not touch
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from agtos.schemas import Conclusion, Memory
@@ -66,9 +67,10 @@ def _conclusions(rt: Services, user_id: str, episode_id: str) -> tuple[int, int]
     return len(sourced) - len(kept), len(kept)
 
 
-def forget_entities_of(rt: Services, user_id: str, episode_id: str) -> int:
+def forget_entities_of(rt: Services, user_id: str, episode_id: str, still_said: str = "") -> int:
     """Forget the entities only ``episode_id`` names (an episode's, or a memory's posted through the API,
-    which fed the graph under its own id) and drop it from the others'; returns how many were forgotten."""
+    which fed the graph under its own id) and drop it from the others'; returns how many were forgotten.
+    ``still_said``: a memory's new text, whose entities (by name or alias) keep it, their ids and edits."""
     store, ids, offset = rt.entities.store, [], 0
     while True:  # every id first: forgetting one shifts the pages
         page, total = store.page(user_id, None, offset, ENTITY_PAGE)
@@ -79,8 +81,15 @@ def forget_entities_of(rt: Services, user_id: str, episode_id: str) -> int:
     forgotten = 0
     for at in range(0, len(ids), ENTITY_PAGE):
         for entity in store.get_many(user_id, ids[at : at + ENTITY_PAGE]).values():
+            if any(_said(name, still_said) for name in [entity.name, *entity.aliases]):
+                continue
             if entity.episode_ids == [episode_id]:
                 forgotten += int(rt.entities.forget(user_id, entity.id))
             elif episode_id in entity.episode_ids:
                 rt.entities.drop_episode(user_id, entity.id, episode_id)
     return forgotten
+
+
+def _said(name: str, text: str) -> bool:
+    """Whether ``text`` names ``name`` as a whole word or phrase, in any case."""
+    return bool(text) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agtos.memory.episode_cascade import forget_entities_of
 from agtos.memory.privacy_controls import NotFoundError
 from agtos.schemas import Episode, Memory, MemoryChange, MemoryKind
 from agtos.schemas.records import now_ms
@@ -135,6 +136,7 @@ def update(
         lambda rows: rt.semantic.replace_memory(old, new, None if rows is None else rows[0]),
         _request_wait(rt),
     )
+    forget_entities_of(rt, user_id, mid, memory.text)  # what the old text alone named goes
     _feed_entities(rt, memory)
     return memory
 
