@@ -75,6 +75,11 @@ _NOT_ENTITIES = frozenset(
 _LOWER_HEAD = re.compile(r"(?!(?:de|da|van|von|del|di|du|le|la)\s)[a-z]+\s+(?=[A-Z])")
 _MODELS: dict[str, Any] = {}
 _MODELS_LOCK = threading.Lock()
+# spaCy's tokenizer is quadratic in a token's length where affix rules keep matching (emoji,
+# punctuation): 20,000 emoji without a space took 127 s. Longer runs are cut with a space (same
+# length, so the model's character offsets stay those of the line); no name is one such token.
+LONGEST_TOKEN = 64
+_LONG_RUN = re.compile(rf"\S{{{LONGEST_TOKEN + 1},}}")
 
 
 def load_spacy_model(packages: Sequence[str] = MODEL_PACKAGES) -> tuple[str, Any]:
@@ -173,20 +178,33 @@ class SpacyRecognizer(LineModelRecognizer):
                     self._fallback = RuleRecognizer()
         return self._nlp is not None
 
-    def _to_mentions(self, doc: Any) -> list[Mention]:
+    def _to_mentions(self, doc: Any, line: str) -> list[Mention]:
         spans = [
             ModelSpan(e.start_char, e.end_char, etype, _MODEL_CONFIDENCE[e.label_], e.label_)
             for e in doc.ents
             if (etype := MODEL_LABELS.get(e.label_)) is not None
         ]
-        return model_mentions(doc.text, spans)
+        return model_mentions(line, spans)
 
     def _recognize_lines(self, lines: list[str]) -> list[list[Mention]]:
         with self._lock:  # spaCy does not promise thread-safe inference (shared StringStore)
             # 256 lines per model call (32 before): 0.66 -> 0.54 ms CPU per line on convset's turns, the same
             # entities on 1,996 lines (a queue worker's run of 32 sessions has ~700)
-            docs = list(self._nlp.pipe(lines, batch_size=self._batch_size))
-        return [self._to_mentions(doc) for doc in docs]
+            docs = list(self._nlp.pipe(map(cut_long_runs, lines), batch_size=self._batch_size))
+        return [self._to_mentions(doc, line) for doc, line in zip(docs, lines, strict=True)]
+
+
+def cut_long_runs(line: str) -> str:
+    """``line`` with a space after every ``LONGEST_TOKEN`` characters of a run without whitespace
+    (the character there replaced: same length and offsets)."""
+
+    def cut(run: re.Match[str]) -> str:
+        chars = list(run.group())
+        for at in range(LONGEST_TOKEN, len(chars), LONGEST_TOKEN + 1):
+            chars[at] = " "
+        return "".join(chars)
+
+    return _LONG_RUN.sub(cut, line)
 
 
 class ModelSpan(NamedTuple):
