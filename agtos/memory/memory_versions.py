@@ -15,6 +15,11 @@ from agtos.storage.memory_history import MemoryHistory
 from agtos.storage.semantic_store import SemanticStore
 from agtos.tasks.validity import claims_of, ended_values, slot_keys, superseded_slot_keys, supersedes
 
+#: The most stored memories naming one value that a fact ending it judges: every one up to it (the documents
+#: of the value's BM25 postings, best first), so an earlier fact of no known shape, found by no slot, is closed
+#: however many other memories name the value; it bounds one write's record reads.
+ENDED_VALUE_MATCHES = 10_000
+
 
 class MemoryVersions:
     """Writes, edits, deletes and merges of memories over the memory store and its history."""
@@ -103,7 +108,7 @@ class MemoryVersions:
         claims = {m.id: claims_of(m.text) for m in batch}
         wanted = self.history.slot_ids(user_id, [k for c in claims.values() for k in superseded_slot_keys(c)])
         for value in {v for c in claims.values() for v in ended_values(c)}:
-            wanted += [d for d, _ in store.keyword_candidates(user_id, value, 5)]
+            wanted += [d for d, _ in store.bm25.search(user_id, value, ENDED_VALUE_MATCHES)]
         ids = {m.id for m in batch}
         stored = store.get_many(user_id, [i for i in dict.fromkeys(wanted) if i not in ids]) if wanted else {}
         pool = {i: Memory.model_validate_json(raw) for i, raw in stored.items()} | {m.id: m for m in batch}
