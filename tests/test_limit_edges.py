@@ -40,3 +40,22 @@ def test_names_next_to_a_long_run_keep_their_place(client: TestClient) -> None:
     assert listed.status_code == 200, listed.text
     names = {entity["name"] for entity in listed.json()["entities"]}
     assert {"Lisbon", "Marta", "Acme", "Porto"} <= names, names
+
+
+def test_a_session_of_one_long_word_is_answered(client: TestClient) -> None:
+    """Bug caught: the episode's topic fell back to its top keyword, here a word of 100,000
+    characters (a turn's max), past Episode.topic's 128: POST /conversations answered 500 ("stored
+    Episode record is invalid") and so did the session end of the same turns. Such a session is
+    small talk (no fact, no name): answered 200 and skipped."""
+    turns = [{"role": "user", "content": "A" * 100_000}, {"role": "user", "content": "B" * 100_000}]
+    answer = client.post(
+        "/api/memory/conversations", json={"sessions": [{"id": "c1", "turns": turns}]}, headers=user("long")
+    )
+    assert answer.status_code == 200 and answer.json()["sessions"][0]["status"] == "skipped", answer.text
+    appended = client.post("/api/memory/sessions/s1/turns", json={"turns": turns}, headers=user("live"))
+    assert appended.status_code == 200, appended.text
+    ended = client.post("/api/memory/sessions/s1/end", headers=user("live"))
+    assert ended.status_code == 200, ended.text
+    for who in ("long", "live"):
+        for path in ("/api/memory/episodes", "/api/entities", "/api/memory/memories"):
+            assert client.get(path, headers=user(who)).status_code == 200, (who, path)

@@ -342,6 +342,9 @@ def keywords_of(texts: list[str], limit: int = 8, names: frozenset[str] = frozen
     return ordered[:limit]
 
 
+TOPIC_MAX_CHARS = 128  # Episode.topic's max_length
+
+
 def topic_of(texts: list[str], keywords: list[str]) -> str:
     """The lexicon topic with most distinct words said (plurals folded: "trips" is "trip"), a keyword counting
     twice, ties broken by how often they are said; else the top keyword, else 'general'."""
@@ -353,7 +356,9 @@ def topic_of(texts: list[str], keywords: list[str]) -> str:
     best = max(scores, key=lambda t: scores[t])
     if scores[best][0] > 0:
         return best
-    return keywords[0] if keywords else "general"
+    # a keyword may be one word of 100,000 characters: Episode.topic holds at most 128 (a longer one made
+    # every store of the episode a 500)
+    return next((k for k in keywords if len(k) <= TOPIC_MAX_CHARS), "general")
 
 
 def extract(turns: list[Turn], worded: bool = True) -> Extraction:
