@@ -40,6 +40,29 @@ def test_forgetting_a_memory_by_an_episodes_id_leaves_the_episode_and_its_sessio
     assert (again["lastEnd"]["episodeId"], again["lastEnd"]["status"]) == (episode_id, "done")
 
 
+def test_forgetting_a_memory_by_an_episodes_id_leaves_the_episodes_entities(client: TestClient) -> None:
+    """privacy_controls.forget_item (mutmut 75: ``kind == "memory" and found`` -> ``or found``): the entity
+    step of a memory's forget runs only for a memory that existed; a memory id that names no memory (here an
+    episode's id sent as a memory's) answers 404 and leaves the graph as it was. With the mutant the episode's
+    own entities (Ana, Lisbon: named by it alone) are forgotten under the memory kind."""
+    said = [
+        {"role": "user", "content": "My sister Ana moved to Lisbon last spring and works at a bakery there."},
+        {"role": "assistant", "content": "Lisbon sounds lovely for Ana."},
+    ]
+    post(client, "enzo", "s1", said)
+    episode_id = end(client, "enzo", "s1")["episodeId"]
+
+    def graph() -> dict[str, str]:
+        listed = client.get("/api/entities", headers=user("enzo")).json()["entities"]
+        return {e["name"]: e["id"] for e in listed}
+
+    before = graph()
+    assert {"Ana", "Lisbon"} <= set(before), before
+    answer = client.post("/api/memory/forget", json={"kind": "memory", "id": episode_id}, headers=user("enzo"))
+    assert answer.status_code == 404, answer.text
+    assert graph() == before
+
+
 def test_forgetting_an_episode_clears_the_verdict_cache_when_conclusions_go_with_it(
     client: TestClient, coordinator: MemoryCoordinator
 ) -> None:
