@@ -140,17 +140,7 @@ def test_an_opt_out_after_the_import_wrote_keeps_the_update_and_forgets_the_adde
     first = client.post("/api/memory/import", json={}, headers=user("uma")).json()
     kept = episode_ids(client, "uma")
     grow_and_add(tmp_path / "home")
-    checked, other = MemoryCoordinator._unstore_opted_out, MemoryCoordinator(settings)
-
-    def check_then_opt_out(self: MemoryCoordinator, *args: Any) -> None:
-        checked(self, *args)
-        other.privacy.set_opt_out("uma", True)
-
-    monkeypatch.setattr(MemoryCoordinator, "_unstore_opted_out", check_then_opt_out)
-    try:
-        body = client.post("/api/memory/import", json={}, headers=user("uma")).json()
-    finally:
-        other.close()
+    body = import_opting_out_after_the_check(client, settings, monkeypatch, "uma")
     assert (body["episodesAdded"], body["episodesUpdated"], body["unchanged"]) == (0, 1, first["sessions"] - 1)
     assert [s["reason"] for s in body["skipped"]] == [OPTED_OUT]
     assert session_episode_id("uma", body["skipped"][0]["sessionId"]) not in kept  # the new session
@@ -235,3 +225,22 @@ def test_save_unless_opted_out_writes_as_save_does_or_nothing_at_all(
     assert 2_592_000 - 5 <= raw_redis.ttl(timeline) <= 2_592_000
     assert raw_redis.smembers(f"{key_prefix}:users") == {b"alice"}
     assert list(raw_redis.scan_iter(match=f"{key_prefix}:u:{{bob}}:*")) == []
+
+
+def import_opting_out_after_the_check(
+    client: TestClient, settings: Settings, monkeypatch: pytest.MonkeyPatch, who: str
+) -> dict[str, Any]:
+    """POST /import for ``who``, opting them out through another process right after the ingestion's own
+    opt-out check (``MemoryCoordinator._unstore_opted_out``), before the import's: the import's answer."""
+    checked, other = MemoryCoordinator._unstore_opted_out, MemoryCoordinator(settings)
+
+    def check_then_opt_out(self: MemoryCoordinator, *args: Any) -> None:
+        checked(self, *args)
+        other.privacy.set_opt_out(who, True)
+
+    monkeypatch.setattr(MemoryCoordinator, "_unstore_opted_out", check_then_opt_out)
+    try:
+        body: dict[str, Any] = client.post("/api/memory/import", json={}, headers=user(who)).json()
+    finally:
+        other.close()
+    return body

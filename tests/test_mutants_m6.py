@@ -145,9 +145,15 @@ def test_a_fact_ended_closes_the_users_fact_however_many_other_facts_name_it(
         assert client.post("/api/memory/memories", json={"text": text}, headers=user(who)).status_code == 201
     pool = coordinator.services.semantic.store("memory").keyword_candidates(who, name.lower(), 5)
     assert len(pool) == 20 and stated["id"] not in {d for d, _ in pool}  # the case: past the keyword pool
+    assert_closed_by(client, who, stated["id"], ending, others)
+
+
+def assert_closed_by(client: TestClient, who: str, stated_id: str, ending: str, others: list[str]) -> None:
+    """POST ``ending``: the memory ``stated_id`` is closed by it (validUntil = its validFrom, supersededBy = its
+    id), and the current memories are then ``others`` and the ending, no more."""
     ended = client.post("/api/memory/memories", json={"text": ending}, headers=user(who))
     assert ended.status_code == 201, ended.text
-    after = client.get(f"/api/memory/memories/{stated['id']}", headers=user(who)).json()
+    after = client.get(f"/api/memory/memories/{stated_id}", headers=user(who)).json()
     by = ended.json()["memory"]
     assert (after["validUntil"], after["supersededBy"]) == (by["validFrom"], by["id"])
     listed = client.get("/api/memory/memories", params={"limit": 100}, headers=user(who)).json()["memories"]

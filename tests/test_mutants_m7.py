@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
 from tests.helpers import user
-from tests.test_mutants_m6 import NEWS
+from tests.test_mutants_m6 import NEWS, assert_closed_by
 
 ENDS = {  # a long fact of the user's with no attribute of a known shape, and the later change that ends it
     "Dropbox": (
@@ -49,10 +49,4 @@ def test_a_change_closes_the_users_fact_with_no_claim_however_many_other_facts_n
         assert client.post("/api/memory/memories", json={"text": text}, headers=user(who)).status_code == 201
     pool = coordinator.services.semantic.store("memory").keyword_candidates(who, name.lower(), 6)
     assert stated["id"] not in {d for d, _ in pool}  # the case: past the keyword pool of 24
-    ended = client.post("/api/memory/memories", json={"text": ending}, headers=user(who))
-    assert ended.status_code == 201, ended.text
-    after = client.get(f"/api/memory/memories/{stated['id']}", headers=user(who)).json()
-    by = ended.json()["memory"]
-    assert (after["validUntil"], after["supersededBy"]) == (by["validFrom"], by["id"])
-    listed = client.get("/api/memory/memories", params={"limit": 100}, headers=user(who)).json()["memories"]
-    assert sorted(m["text"] for m in listed if m["validUntil"] is None) == sorted([*texts, *named, ending])
+    assert_closed_by(client, who, stated["id"], ending, [*texts, *named])

@@ -30,6 +30,7 @@ from tests.test_dates_h14 import MAY_8
 from tests.test_issue15_h15_end_retry import queue_coordinator  # noqa: F401 (a fixture)
 from tests.test_issue15_h15_opt_out_update import GROWN
 from tests.test_issue15_h15_paths import refused_id
+from tests.test_issue15_h15b import import_opting_out_after_the_check
 from tests.test_privacy_import import import_client  # noqa: F401 (a fixture)
 from tests.test_queue_opt_out_race import opting_out_after_the_run
 from tests.test_turn_dates import said_on_may_8
@@ -193,17 +194,7 @@ def test_an_opt_out_after_the_back_fill_checked_is_caught_by_the_import(
     history = tmp_path / "home" / "projects" / "webapp" / ".aider.chat.history.md"
     second = "# aider chat started at 2024-05-02"
     history.write_text(history.read_text().replace(second, GROWN + "\n" + second))
-    checked, other = MemoryCoordinator._unstore_opted_out, MemoryCoordinator(settings)
-
-    def check_then_opt_out(self: MemoryCoordinator, *args: Any) -> None:
-        checked(self, *args)
-        other.privacy.set_opt_out("uma", True)
-
-    monkeypatch.setattr(MemoryCoordinator, "_unstore_opted_out", check_then_opt_out)
-    try:
-        body = client.post("/api/memory/import", json={}, headers=user("uma")).json()
-    finally:
-        other.close()
+    body = import_opting_out_after_the_check(client, settings, monkeypatch, "uma")
     assert (body["episodesAdded"], body["episodesUpdated"], body["unchanged"]) == (0, 1, first["sessions"] - 1)
     assert body["skipped"] == []
     found = client.get("/api/memory/search", params={"q": "zebracorn"}, headers=user("uma")).json()["results"]
