@@ -98,7 +98,20 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         if any(later.user_id == job.user_id for later, _ in kept[at + 1 :]):
             event["more_for_user"] = True  # the Dreamer may leave its run to this user's last event
         emit(event)
+    forgotten |= unmark_forgotten(rt, kept)
     return [forgotten_draft(d) if d.episode.id in forgotten else d for d in drafts]
+
+
+def unmark_forgotten(rt: Services, kept: list[tuple[SessionJob, EpisodeDraft]]) -> set[str]:
+    """The ids of the ``kept`` episodes forgotten (one forget, or forget-all) after the run's last check
+    of its records, with what was written for them since deleted again: the session's query-as-ingest
+    stamp and the Dreamer's marker. A forget landing after this check deletes those itself."""
+    stored = existing_episodes(rt, [(job.user_id, draft.episode.id) for job, draft in kept])
+    gone = [(job, draft.episode.id) for job, draft in kept if draft.episode.id not in stored]
+    for job, episode_id in gone:
+        rt.query_ingest.reset_session(job.user_id, job.session_id)
+        rt.dream_markers.forget(job.user_id, episode_id)
+    return {episode_id for _, episode_id in gone}
 
 
 def forgotten_draft(draft: EpisodeDraft) -> EpisodeDraft:

@@ -282,4 +282,4 @@ def note_missing_vectors(rt: Services, episodes: list[Episode], memories: list[M
         by_user.setdefault(memory.user_id, []).append(("memory", memory.id))
     pending, at = pending_vectors(rt), now_ms()
     for user_id, records in by_user.items():
-        pending.add(user_id, records, at)
+        pending.add(user_id, records, at, stored=True)  # one forgotten meanwhile: no note names it

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from agtos.memory.episodic import segment_key
 from agtos.memory.health_checks import ingest_queue_check
-from agtos.memory.ingest_worker import IngestWorker, SessionJob, ingest_session, ingest_sessions
+from agtos.memory.ingest_worker import IngestWorker, SessionJob, forgotten_draft, ingest_session, ingest_sessions
+from agtos.memory.ingestion_pipeline import FORGOTTEN_WHILE_STORED
 from agtos.memory.services import Services
 from agtos.memory.session_ends import LastEnd, SessionEnds
 from agtos.memory.working import WorkingMemory
@@ -225,7 +226,11 @@ class LiveSessions:
             else:
                 draft = ingest_session(self.services, job, self._emit_session_ended)
                 kept = draft.episode.id if draft.decision.save else None
-                self.ends.record(user_id, session_id, kept, draft.decision.reason, len(turns))
+                # forgotten while stored, or since (the record is written only while the episode is): no
+                # record of this end, so a retry answers as for a session that never took turns
+                forgotten = draft.decision.reason == FORGOTTEN_WHILE_STORED
+                if forgotten or not self.ends.record(user_id, session_id, kept, draft.decision.reason, len(turns)):
+                    draft = forgotten_draft(draft)
                 self._clear_session(user_id, session_id, read)
                 if not draft.decision.save:
                     return SessionEndResult(session_id, False, draft.decision.reason, None, status="skipped")

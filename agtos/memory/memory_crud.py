@@ -100,7 +100,8 @@ def create(
     try:
         stored = get(rt, user_id, memory.id)
     except NotFoundError:  # a concurrent DELETE of its id came after the write: this create still happened
-        stored = memory
+        stored = memory  # the entities fed after that DELETE go (one landing from now on finds them)
+        forget_entities_of(rt, user_id, memory.id)
     return MemoryWrite(stored, True)
 
 

@@ -183,7 +183,7 @@ class SemanticMemory:
         vectors = self.embed_or_none(texts, wait_s)
         written = write(vectors)
         if vectors is None and texts:
-            PendingVectors(self.connector, self.keys).add_of_users(namespace, records, now_ms())
+            PendingVectors(self.connector, self.keys).add_of_users(namespace, records, now_ms(), stored=True)
         return written
 
     def store(self, namespace: str) -> SemanticStore:

@@ -23,6 +23,14 @@ from agtos.storage.redis_conn import RedisConnector
 
 LastEndStatus = Literal["done", "queued", "skipped", "gone"]
 
+#: KEYS: the episode's record, the session's last-end key; ARGV: the record (JSON), its TTL (s). Written
+#: only while the episode is stored: a forget (one, or all) landing first leaves no record naming it.
+_RECORD_WHILE_STORED_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
 
 @dataclass(frozen=True)
 class LastEnd:
@@ -60,9 +68,10 @@ class SessionEnds:
         reason: str,
         turns: int,
         entry_id: str | None = None,
-    ) -> None:
+    ) -> bool:
         """An end took ``turns`` turns: stored as ``episode_id`` (inline), queued as ``entry_id``, or
-        skipped (``episode_id`` None, with its ``reason``)."""
+        skipped (``episode_id`` None, with its ``reason``). False, nothing written: the stored episode
+        was forgotten (one forget, or forget-all) before this write (checked in the same atomic step)."""
         status = "skipped" if episode_id is None else "queued" if entry_id else "done"
         payload = {
             "episodeId": episode_id,
@@ -72,8 +81,13 @@ class SessionEnds:
             "endedAt": int(time.time() * 1000),
             "entry": entry_id,
         }
-        key = self.keys.user(user_id).session_ended(session_id)
-        self.connector.run(lambda r: r.set(key, json.dumps(payload), ex=self.ttl_s))
+        uk = self.keys.user(user_id)
+        key, value = uk.session_ended(session_id), json.dumps(payload)
+        if episode_id is None or entry_id:  # skipped, or queued: no episode is stored yet
+            self.connector.run(lambda r: r.set(key, value, ex=self.ttl_s))
+            return True
+        keys = (uk.episode(episode_id), key)
+        return bool(self.connector.run(lambda r: r.eval(_RECORD_WHILE_STORED_LUA, 2, *keys, value, self.ttl_s)))
 
     def recorded(self, user_id: str, session_id: str) -> RecordedEnd | None:
         """The last end as written, or None (none within the key's lifetime)."""

@@ -41,6 +41,22 @@ return {removed, redis.call('ZCARD', KEYS[1])}
 """
 
 
+#: KEYS[1]: a user's pending set, then each record's key; ARGV: the score (ms), the limit, '1' to note
+#: only the records still stored ('0': all), then each record's member. Drops the oldest beyond the
+#: limit; returns {noted, dropped}. A record deleted before this step gets no note (its delete found
+#: none to drop).
+_ADD_LUA = """
+local noted = 0
+for i = 2, #KEYS do
+  if ARGV[3] == '0' or redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i + 2])
+    noted = noted + 1
+  end
+end
+return {noted, redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[2]) + 1))}
+"""
+
+
 @dataclass(frozen=True)
 class PendingRecord:
     """One record waiting for its vector (``added_ms``: when it was noted, the sorted set's score)."""
@@ -68,37 +84,42 @@ class PendingVectors:
     def _users_key(self) -> str:
         return self.keys.meta("pending_vectors")
 
-    def add(self, user_id: str, records: Sequence[tuple[str, str]], at_ms: int) -> int:
+    def add(self, user_id: str, records: Sequence[tuple[str, str]], at_ms: int, stored: bool = False) -> int:
         """Note ``(namespace, record id)`` pairs of one user as waiting since ``at_ms``; returns how many
-        older ones were dropped to stay within ``limit``."""
+        older ones were dropped to stay within ``limit``. ``stored``: only those whose record is stored
+        (checked in the same atomic step: a delete landing between a record's write and its note left
+        the note naming a deleted record, that no delete would drop)."""
         if not records:
             return 0
         for namespace, record_id in records:
             if namespace not in PENDING_NAMESPACES:
                 raise ValueError(f"pending namespace must be one of {PENDING_NAMESPACES}, not {namespace!r}")
             check_record_id(record_id, f"{namespace} id")
-        key, scores = self.key(user_id), {f"{ns}:{rid}": at_ms for ns, rid in records}
+        uk = self.keys.user(user_id)
+        keys = [self.key(user_id), *(uk.record(ns, rid) for ns, rid in records)]
+        args: list[str | int] = [at_ms, self.limit, int(stored), *(f"{ns}:{rid}" for ns, rid in records)]
 
         def op(r: redis.Redis) -> int:
-            pipe = r.pipeline(transaction=True)
-            pipe.zadd(key, scores)
-            pipe.zremrangebyrank(key, 0, -(self.limit + 1))
-            dropped = int(pipe.execute()[1])
-            r.sadd(self._users_key(), user_id)  # a global key: outside the per-user transaction
-            return dropped
+            noted, dropped = r.eval(_ADD_LUA, len(keys), *keys, *args)
+            if noted:
+                r.sadd(self._users_key(), user_id)  # a global key: outside the per-user script
+            return int(dropped)
 
         dropped = self.connector.run(op)
         if dropped:
             log.warning("%d records of one user dropped from the pending vectors (limit %d)", dropped, self.limit)
         return dropped
 
-    def add_of_users(self, namespace: str, records: Sequence[tuple[str, str]], at_ms: int) -> None:
-        """Note ``(user id, record id)`` pairs of one namespace, any users, as waiting since ``at_ms``."""
+    def add_of_users(
+        self, namespace: str, records: Sequence[tuple[str, str]], at_ms: int, stored: bool = False
+    ) -> None:
+        """Note ``(user id, record id)`` pairs of one namespace, any users, as waiting since ``at_ms``
+        (``stored``: as :meth:`add`)."""
         by_user: dict[str, list[tuple[str, str]]] = {}
         for user_id, record_id in records:
             by_user.setdefault(user_id, []).append((namespace, record_id))
         for user_id, pairs in by_user.items():
-            self.add(user_id, pairs, at_ms)
+            self.add(user_id, pairs, at_ms, stored)
 
     def users(self, count: int) -> list[str]:
         """Up to ``count`` users with records waiting (a random pick of them: none starves the rest)."""
