@@ -410,7 +410,13 @@ def test_a_request_waits_a_remote_embedder_its_own_bound_and_queries_the_query_b
         assert pending.oldest("alice", 10) == []  # written with its vector: nothing waits
         server.hang()
         started = time.monotonic()
-        remote.embed_then_write("memory", [("alice", "m-bees")], ["bees"], written.append, 0.3)
+        bees_key = sem.keys.user("alice").record("memory", "m-bees")
+
+        def write_bees(vectors: np.ndarray | None) -> None:  # the record stored, as the writers do
+            sem.connector.run(lambda r: r.set(bees_key, "{}"))
+            written.append(vectors)
+
+        remote.embed_then_write("memory", [("alice", "m-bees")], ["bees"], write_bees, 0.3)
         assert time.monotonic() - started < 0.3 + 2.0  # the request's wait, not the batch timeout (8 s)
         assert written[1] is None and [p.record_id for p in pending.oldest("alice", 10)] == ["m-bees"]
         for call, wait_s in (
