@@ -7,8 +7,10 @@
    right after ``run_ingestion`` returns, inline and in queue mode; every key of the user is read back.
 2. A memory deleted between its write and its pending-vector note, or while its entities are fed:
    the note (and the user on the global list) or the entity records stayed, naming the deleted memory.
-3. The journal caps at their boundary, then the end: every acknowledged turn is in the episode.
-4. A session id used again after a forget-all or an opt-out and opt-in: a new episode, nothing back.
+3. The journal caps at their boundary (the 8 MiB default to the byte), then the end, inline and through
+   the queue: every acknowledged turn is in the episode, the refused one nowhere (no bug found).
+4. A session id used again after a forget-all or an opt-out and opt-in: a new episode, nothing back
+   (no bug found).
 """
 
 from __future__ import annotations
@@ -26,7 +28,16 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
 from agtos.storage.pending_vectors import PendingVectors
 from tests.helpers import user
-from tests.test_forget_mid_ingest import GONE, GONE_WORD, forget_episode, hook_once, other, traces  # noqa: F401
+from tests.test_forget_mid_ingest import (  # noqa: F401 - other: a fixture
+    GONE,
+    GONE_WORD,
+    KEPT,
+    KEPT_WORD,
+    forget_episode,
+    hook_once,
+    other,
+    traces,
+)
 from tests.test_forget_pending_vectors import api, noted, sweep  # noqa: F401
 from tests.test_forget_pending_vectors import traces as ana_traces
 from tests.test_forget_races import HookedEmbedder
@@ -218,3 +229,175 @@ def test_a_memory_deleted_while_its_entities_are_fed_leaves_none(
     assert ana_traces(raw_redis, key_prefix, set(ids)) == []
     entities = client.get("/api/entities", headers=user(ANA))
     assert entities.status_code == 200 and "Lisbon" not in entities.text
+
+
+def end(client: TestClient, who: str, session: str, turns: list[dict[str, str]]) -> dict[str, Any]:
+    """Append ``turns`` (if any) and end the session; the end's answer."""
+    if turns:
+        posted = client.post(f"/api/memory/sessions/{session}/turns", json={"turns": turns}, headers=user(who))
+        assert posted.status_code == 200, posted.text
+    ended = client.post(f"/api/memory/sessions/{session}/end", headers=user(who))
+    assert ended.status_code == 200, ended.text
+    body: dict[str, Any] = ended.json()
+    return body
+
+
+def episodes(client: TestClient, who: str) -> list[dict[str, Any]]:
+    listed = client.get("/api/memory/episodes", headers=user(who))
+    assert listed.status_code == 200, listed.text
+    found: list[dict[str, Any]] = listed.json()["episodes"]
+    return found
+
+
+def set_opt_out(client: TestClient, who: str, opted_out: bool) -> None:
+    body = {"opt_out": opted_out, "forget_existing": opted_out}
+    response = client.put("/api/memory/privacy", json=body, headers=user(who))
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("ended_first", [True, False], ids=["ended", "live"])
+@pytest.mark.parametrize("how", ["forget-all", "opt-out and in"])
+def test_a_session_id_used_again_after_forgetting_everything_is_a_new_episode(
+    how: str,
+    ended_first: bool,
+    client: TestClient,
+    coordinator: MemoryCoordinator,
+    other: TestClient,  # noqa: F811 (the fixture imported above)
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """Session 'gym' talked (ended, or still live in this API process), then everything forgotten
+    through another process (forget-all, or opt-out with forget_existing then opt-in), then 'gym' used
+    again with other turns and ended here. Bugs caught: the first turns coming back into the new
+    episode (this process's working memory replayed, the journal not reset) or into any key, the new
+    end answering the old episode (a last-end record left), or the new episode not stored."""
+    if ended_first:
+        assert end(client, "hal", "gym", GONE)["status"] == "done"
+    else:
+        posted = client.post("/api/memory/sessions/gym/turns", json={"turns": GONE}, headers=user("hal"))
+        assert posted.status_code == 200, posted.text
+    if how == "forget-all":
+        forget_all(other, "hal")
+    else:
+        set_opt_out(other, "hal", True)
+        set_opt_out(other, "hal", False)
+    assert sorted(user_values(raw_redis, key_prefix, "hal")) == []
+    posted = client.post("/api/memory/sessions/gym/turns", json={"turns": KEPT}, headers=user("hal"))
+    assert posted.status_code == 200 and posted.json()["journalLength"] == len(KEPT), posted.text
+    live = client.get("/api/memory/sessions/gym", headers=user("hal"))
+    assert live.status_code == 200 and [m["content"] for m in live.json()["messages"]] == [t["content"] for t in KEPT]
+    again = end(client, "hal", "gym", [])
+    assert (again["status"], again["turnsAccepted"], again.get("lastEnd")) == ("done", len(KEPT), None), again
+    [stored] = episodes(client, "hal")
+    assert stored["id"] == again["episodeId"] and KEPT_WORD in stored["summary"]
+    assert traces(raw_redis, key_prefix, "hal", GONE_NEEDLES) == []
+    assert coordinator.dreamer.wait()
+
+
+STAMP = 1_700_000_000_000  # every turn's time: the same digits in each journal entry
+
+
+def journal_entries(raw: redis.Redis, prefix: str, who: str, session: str) -> list[bytes]:
+    """The session's journal as Redis holds it (one JSON entry per turn)."""
+    entries: list[bytes] = raw.lrange(f"{prefix}:u:{{{who}}}:session:{session}:turns", 0, -1)
+    return entries
+
+
+def append(client: TestClient, who: str, session: str, *contents: str) -> Any:
+    turns = [{"role": "user", "content": c, "timestamp": STAMP} for c in contents]
+    return client.post(f"/api/memory/sessions/{session}/turns", json={"turns": turns}, headers=user(who))
+
+
+def entry_overhead(client: TestClient, raw: redis.Redis, prefix: str, who: str) -> int:
+    """The bytes of a journal entry besides its turn's ASCII content (one letter appended to a session
+    'probe', its entry read back from Redis)."""
+    probe = append(client, who, "probe", "x")
+    assert probe.status_code == 200, probe.text
+    return len(journal_entries(raw, prefix, who, "probe")[0]) - 1
+
+
+def fill_to_the_byte(
+    client: TestClient, raw: redis.Redis, prefix: str, who: str, cap: int, words: list[str], most: int
+) -> int:
+    """Append turns to session 'cap' (the i-th starting with ``words[i % len(words)]``, then letters, at
+    most ``most`` characters) until its journal holds exactly ``cap`` bytes, each append acknowledged;
+    returns how many. The last turn's length comes from the entries' own bytes, read back from Redis."""
+    letters = "abcdefghij" * 10_000
+    overhead = entry_overhead(client, raw, prefix, who)
+    turns = 0
+    while True:
+        room = cap - sum(len(e) for e in journal_entries(raw, prefix, who, "cap")) - overhead
+        text = f"{words[turns % len(words)]} {letters}"
+        turns += 1
+        if room <= most:
+            appended = append(client, who, "cap", text[:room])
+            assert appended.status_code == 200, appended.text
+            break
+        appended = append(client, who, "cap", text[: min(most, room - most // 2)])
+        assert appended.status_code == 200, appended.text
+    assert sum(len(e) for e in journal_entries(raw, prefix, who, "cap")) == cap
+    return turns
+
+
+def test_the_default_byte_cap_refuses_a_turn_one_byte_past_it(
+    client: TestClient, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """AGTOS_SESSION_MAX_BYTES at its default, 8 MiB (README): a session filled (HTTP appends of up
+    to 90,000 characters) to one byte less than a one-letter turn's entry below 8,388,608 bytes; that
+    turn would end one byte past the cap: a 413 naming it, nothing of it written. With the cap reached
+    exactly taken (the tests below), a cap off by one either way fails. Bugs caught: a byte past the
+    cap taken, another default, a refused append written or trimming older turns."""
+    cap = 8 * 1024 * 1024
+    held = cap - entry_overhead(client, raw_redis, key_prefix, "ivy")  # + a one-letter entry = cap + 1
+    turns = fill_to_the_byte(client, raw_redis, key_prefix, "ivy", held, ["first"], 90_000)
+    before = journal_entries(raw_redis, key_prefix, "ivy", "cap")
+    refused = append(client, "ivy", "cap", "y")
+    assert refused.status_code == 413, refused.text
+    assert refused.json()["message"] == (
+        f"session journal full: {held} bytes journalled, these turns would pass the cap of {cap} bytes per "
+        "session (AGTOS_SESSION_MAX_BYTES); end the session (POST …/end) and continue in a new one"
+    )
+    assert journal_entries(raw_redis, key_prefix, "ivy", "cap") == before and len(before) == turns
+
+
+def search_ids(client: TestClient, who: str, word: str) -> list[str]:
+    found = client.get("/api/memory/search", params={"q": word, "mode": "bm25"}, headers=user(who))
+    assert found.status_code == 200, found.text
+    return [r["id"] for r in found.json()["results"]]
+
+
+@pytest.mark.parametrize("mode", ["inline", "queue"])
+@pytest.mark.parametrize("cap", ["bytes", "turns"])
+def test_a_session_at_its_cap_ends_with_every_acknowledged_turn(
+    cap: str, mode: str, settings: Settings, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """A session filled to its cap exactly (AGTOS_SESSION_MAX_BYTES 6,000, or AGTOS_SESSION_MAX_TURNS 4),
+    one more turn refused (413), then ended, inline or through the queue's worker. Bugs caught: a turn
+    acknowledged and not in the episode (each turn's word found by search in it, turnsAccepted), the
+    refused turn in it, the end failing at the cap (5xx), or the cap not freed once the session ended."""
+    caps = {"session_max_bytes": 6_000} if cap == "bytes" else {"session_max_turns": 4}
+    words = ["quillon", "zephyrine", "marmalux", "obsidiana"]
+    coordinator = MemoryCoordinator(settings.with_overrides(ingest_mode=mode, ingest_worker=False, **caps))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            if cap == "bytes":
+                taken = fill_to_the_byte(client, raw_redis, key_prefix, "jo", 6_000, words, 2_000)
+            else:
+                taken = 4
+                for word in words:
+                    assert append(client, "jo", "cap", f"I keep the {word} notes in my desk.").status_code == 200
+            assert append(client, "jo", "cap", "I also keep the vorpalith notes.").status_code == 413
+            ended = client.post("/api/memory/sessions/cap/end", params={"wait": 0}, headers=user("jo"))
+            assert ended.status_code == 200, ended.text
+            body = ended.json()
+            assert (body["status"], body["turnsAccepted"]) == ("done" if mode == "inline" else "queued", taken)
+            if mode == "queue":
+                assert coordinator.ingest_worker().drain() == 1
+            assert [e["id"] for e in episodes(client, "jo")] == [body["episodeId"]]
+            for word in words[:taken]:
+                assert search_ids(client, "jo", word)[:1] == [body["episodeId"]], word
+            assert search_ids(client, "jo", "vorpalith") == []
+            assert journal_entries(raw_redis, key_prefix, "jo", "cap") == []
+            assert append(client, "jo", "cap", "A new stretch of the session.").status_code == 200
+    finally:
+        coordinator.close()
