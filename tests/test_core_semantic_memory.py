@@ -8,6 +8,7 @@ again. Expected values are literals (ids, texts, times, the documented history a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -405,18 +406,23 @@ def test_a_request_waits_a_remote_embedder_its_own_bound_and_queries_the_query_b
         assert server.requests == asked + 1
         written: list[np.ndarray | None] = []
         pending = PendingVectors(sem.connector, sem.keys)
-        remote.embed_then_write("memory", [("alice", "m-cat")], texts[:1], written.append)
+
+        def storing(record_id: str) -> Callable[[np.ndarray | None], None]:
+            """A write that stores the record, as every writer does (only a stored record is noted)."""
+            key = sem.keys.user("alice").record("memory", record_id)
+
+            def write(vectors: np.ndarray | None) -> None:
+                sem.connector.run(lambda r: r.set(key, "{}"))
+                written.append(vectors)
+
+            return write
+
+        remote.embed_then_write("memory", [("alice", "m-cat")], texts[:1], storing("m-cat"))
         assert written[0] is not None and np.allclose(written[0], expected[:1])
         assert pending.oldest("alice", 10) == []  # written with its vector: nothing waits
         server.hang()
         started = time.monotonic()
-        bees_key = sem.keys.user("alice").record("memory", "m-bees")
-
-        def write_bees(vectors: np.ndarray | None) -> None:  # the record stored, as the writers do
-            sem.connector.run(lambda r: r.set(bees_key, "{}"))
-            written.append(vectors)
-
-        remote.embed_then_write("memory", [("alice", "m-bees")], ["bees"], write_bees, 0.3)
+        remote.embed_then_write("memory", [("alice", "m-bees")], ["bees"], storing("m-bees"), 0.3)
         assert time.monotonic() - started < 0.3 + 2.0  # the request's wait, not the batch timeout (8 s)
         assert written[1] is None and [p.record_id for p in pending.oldest("alice", 10)] == ["m-bees"]
         for call, wait_s in (
