@@ -143,9 +143,10 @@ def _leading_offsets(text: str, count: int) -> list[tuple[int, int]]:
     return tokenizer.encode(text, add_special_tokens=False).offsets[:count]
 
 
-def focus(text: str, terms: AbstractSet[str], max_tokens: int, around: int = 0) -> str:
+def focus(text: str, terms: AbstractSet[str], max_tokens: int, around: int = 0, fill: bool = False) -> str:
     """A long ``text`` cut to ``max_tokens`` tokens by keeping its sentences that share most
-    query ``terms`` (in their order, ``…`` between), else the window around character ``around``."""
+    query ``terms`` (in their order, ``…`` between), else the window around character ``around``.
+    ``fill``: the tokens those sentences leave go to the sentences next to them (:func:`_fill`)."""
     if count_tokens(text) <= max_tokens:
         return text
     spans = [(m.start(), m.end()) for m in _SENTENCE.finditer(text)]
@@ -166,12 +167,33 @@ def focus(text: str, terms: AbstractSet[str], max_tokens: int, around: int = 0) 
         if len(_term_set(window) & terms) >= held:
             return window
         return clip(text, max_tokens, at)  # a long sentence (unpunctuated text): where its terms are
+    if fill:
+        picked = _fill(text, spans, picked, max_tokens - used)
     out = []
     for n, i in enumerate(sorted(picked)):
         if i > 0 and (n == 0 or sorted(picked)[n - 1] != i - 1):
             out.append("…")
         out.append(text[spans[i][0] : spans[i][1]].strip())
     return " ".join(out) + (" …" if sorted(picked)[-1] < len(spans) - 1 else "")
+
+
+def _fill(text: str, spans: Sequence[tuple[int, int]], picked: list[int], room: int) -> list[int]:
+    """``picked`` sentences and, after each picked one that introduces what follows (ends with a colon:
+    "Here are some hotels in Porto:"), the sentences that follow it while ``room`` tokens last: a long
+    reply's matched heading brings the list under it rather than standing alone."""
+    chosen = set(picked)
+    for p in sorted(picked):
+        if not text[spans[p][0] : spans[p][1]].rstrip().endswith(":"):
+            continue
+        for i in range(p + 1, len(spans)):
+            if i in chosen:
+                continue
+            cost = count_tokens(text[spans[i][0] : spans[i][1]]) + 1
+            if cost > room:
+                break
+            chosen.add(i)
+            room -= cost
+    return sorted(chosen)
 
 
 def _densest(text: str, start: int, end: int, terms: AbstractSet[str], width: int) -> tuple[int, int]:
@@ -219,7 +241,7 @@ def turn_items(
         matched = turn.position == hit.position
         body = annotate(turn.content, turn.dates)
         text = (
-            focus(body, terms, TURN_TOKENS, chunk_offset(turn, chunk))
+            focus(body, terms, TURN_TOKENS, chunk_offset(turn, chunk), fill=True)
             if matched
             else focus(body, terms, NEIGHBOUR_TOKENS)
         )

@@ -14,6 +14,10 @@ from agtos.tasks.text import STOPWORDS, words
 #: English, so "Ich wohne in Berlin und bin Vegetarier" found no fact and was dropped as a lookup
 ENGLISH_STOPWORD_SHARE = 0.15  # English sentences of 4+ words have more ("What time is it in Tokyo?": 4 of 6)
 KEPT_UNJUDGED = "another language: kept unjudged"
+#: a one-question session is a trivial lookup unless an answer in it is this long (words): a list of
+#: recommendations or steps is what users come back to ("which hotel did you suggest?"); lookups answer
+#: in a line or two (the dev set's longest: 24 words)
+LONG_ANSWER_WORDS = 80
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,11 @@ def judged_in_english(text: str) -> bool:
     return len(said) < 4 or sum(w in STOPWORDS for w in said) >= ENGLISH_STOPWORD_SHARE * len(said)
 
 
+def answered_at_length(turns: list[Turn]) -> bool:
+    """Whether an assistant turn of the session has :data:`LONG_ANSWER_WORDS` words or more."""
+    return any(t.role == "assistant" and len(words(t.content)) >= LONG_ANSWER_WORDS for t in turns)
+
+
 def score_importance(turns: list[Turn], found: Extraction) -> float:
     """0-1: corrections and preferences weigh most, then outcomes, facts and length."""
     people, names = _people_said(turns)
@@ -89,6 +98,6 @@ def decide_save(turns: list[Turn], found: Extraction, scored: bool = True) -> Sa
         return SaveDecision(False, EpisodeType.conversation, importance, "greeting or small talk only")
     if len(people) == 1 and not judged_in_english(people[0].text):
         return SaveDecision(True, EpisodeType.conversation, importance, KEPT_UNJUDGED)
-    if len(people) == 1:
+    if len(people) == 1 and not answered_at_length(turns):
         return SaveDecision(False, EpisodeType.conversation, importance, "single-turn trivial lookup")
     return SaveDecision(True, EpisodeType.conversation, importance, "conversation")
