@@ -79,6 +79,22 @@ def test_a_duplicate_post_merges_into_the_stored_memory(client: TestClient) -> N
     ]
 
 
+def test_a_near_duplicate_of_another_kind_is_a_memory_of_its_own(client: TestClient) -> None:
+    """README: the lint's rule "merges current memories of one kind", and a POST folds by that rule: a
+    preference whose words are a stored fact's (7 of 8 words, Jaccard 0.875 ≥ 0.85) is stored as a
+    preference, not folded into the fact; of the same kind it folds; the very same words are one record."""
+    fact = post(client, "alice", text="User flies with window seats on long flights", kind="fact").json()["memory"]
+    liked = post(client, "alice", text="User flies with window seats on the long flights", kind="preference")
+    assert liked.status_code == 201, liked.text
+    assert liked.json()["mergedInto"] is None and liked.json()["memory"]["kind"] == "preference"
+    again = post(client, "alice", text="User flies with window seats on all long flights", kind="fact")
+    assert again.status_code == 200 and again.json()["mergedInto"] == fact["id"]
+    same = post(client, "alice", text="user flies with window seats on long flights!", kind="preference")
+    assert same.status_code == 200 and same.json()["mergedInto"] == fact["id"]
+    kinds = client.get(MEMORIES, headers=user("alice")).json()["memories"]
+    assert sorted(m["kind"] for m in kinds) == ["fact", "preference"]
+
+
 def test_list_is_newest_first_paged_and_filtered_by_kind(client: TestClient) -> None:
     for text, kind, since in (
         ("User plays the cello", "fact", 1_600_000_000_000),

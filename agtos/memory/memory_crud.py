@@ -47,16 +47,18 @@ def get(rt: Services, user_id: str, mid: str) -> Memory:
     return Memory.model_validate_json(raw)
 
 
-def _near_duplicate(rt: Services, user_id: str, text: str) -> Memory | None:
-    """A stored current memory whose words are the new text's by the lint's rule (token-set
-    Jaccard ≥ ``AGTOS_MAINTENANCE_JACCARD``), the most similar first."""
+def _near_duplicate(rt: Services, user_id: str, text: str, kind: MemoryKind) -> Memory | None:
+    """A stored current memory of the same ``kind`` whose words are the new text's by the lint's rule
+    (token-set Jaccard ≥ ``AGTOS_MAINTENANCE_JACCARD``), the most similar first; the same words (the
+    same id) whatever its kind, as one statement is one record."""
     from agtos.tasks.pair_selection import jaccard, token_set  # DuckDB and Polars load on first use
 
     store = rt.semantic.store("memory")
-    ids = [memory_id(user_id, text)] + [d for d, _ in store.keyword_candidates(user_id, text, DUPLICATE_CANDIDATES)]
+    same = memory_id(user_id, text)
+    ids = [same] + [d for d, _ in store.keyword_candidates(user_id, text, DUPLICATE_CANDIDATES)]
     found = [Memory.model_validate_json(raw) for raw in store.get_many(user_id, ids).values()]
     words = token_set(text)
-    scored = [(jaccard(words, token_set(m.text)), m) for m in found if m.current]
+    scored = [(jaccard(words, token_set(m.text)), m) for m in found if m.current and (m.kind == kind or m.id == same)]
     threshold = rt.settings.maintenance.jaccardThreshold
     best = max(scored, key=lambda pair: pair[0], default=(0.0, None))
     return best[1] if best[0] >= threshold else None
@@ -73,7 +75,7 @@ def create(
 ) -> MemoryWrite:
     """Store a memory the user or agent states directly, or fold it into its near-duplicate."""
     sources = [source] if source else []
-    duplicate = _near_duplicate(rt, user_id, text)
+    duplicate = _near_duplicate(rt, user_id, text, kind)
     if duplicate is not None:
         merged = duplicate.model_copy(
             update={"source_episode_ids": list(dict.fromkeys(duplicate.source_episode_ids + sources))}
