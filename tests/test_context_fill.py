@@ -65,6 +65,7 @@ def test_the_items_fill_the_allowance_to_the_token() -> None:
     assert shown(focus(text, TERMS, exact, fill=True)) == ITEMS[:3]
     assert shown(focus(text, TERMS, exact - 1, fill=True)) == ITEMS[:2]
     assert shown(focus(text, TERMS, exact + cost[4], fill=True)) == ITEMS[:4]
+    assert shown(focus(text, TERMS, exact)) == []  # a neighbour's line (no fill): the heading alone
     for allowance in range(cost[0], sum(cost) - 1):
         line = focus(text, TERMS, allowance, fill=True)
         assert tokens(line.removesuffix(" …")) <= allowance, allowance
