@@ -37,11 +37,15 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def free_cluster_port() -> int:
-    """A free port whose cluster bus port (+10000) is free and valid too."""
+def free_cluster_port(taken: set[int] | None = None) -> int:
+    """A free port whose cluster bus port (+10000) is free and valid too, neither of them in ``taken``
+    (the ports and bus ports of the nodes chosen before, not bound yet: a node's port equal to an
+    earlier node's bus port made that node fail to start, rarely)."""
+    taken = taken if taken is not None else set()
     for _ in range(200):
         port = random.randint(20_000, 50_000)
-        if _port_free(port) and _port_free(port + 10_000):
+        if {port, port + 10_000}.isdisjoint(taken) and _port_free(port) and _port_free(port + 10_000):
+            taken.update((port, port + 10_000))
             return port
     raise RuntimeError("no free port pair for a cluster node")
 
@@ -113,8 +117,9 @@ class RedisClusterProcesses:
 
     def __init__(self, data_dir: Path, masters: int = 3) -> None:
         cluster_args = ("--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
+        taken: set[int] = set()
         self.nodes = [
-            RedisProcess(data_dir / f"node{i}", extra_args=cluster_args, port=free_cluster_port())
+            RedisProcess(data_dir / f"node{i}", extra_args=cluster_args, port=free_cluster_port(taken))
             for i in range(masters)
         ]
 
