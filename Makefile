@@ -19,8 +19,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/agtos serve
 
+# the suite on every core, at most 4 workers (TEST_WORKERS=0: one process); a file's tests stay in one
+# worker, so its module fixtures (servers, Prefect workers) start once
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 
 # the property tests (state machines, API fuzzing) under the long, random Hypothesis profile
 fuzz: $(STAMP)

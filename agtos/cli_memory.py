@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ from agtos.config import Settings
 if TYPE_CHECKING:
     from agtos.memory.coordinator import MemoryCoordinator
 
-console = Console()
+console = Console(soft_wrap=True)  # a path or message is never broken by an inserted newline
 
 
 @contextmanager
@@ -215,11 +216,14 @@ def ingest_file(
         try:
             sessions.append(ConversationSession.model_validate_json(line))
         except ValidationError as exc:
-            console.print(f"[red]{path}:{number}: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}[/red]")
+            first = exc.errors()[0]
+            message = f"{path}:{number}: {first['msg']} at {first['loc']}"
+            console.print(f"[red]{escape(message)}[/red]")
             raise typer.Exit(2) from exc
-    repeated = sorted({s.id for s in sessions if [t.id for t in sessions].count(s.id) > 1})
+    repeated = sorted(sid for sid, n in Counter(s.id for s in sessions).items() if n > 1)
     if repeated:
-        console.print(f"[red]{path}: session ids repeat: {', '.join(repeated[:5])}[/red]")
+        message = f"{path}: session ids repeat: {', '.join(repeated[:5])}"
+        console.print(f"[red]{escape(message)}[/red]")
         raise typer.Exit(2)
     chunks = [sessions[i : i + batch] for i in range(0, len(sessions), batch)]
     results: list[ConversationsOut] = []

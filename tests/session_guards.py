@@ -48,9 +48,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-if "PREFECT_HOME" not in os.environ:
+# An xdist worker inherits the controller's environment: a home this run made (marked by OWN_HOME) is the
+# controller's, and each worker takes its own (two ephemeral Prefect servers on one SQLite file would contend).
+OWN_HOME = "AGTOS_TEST_PREFECT_HOME"
+_inherited = os.environ.get(OWN_HOME)
+if "PREFECT_HOME" not in os.environ or (
+    _inherited and _inherited == os.environ["PREFECT_HOME"] and os.environ.get("PYTEST_XDIST_WORKER")
+):
     _remove_orphaned_homes()
     os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"{PREFECT_HOME_PREFIX}{os.getpid()}-")
+    os.environ[OWN_HOME] = os.environ["PREFECT_HOME"]
     atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
 
 

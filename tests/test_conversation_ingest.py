@@ -210,6 +210,23 @@ def test_cli_ingests_a_jsonl_log_idempotently(cli_env: None, tmp_path: Path, cli
     assert client.get("/api/memory/episodes", headers=user("cli2")).json()["count"] == 0
 
 
+def test_cli_names_a_long_or_bracketed_path_and_its_line_whole(cli_env: None, tmp_path: Path) -> None:
+    """The refusal's ``path:line`` is one unbroken string an operator can copy: not wrapped at the terminal's 80
+    columns, and a ``[…]`` in a directory name is printed, not read as console markup."""
+    folder = tmp_path / "[red] exported chats" / ("d" * 90)
+    folder.mkdir(parents=True)
+    bad = folder / "bad.jsonl"
+    bad.write_text(json.dumps(SESSIONS[0]) + "\n" + json.dumps({"id": "x", "turns": []}) + "\n", encoding="utf-8")
+    refused = CliRunner().invoke(cli_app, ["memory", "ingest", str(bad), "--user", "cli3"])
+    assert refused.exit_code == 2
+    assert f"{bad}:2: List should have at least 1 item" in refused.output
+    twice = folder / "twice.jsonl"
+    twice.write_text("\n".join(json.dumps(s) for s in [SESSIONS[0], SESSIONS[0]]) + "\n", encoding="utf-8")
+    repeated = CliRunner().invoke(cli_app, ["memory", "ingest", str(twice), "--user", "cli3"])
+    assert repeated.exit_code == 2
+    assert f"{twice}: session ids repeat: {SESSIONS[0]['id']}" in repeated.output
+
+
 def test_cli_sends_the_log_to_a_running_api(cli_env: None, tmp_path: Path, client: TestClient) -> None:
     """``--url``: the same sessions through POST /api/memory/conversations of a live server (the client)."""
     log = tmp_path / "chat.jsonl"
