@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,11 @@ BLOCK_S = 0.5
 #: queued session ends a worker takes at once: one NER pipe and one embedding call for them (8 -> 32: the
 #: model runs larger length buckets and the queue path's CPU per turn fell ~4 %, docs/measurements.md)
 BATCH_JOBS = 32
+#: turn text (characters) one ingestion run takes at most, as far as whole jobs allow: an end that holds
+#: more runs alone, after the batch's others, so a large session (its end costs about its text's
+#: embedding: 90 KB ~50 s on 2 cores at load 8, docs/measurements.md) does not hold the smaller ends
+#: read with it (issue 15); 32 ends of 2 KB still run together
+RUN_MAX_CHARS = 64 * 1024
 YIELD_POLL_S = 0.02  # how often a yielding worker looks at the requests in flight
 
 
@@ -100,6 +105,38 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
         emit(event)
     forgotten |= unmark_forgotten(rt, kept)
     return [forgotten_draft(d) if d.episode.id in forgotten else d for d in drafts]
+
+
+def job_chars(job: SessionJob) -> int:
+    """The characters of turn text a job brings (what its ingestion's cost grows with)."""
+    return sum(len(turn.content) for turn in job.turns)
+
+
+def job_runs(jobs: Sequence[SessionJob], max_chars: int | None = None) -> list[list[int]]:
+    """The ingestion runs of a batch of jobs read together, as positions in ``jobs``: consecutive jobs
+    up to ``max_chars`` (:data:`RUN_MAX_CHARS`) of turn text per run. A job past it, and every later
+    job of its user (a user's ends keep their order), is deferred after the others; a job past it
+    runs alone."""
+    limit = RUN_MAX_CHARS if max_chars is None else max_chars
+    sizes = [job_chars(job) for job in jobs]
+    deferred: set[str] = set()
+    first: list[int] = []
+    later: list[int] = []
+    for at, job in enumerate(jobs):
+        if job.user_id in deferred or sizes[at] > limit:
+            deferred.add(job.user_id)
+            later.append(at)
+        else:
+            first.append(at)
+    runs: list[list[int]] = []
+    held = 0
+    for at in first + later:
+        if not runs or held + sizes[at] > limit:
+            runs.append([])
+            held = 0
+        runs[-1].append(at)
+        held += sizes[at]
+    return runs
 
 
 def unmark_forgotten(rt: Services, kept: list[tuple[SessionJob, EpisodeDraft]]) -> set[str]:
@@ -173,6 +210,7 @@ class IngestWorker:
         handle: Callable[[SessionJob], object],
         *,
         handle_many: Callable[[list[SessionJob]], object] | None = None,
+        plan: Callable[[list[SessionJob]], list[list[int]]] | None = None,
         batch: int = BATCH_JOBS,
         max_attempts: int = 5,
         retry_delay_s: float = 5.0,
@@ -183,6 +221,7 @@ class IngestWorker:
         self.queue = queue
         self.handle = handle
         self.handle_many = handle_many
+        self.plan = plan
         self.batch = max(1, batch) if handle_many is not None else 1
         self.max_attempts = max(1, max_attempts)
         self.retry_delay_ms = int(retry_delay_s * 1000)
@@ -251,14 +290,23 @@ class IngestWorker:
         self.queue.ack(entry.id, time.monotonic() - started)
 
     def _process_many(self, entries: list[QueueEntry]) -> None:
-        """First deliveries read together: one ``handle_many`` call, then one ack each (the batch's
-        time shared out); on failure each entry goes through :meth:`_process` alone."""
+        """First deliveries read together: each run of them (``plan``; else one) through one
+        ``handle_many`` call, then one ack each, its run's time shared out: a run's ends are done
+        (and a client waiting for one answered) before the next run starts."""
         jobs: list[tuple[QueueEntry, SessionJob]] = []
         for entry in entries:
             try:
                 jobs.append((entry, entry_job(entry)))
             except ValidationError as exc:
                 self.queue.dead_letter(entry, f"unreadable job: {exc.error_count()} validation errors")
+        runs = self.plan([job for _, job in jobs]) if self.plan is not None and jobs else [list(range(len(jobs)))]
+        for run in runs:
+            self._beat()  # runs of a batch may take minutes: the worker stays alive in /health
+            self._process_run([jobs[at] for at in run])
+
+    def _process_run(self, jobs: list[tuple[QueueEntry, SessionJob]]) -> None:
+        """One ``handle_many`` call, then one ack each (the run's time shared out); on failure each
+        entry goes through :meth:`_process` alone."""
         if not jobs:
             return
         assert self.handle_many is not None

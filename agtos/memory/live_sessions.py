@@ -14,7 +14,14 @@ from typing import Any, Protocol
 
 from agtos.memory.episodic import segment_key
 from agtos.memory.health_checks import ingest_queue_check
-from agtos.memory.ingest_worker import IngestWorker, SessionJob, forgotten_draft, ingest_session, ingest_sessions
+from agtos.memory.ingest_worker import (
+    IngestWorker,
+    SessionJob,
+    forgotten_draft,
+    ingest_session,
+    ingest_sessions,
+    job_runs,
+)
 from agtos.memory.ingestion_pipeline import FORGOTTEN_WHILE_STORED
 from agtos.memory.services import Services
 from agtos.memory.session_ends import LastEnd, SessionEnds
@@ -350,6 +357,7 @@ class LiveSessions:
             self.ingest_queue,
             self.ingest_job,
             handle_many=self.ingest_jobs,
+            plan=job_runs,
             max_attempts=s.ingest_max_attempts,
             retry_delay_s=s.ingest_retry_delay_s,
             claim_idle_s=s.ingest_claim_idle_s,
