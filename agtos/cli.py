@@ -8,6 +8,7 @@ import typer
 
 from agtos.cli_keys import auth_is_on, is_loopback, keys_app
 from agtos.cli_memory import register as register_memory_commands
+from agtos.cli_reindex import reindex_command
 from agtos.cli_worker import IngestModeOption, serve_ingest_env, shared_embedded_redis
 from agtos.cli_worker import register as register_worker_command
 from agtos.cli_worker_process import WorkerLayout, cleanup_on_sigterm, worker_child, worker_layout
@@ -122,6 +123,7 @@ def warn_insecure(host: str) -> None:
 
 register_memory_commands(memory_app)
 register_worker_command(app)
+app.command("reindex")(reindex_command)
 
 
 @memory_app.command("export")

@@ -63,7 +63,8 @@ class EntityGraph:
                     dim = self.semantic.embedder.dim
                 except EmbeddingError:
                     return None
-                self._vectors = VectorIndex(self.connector, self.keys, "entity", dim)
+                identity = self.semantic.embedder_identity
+                self._vectors = VectorIndex(self.connector, self.keys, "entity", dim, identity=identity)
             return self._vectors
 
     def embed_names(self, names: Sequence[str], wait_s: float | None = None) -> dict[str, np.ndarray]:

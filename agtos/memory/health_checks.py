@@ -12,6 +12,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from agtos.config import LLM_SLOT_NAMES
+from agtos.memory.reindex import stale_line
 from agtos.providers.embedding_base import CircuitBreaker, EmbeddingTimeout
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas.records import now_ms
@@ -51,6 +52,8 @@ def health(rt: Services) -> dict[str, Any]:
     if not embedder_ok:
         semantic["degradedTo"] = "keyword search (embedder unavailable)"
         semantic["error"] = embedder_problem
+    elif redis_info["available"] and (stale := _stale_vectors(rt)):
+        semantic["staleVectors"] = stale
     tiers = {
         "working": {"available": True, "sessions": len(rt.working.active_sessions())},
         "episodic": {"available": redis_info["available"], "redis": redis_info},
@@ -124,6 +127,14 @@ def _pending_vectors(rt: Services) -> int | None:
     """Records stored for keyword search only, waiting for their vectors (None: Redis did not answer)."""
     try:
         return PendingVectors(rt.connector, rt.keys).count()
+    except StorageUnavailable:
+        return None
+
+
+def _stale_vectors(rt: Services) -> str | None:
+    """Users whose vectors another embedder made (:func:`agtos.memory.reindex.stale_line`)."""
+    try:
+        return stale_line(rt)
     except StorageUnavailable:
         return None
 

@@ -39,6 +39,7 @@ from agtos.storage.semantic_store import (
 )
 from agtos.storage.turns import TURN_NAMESPACE, TurnStore, parse_turn_doc_id
 from agtos.storage.vector_index import VectorIndex
+from agtos.storage.vector_spaces import embedder_identity
 from agtos.tasks.ranking import fuse_expansions
 from agtos.tasks.text import episode_text
 
@@ -142,6 +143,10 @@ class SemanticMemory:
                         raise EmbeddingError(f"embedder unavailable: {exc}") from exc
         return self._embedder
 
+    def embedder_identity(self) -> str | None:
+        """``provider:model`` of the embedder (the space of the vectors it makes), None while unavailable."""
+        return embedder_identity(self.embedder) if self.embedder_available() else None
+
     def embedder_available(self) -> bool:
         try:
             self.embedder  # noqa: B018 - property access loads it
@@ -200,6 +205,7 @@ class SemanticMemory:
                         expansion_search=self.hnsw_ef_search,
                         build_threads=self.hnsw_build_threads,
                         storage_dtype="f2" if namespace == TURN_NAMESPACE else "f4",  # benchmarks/turn_storage.py
+                        identity=self.embedder_identity,
                     )
                     bm25 = BM25Index(self.connector, self.keys, namespace)
                     self._stores[namespace] = (

@@ -128,13 +128,22 @@ class RediSearchVectors:
 
     def knn(self, name: str, doc_prefix: str, unit: np.ndarray, limit: int) -> list[tuple[str, float]]:
         """``(doc_id, cosine similarity)`` best first."""
-        query = [
-            "FT.SEARCH", name, f"*=>[KNN {int(limit)} @{FIELD} $vec AS dist]",
-            "PARAMS", "2", "vec", unit.astype("<f4").tobytes(), "SORTBY", "dist",
-            "RETURN", "1", "dist", "LIMIT", "0", str(int(limit)), "DIALECT", "2",
-        ]  # fmt: skip
-        reply = self.connector.run(lambda r: r.execute_command(*query))
-        return [(key[len(doc_prefix) :], 1.0 - dist) for key, dist in _search_rows(reply)]
+        reply = self.connector.run(lambda r: r.execute_command(*knn_command(name, unit, limit)))
+        return knn_hits(doc_prefix, reply)
+
+
+def knn_command(name: str, unit: np.ndarray, limit: int) -> list[Any]:
+    """The FT.SEARCH of the ``limit`` nearest documents of index ``name`` (for a pipeline)."""
+    return [
+        "FT.SEARCH", name, f"*=>[KNN {int(limit)} @{FIELD} $vec AS dist]",
+        "PARAMS", "2", "vec", unit.astype("<f4").tobytes(), "SORTBY", "dist",
+        "RETURN", "1", "dist", "LIMIT", "0", str(int(limit)), "DIALECT", "2",
+    ]  # fmt: skip
+
+
+def knn_hits(doc_prefix: str, reply: Any) -> list[tuple[str, float]]:
+    """``(doc_id, cosine similarity)`` of a :func:`knn_command` reply, best first."""
+    return [(key[len(doc_prefix) :], 1.0 - dist) for key, dist in _search_rows(reply)]
 
 
 def _search_rows(reply: Any) -> list[tuple[str, float]]:

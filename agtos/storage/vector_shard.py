@@ -50,6 +50,7 @@ class LocalShard:
     loaded: bool = False
     epoch: bytes | None = None  # the Redis index life this mirror belongs to
     version: int = 0  # the Redis write version this mirror reflects
+    space: str | None = None  # the embedder space of its vectors (agtos.storage.vector_spaces; None: empty)
     generation: int = 0  # bumped on reset; stale background builds are discarded
     rows: dict[str, int] = field(default_factory=dict)
     ids: list[str | None] = field(default_factory=list)

@@ -28,6 +28,11 @@ class SemanticTierOut(ApiModel):
     pending_vectors: int | None = Field(
         None, description="records stored for keyword search only while the embedder failed, waiting for vectors"
     )
+    stale_vectors: str | None = Field(
+        None,
+        description="users whose vectors another embedder made (keyword search only for those records): "
+        "run `agtos reindex`",
+    )
 
 
 class TiersOut(ApiModel):

@@ -1,0 +1,133 @@
+"""``agtos reindex``: vectors of the current embedder for records whose vectors another one made.
+
+After ``AGTOS_EMBEDDING_PROVIDER``/``_MODEL`` change, a user's vector indexes still hold the old
+embedder's vectors (their *space*, :mod:`agtos.storage.vector_spaces`): searches skip them (keyword
+search finds those records) and the first write of new vectors drops them. A reindex switches each
+stale index to the current space, then embeds every record of the user that has no vector (episodes
+with the units of their stored turns, memories, conclusions), ``BATCH`` records a round, through
+:func:`agtos.memory.vector_repair.fill_user` (as vectors missed while the embedder was down): bounded
+memory, idempotent (records with a vector are skipped) and resumable (an index keeps its ``reindex``
+note until all its user's records are done). ``/health`` names the users still waiting
+(:func:`stale_line`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import TYPE_CHECKING
+
+from agtos.memory.vector_repair import fill_user
+from agtos.schemas.records import now_ms
+from agtos.storage.pending_vectors import PendingVectors
+from agtos.storage.vector_spaces import IndexSpace, describe, index_spaces
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
+
+RECORD_NAMESPACES = ("episode", "memory", "conclusion")  # embedded from their texts (turns with episodes)
+INDEX_NAMESPACES = (*RECORD_NAMESPACES, "turn")
+BATCH = 128  # records noted and embedded a round
+STALE_TTL_S = 15.0  # /health reuses a count this long
+
+
+@dataclass
+class ReindexReport:
+    """What a reindex did: users done, indexes whose old vectors were dropped, records given vectors,
+    records gone meanwhile, and why it stopped early (None: it did not)."""
+
+    users: int = 0
+    switched: int = 0
+    embedded: int = 0
+    skipped: int = 0
+    error: str | None = None
+
+
+def stale_indexes(rt: Services, users: list[str] | None = None) -> list[IndexSpace]:
+    """The users' indexes (every user's by default) that hold another embedder's vectors or whose
+    records still wait for a reindex; empty while the embedder is unavailable (no current space)."""
+    indexes = {ns: rt.semantic.store(ns).vectors for ns in INDEX_NAMESPACES}
+    current = {ns: index.space for ns, index in indexes.items()}
+    if None in current.values():
+        return []
+    legacy = {ns: index.legacy_space() for ns, index in indexes.items()}
+    found = index_spaces(
+        rt.connector, rt.keys, users if users is not None else rt.users.known(), INDEX_NAMESPACES, legacy
+    )
+    return [i for i in found if i.reindex is not None or i.space != current[i.namespace]]
+
+
+def stale_line(rt: Services) -> str | None:
+    """``/health``'s line on users whose vectors another embedder made (None: there are none),
+    recounted at most every ``STALE_TTL_S`` seconds."""
+    with _CACHE_LOCK:
+        cached = _CACHE.get(id(rt))
+        if cached is not None and time.monotonic() - cached[0] < STALE_TTL_S:
+            return cached[1]
+    line = describe_stale(stale_indexes(rt))
+    with _CACHE_LOCK:
+        _CACHE[id(rt)] = (time.monotonic(), line)
+    return line
+
+
+def describe_stale(stale: list[IndexSpace]) -> str | None:
+    """``vectors of 2 users made by ollama:a (384-d): run `agtos reindex``` (None for none)."""
+    if not stale:
+        return None
+    users = len({i.user_id for i in stale})
+    makers = ", ".join(describe(space) for space in sorted({i.reindex or i.space or "?" for i in stale}))
+    return f"vectors of {users} user{'s' if users != 1 else ''} made by {makers}: run `agtos reindex`"
+
+
+_CACHE: dict[int, tuple[float, str | None]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def reindex(rt: Services, stale: list[IndexSpace], on_user: Callable[[str], None] | None = None) -> ReindexReport:
+    """Reindex the users of the ``stale`` indexes (:func:`stale_indexes`), ``on_user(user)`` as each
+    starts. Stops at the first embedder failure (``error``): a later run goes on from there."""
+    report = ReindexReport()
+    waiting: dict[str, list[str]] = {}
+    for index in stale:
+        waiting.setdefault(index.user_id, []).append(index.namespace)
+    for user_id, namespaces in waiting.items():
+        if on_user is not None:
+            on_user(user_id)
+        if not reindex_user(rt, user_id, namespaces, report):
+            break
+        report.users += 1
+    return report
+
+
+def reindex_user(rt: Services, user_id: str, namespaces: list[str], report: ReindexReport) -> bool:
+    """One user's reindex: the stale ``namespaces`` switched to the current space, then every record
+    without a vector embedded (``BATCH`` a round); True when all were done (their ``reindex`` notes
+    cleared), False when the embedder failed (``report.error``)."""
+    if rt.privacy.is_opted_out(user_id, fresh=True):
+        return True  # nothing of an opted-out user is written (their indexes stay as they are)
+    semantic, pending = rt.semantic, PendingVectors(rt.connector, rt.keys)
+    report.switched += sum(semantic.store(ns).vectors.switch(user_id) for ns in namespaces)
+    for ns in RECORD_NAMESPACES:
+        store = semantic.store(ns)
+        for ids in _batches(store.bm25.ids(user_id), BATCH):
+            missing = store.vectors.missing(user_id, ids)
+            if not missing:
+                continue
+            pending.add_of_users(ns, [(user_id, doc_id) for doc_id in missing], now_ms(), stored=True)
+            filled = fill_user(rt, user_id, len(missing))
+            report.embedded += filled.filled
+            report.skipped += filled.skipped
+            if filled.error:
+                report.error = filled.error
+                return False
+    for ns in namespaces:
+        semantic.store(ns).vectors.reindex_done(user_id)
+    return True
+
+
+def _batches(ids: Iterator[str], size: int) -> Iterator[list[str]]:
+    while batch := list(islice(ids, size)):
+        yield batch
