@@ -6,11 +6,14 @@ ends at once; they used to go through one ingestion run, so every end read with 
 its embedding. Now a batch's ends run in runs of at most ``RUN_MAX_CHARS`` characters of turn text, a
 larger end alone after the others (and a user's later ends after it, in their order). Driven over HTTP
 in queue mode with a recording stand-in embedder; the cap is lowered so the large end is small.
+A worker holds the entries it works on, so a job longer than ``AGTOS_INGEST_CLAIM_IDLE_S`` is not
+taken over (and run again) by another worker as a dead consumer's.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,9 +24,12 @@ from fastapi.testclient import TestClient
 from agtos.config import Settings
 from agtos.memory import ingest_worker
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.memory.ingest_worker import SessionJob, job_runs
+from agtos.memory.ingest_worker import IngestWorker, SessionJob, job_runs
 from agtos.schemas import Role, Turn
 from agtos.serving.app import create_app
+from agtos.storage.ingest_queue import IngestQueue
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
 from tests.helpers import user
 
 DIM = 384
@@ -124,3 +130,29 @@ def test_a_large_end_runs_after_the_small_ends_read_with_it(
     assert len(windows) == len(set(windows)) > 1
     for who, word in (("ann", "quokkafinale"), ("bob", "smallbob"), ("ann", "smallann")):
         assert search(http, who, word), (who, word)
+
+
+def test_a_long_job_is_not_taken_over_by_another_worker(settings: Settings) -> None:
+    """Two workers on one queue; the first's job outlasts the claim idle time (1 s) three times while
+    the other looks for stale entries every 50 ms: the job runs once, is done, nothing dead-lettered."""
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    queue = IngestQueue(connector, GlobalKeys(settings.key_prefix))
+    entry_id, _ = queue.enqueue(job("ann", 10).model_dump_json().encode())
+    ran: list[str] = []
+    other = IngestWorker(queue, lambda _: ran.append("other"), claim_idle_s=1.0, consumer="other")
+
+    def long_job(_: SessionJob) -> None:
+        ran.append("first")
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            other.run_once(block=False)
+            time.sleep(0.05)
+
+    first = IngestWorker(queue, long_job, claim_idle_s=1.0, consumer="first")
+    try:
+        assert first.run_once(block=False) == 1
+        assert ran == ["first"]
+        assert not queue.contains(entry_id)
+        assert queue.dead_letters() == []
+    finally:
+        connector.close()

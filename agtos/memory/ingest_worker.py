@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -278,7 +278,8 @@ class IngestWorker:
             return
         started = time.monotonic()
         try:
-            self.handle(job)
+            with self._holding([entry.id]):
+                self.handle(job)
         except Exception as exc:
             log.warning("ingest job %s (attempt %d) failed: %s", entry.id, entry.deliveries, exc, exc_info=True)
             error = f"{type(exc).__name__}: {exc}"
@@ -312,7 +313,8 @@ class IngestWorker:
         assert self.handle_many is not None
         started = time.monotonic()
         try:
-            self.handle_many([job for _, job in jobs])
+            with self._holding([entry.id for entry, _ in jobs]):
+                self.handle_many([job for _, job in jobs])
         except Exception as exc:
             log.warning("batch of %d ingest jobs failed (%s); running them one at a time", len(jobs), exc)
             for entry, _ in jobs:
@@ -321,6 +323,29 @@ class IngestWorker:
         share = (time.monotonic() - started) / len(jobs)
         for entry, _ in jobs:
             self.queue.ack(entry.id, share)
+
+    @contextlib.contextmanager
+    def _holding(self, entry_ids: list[str]) -> Iterator[None]:
+        """While the block runs (a large session's end takes minutes), hold its entries every third of
+        ``claim_idle_s`` and beat: no other worker claims them as a dead consumer's and runs them again
+        (each such claim also counted a delivery, towards the dead-letter stream)."""
+        done = threading.Event()
+
+        def keep() -> None:
+            while not done.wait(self.claim_idle_ms / 3000):
+                try:
+                    self.queue.hold(self.consumer, entry_ids)
+                    self._beat()
+                except Exception as exc:  # Redis away: the job goes on; a stale claim is the fallback
+                    log.warning("ingest worker could not hold its entries: %s", exc)
+
+        keeper = threading.Thread(target=keep, name="ingest-hold", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            done.set()
+            keeper.join()
 
     def _yield(self) -> float:
         """Wait while requests are in flight, at most the cap (0: never); returns seconds waited (0: none)."""

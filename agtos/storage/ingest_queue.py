@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.typing import EncodableT, FieldT
+from redis.typing import EncodableT, FieldT, StreamIdT
 
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector, as_text
@@ -130,6 +130,14 @@ class IngestQueue:
             stats.execute()
 
         self.connector.run(op)
+
+    def hold(self, consumer: str, entry_ids: list[str]) -> None:
+        """``consumer`` is still working on these entries: their idle time starts again (``XCLAIM`` …
+        ``JUSTID``, no delivery counted), so no other worker takes them over as stale while a long job
+        runs. An entry acked or dropped meanwhile is left as it is."""
+        ids: list[StreamIdT] = list(entry_ids)
+        if ids:
+            self.connector.run(lambda r: r.xclaim(self.stream, GROUP, consumer, 0, ids, justid=True))
 
     def retry_later(self, entry_id: str, consumer: str, delay_ms: int, claim_idle_ms: int, error: str) -> None:
         """Hand a failed entry back: it becomes claimable (by any worker) after ``delay_ms``.
