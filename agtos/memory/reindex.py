@@ -13,9 +13,13 @@ note until all its user's records are done). ``/health`` names the users still w
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -32,6 +36,7 @@ RECORD_NAMESPACES = ("episode", "memory", "conclusion")  # embedded from their t
 INDEX_NAMESPACES = (*RECORD_NAMESPACES, "turn")
 BATCH = 128  # records noted and embedded a round
 STALE_TTL_S = 15.0  # /health reuses a count this long
+STALE_FIRST_WAIT_S = 1.0  # the longest /health waits for a process's first count
 
 
 @dataclass
@@ -60,17 +65,45 @@ def stale_indexes(rt: Services, users: list[str] | None = None) -> list[IndexSpa
     return [i for i in found if i.reindex is not None or i.space != current[i.namespace]]
 
 
-def stale_line(rt: Services) -> str | None:
-    """``/health``'s line on users whose vectors another embedder made (None: there are none),
-    recounted at most every ``STALE_TTL_S`` seconds."""
-    with _CACHE_LOCK:
-        cached = _CACHE.get(id(rt))
-        if cached is not None and time.monotonic() - cached[0] < STALE_TTL_S:
-            return cached[1]
-    line = describe_stale(stale_indexes(rt))
-    with _CACHE_LOCK:
-        _CACHE[id(rt)] = (time.monotonic(), line)
-    return line
+@dataclass
+class _StaleCount:
+    """One process's last count for ``/health`` and the recount in flight."""
+
+    at: float = float("-inf")
+    line: str | None = None
+    counted: bool = False
+    running: Future[str | None] | None = None
+
+
+def stale_line(rt: Services, first_wait_s: float = STALE_FIRST_WAIT_S) -> str | None:
+    """``/health``'s line on users whose vectors another embedder made (None: there are none). The
+    count (a walk of every user's index metas) runs in a worker thread at most every ``STALE_TTL_S``
+    seconds; a caller gets the last count at once, only the first one waits (``first_wait_s`` at most)."""
+    with _STALE_LOCK:
+        count = _STALE.setdefault(rt, _StaleCount())
+        if time.monotonic() - count.at >= STALE_TTL_S and count.running is None:
+            count.running = _COUNTS.submit(_recount, rt, count)
+        running, counted = count.running, count.counted
+    if running is not None and not counted:
+        with contextlib.suppress(FutureTimeout):  # the count goes on; this caller gets none yet
+            running.result(timeout=first_wait_s)
+    return count.line
+
+
+def _recount(rt: Services, count: _StaleCount) -> str | None:
+    try:
+        line = describe_stale(stale_indexes(rt))
+        with _STALE_LOCK:
+            count.at, count.line, count.counted = time.monotonic(), line, True
+        return line
+    finally:
+        with _STALE_LOCK:
+            count.running = None
+
+
+_STALE: weakref.WeakKeyDictionary[Services, _StaleCount] = weakref.WeakKeyDictionary()
+_STALE_LOCK = threading.Lock()
+_COUNTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stale-vectors")
 
 
 def describe_stale(stale: list[IndexSpace]) -> str | None:
@@ -80,10 +113,6 @@ def describe_stale(stale: list[IndexSpace]) -> str | None:
     users = len({i.user_id for i in stale})
     makers = ", ".join(describe(space) for space in sorted({i.reindex or i.space or "?" for i in stale}))
     return f"vectors of {users} user{'s' if users != 1 else ''} made by {makers}: run `agtos reindex`"
-
-
-_CACHE: dict[int, tuple[float, str | None]] = {}
-_CACHE_LOCK = threading.Lock()
 
 
 def reindex(rt: Services, stale: list[IndexSpace], on_user: Callable[[str], None] | None = None) -> ReindexReport:
