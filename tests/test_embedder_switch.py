@@ -286,6 +286,21 @@ def test_an_interrupted_reindex_goes_on_where_it_stopped(
     assert "staleVectors" not in semantic_tier(api)
 
 
+def test_a_reindex_stopped_between_an_episode_and_its_turns_does_the_turns(
+    serve: Callable[[str], TestClient], cli: Callable[..., Any], settings: Settings, raw_redis: redis.Redis
+) -> None:
+    remember(serve("mini-a"), topics={"garden": TOPICS["garden"]})
+    assert cli("wide", "reindex").exit_code == 0
+    [turns] = raw_redis.keys(f"{settings.key_prefix}:*:turn:_idx:vec:data")
+    [meta] = raw_redis.keys(f"{settings.key_prefix}:*:turn:_idx:vec:meta")
+    units = sorted(raw_redis.hkeys(turns))
+    assert len(units) == 2  # the user's turn and the assistant's
+    raw_redis.hdel(turns, units[0])  # as a reindex stopped after the episode's vector left it
+    raw_redis.hset(meta, "reindex", "ollama:mini-a|384")
+    assert cli("wide", "reindex").exit_code == 0
+    assert sorted(raw_redis.hkeys(turns)) == units
+
+
 def test_vectors_written_before_spaces_were_recorded_stay_searchable(
     serve: Callable[[str], TestClient], settings: Settings, raw_redis: redis.Redis
 ) -> None:

@@ -26,8 +26,11 @@ from typing import TYPE_CHECKING
 
 from agtos.memory.vector_repair import fill_user
 from agtos.schemas.records import now_ms
+from agtos.storage.keys import RECORD_ID_PATTERN
 from agtos.storage.pending_vectors import PendingVectors
+from agtos.storage.turns import turn_doc_id
 from agtos.storage.vector_spaces import IndexSpace, describe, index_spaces
+from agtos.tasks.verbatim_turns import turn_units
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -143,6 +146,8 @@ def reindex_user(rt: Services, user_id: str, namespaces: list[str], report: Rein
         store = semantic.store(ns)
         for ids in _batches(store.bm25.ids(user_id), BATCH):
             missing = store.vectors.missing(user_id, ids)
+            if ns == "episode":
+                missing += _lacking_turns(rt, user_id, [i for i in ids if i not in missing])
             if not missing:
                 continue
             pending.add_of_users(ns, [(user_id, doc_id) for doc_id in missing], now_ms(), stored=True)
@@ -155,6 +160,18 @@ def reindex_user(rt: Services, user_id: str, namespaces: list[str], report: Rein
     for ns in namespaces:
         semantic.store(ns).vectors.reindex_done(user_id)
     return True
+
+
+def _lacking_turns(rt: Services, user_id: str, episode_ids: list[str]) -> list[str]:
+    """The episodes among ``episode_ids`` a unit of whose stored turns has no vector (a reindex stopped
+    between an episode's vector and its turns')."""
+    turns = rt.semantic.turns
+    units = {
+        turn_doc_id(u.episode_id, u.position, u.chunk): u.episode_id
+        for u in turn_units(turns.of_episodes(user_id, episode_ids))
+    }
+    indexed = [doc_id for doc_id in units if RECORD_ID_PATTERN.fullmatch(doc_id)]  # as TurnStore.save
+    return list(dict.fromkeys(units[doc_id] for doc_id in turns.vectors.missing(user_id, indexed)))
 
 
 def _batches(ids: Iterator[str], size: int) -> Iterator[list[str]]:
