@@ -172,6 +172,7 @@ def assert_no_trace(env: Env, gone: str, before: dict[str, Any], tmp_path: Path,
     # user's text (the NLI verdict cache, keyed by digests of their conclusions, lives in their key space)
     allowed = {f"{env.prefix}:users", f"{env.prefix}:meta:privacy:opt-out", f"{env.prefix}:meta:maintenance"}
     allowed |= {f"{env.prefix}:meta:journals:live", f"{env.prefix}:meta:forget_fences"}
+    allowed |= {f"{env.prefix}:meta:vector_legacy_embedder"}  # provider:model|dim (agtos.storage.vector_spaces)
     assert owners.get(None, set()) <= allowed, sorted(owners.get(None, set()) - allowed)[:5]
     for key in owners.get(None, set()):  # no member, field or value of theirs
         content = env.content(key)
