@@ -15,6 +15,13 @@ last words are searched for (BM25 and vector): what "searchable" means here.
 all read by one worker pass; how long each end takes to be done (acknowledged, searchable), with the
 batch as one ingestion run (before) and in runs of at most ``RUN_MAX_CHARS`` (``job_runs``, now),
 alternated in the same process. Prints the figures and the load average; not a test.
+
+2026-12-07, the shared 2-core box (one ONNX session, 2 threads), inline end: a 90 KB 50.3 s (load 7.7),
+embedding 45.5 s (107 turn windows + 195 facts, 32,168 tokens, 1.9 % padding); b 400 KB 224.9 s (load 8.4),
+embedding 212.4 s (600 windows + 208 facts); c 2 MiB 671.9 s (load 5.3 -> 8.7), embedding 640.1 s (3,147
+windows + 256 facts, 672,468 tokens, 682 model calls), every other stage 2-8 s. Queue (load ~4.5): 8 small
+ends read with a 90 KB one done after 35.0 / 29.2 s as one run, 2.9 / 2.7 s in runs (the large one 35.0 /
+29.2 -> 23.5 / 30.9 s).
 """
 
 # ruff: noqa: I001 - benchmarks.recall first: it sets PREFECT_HOME and the import order agtos needs
@@ -26,6 +33,7 @@ import benchmarks.recall  # noqa: F401
 import argparse
 import json
 import os
+import random
 import statistics
 import time
 import uuid
@@ -71,12 +79,16 @@ def chat_lines() -> list[str]:
 
 
 def cut_turns(lines: list[str], count: int, chars: int) -> list[dict[str, str]]:
-    """``count`` turns of exactly ``chars`` characters of chat lines, user and assistant alternating."""
-    turns, at = [], 0
+    """``count`` turns of exactly ``chars`` characters of chat lines, user and assistant alternating;
+    each pass over the lines in another order (seeded), so a long case repeats no turn (the pipeline
+    embeds a repeated text once: repeats would halve case c's embedding)."""
+    turns, at, order = [], 0, list(lines)
     for k in range(count):
         text = ""
         while len(text) < chars:
-            text += lines[at % len(lines)] + " "
+            if at and at % len(lines) == 0:
+                random.Random(at // len(lines)).shuffle(order)
+            text += order[at % len(lines)] + " "
             at += 1
         turns.append({"role": "user" if k % 2 == 0 else "assistant", "content": text[:chars]})
     return turns
