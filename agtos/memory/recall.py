@@ -46,7 +46,7 @@ from agtos.tasks.ranking import (
     rerank_by_recency,
     without_speakers,
 )
-from agtos.tasks.text import content_words
+from agtos.tasks.text import content_words, normalise
 from agtos.tasks.validity import about, after_replacements, asks_about_the_past
 
 if TYPE_CHECKING:
@@ -74,6 +74,11 @@ _DAY_MS = 86_400_000
 EMBEDDER_DOWN = "embedder unavailable: keyword search only"
 PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
 SPEAKER_SESSIONS = 3  # the latest sessions whose speakers' names are left out of a search query
+#: a turn hit said by someone the question does not name counts 1 / this when sessions are ranked
+#: (the context's ``SPEAKER_BONUS``); one whose words are said in several of the sessions found (a
+#: formula: "Okay I need to get back to work, chat later!") counts 1 / that many
+OTHER_SPEAKER = 1.5
+FORMULA_SESSIONS = 3  # a turn's words said in this many sessions among the hits make it a formula
 SUPERSEDED_WEIGHT = 0.5  # a superseded fact's score counts this much (its current replacement is added)
 ADDRESSED_MIN = 2  # a name one speaker calls the other this often (latest sessions) is the other's name too
 # a name said to someone: "Hey Kate!", "Thank you Kate, …", "What about you, Kate?"
@@ -225,6 +230,9 @@ def recall(
         for m in rt.semantic.turns.lookup(user_id, turn_found.results, neighbours)
     ]
     out.turns.sort(key=lambda m: -m.score)
+    asked_about = out.asked(query)
+    if asked_about:  # the turns of the people asked about first (also where they fuse with a named day's)
+        out.turns = session_evidence(out.turns, asked_about, formulas=False)
     days = named_days(query)
     dated = dated_turns(rt, user_id, searched, days, neighbours) if days else []
     out.turns = _with_dated(out.turns, dated)
@@ -247,7 +255,7 @@ def recall(
     episode_found = found["episode"]
     payloads = episode_found.related | {h.id: h.payload for h in episode_found.results if h.payload is not None}
     evidence = {
-        "turn": [m.turn.episode_id for m in out.turns],
+        "turn": [m.turn.episode_id for m in session_evidence(out.turns, asked_about)],
         "episode": [h.id for h in episode_found.results if h.payload is not None],
         "memory": [e for memory, _ in out.memories for e in memory.source_episode_ids[:1]],
         "day": [m.turn.episode_id for m in dated],
@@ -290,6 +298,24 @@ def recall(
     current = prefer_current_episodes(rt, user_id, query, out.episodes[:limit], episode_found.memories, set(asked))
     out.episodes = current + out.episodes[limit:]
     return out
+
+
+def session_evidence(turns: list[TurnMatch], asked: Collection[str] = (), formulas: bool = True) -> list[TurnMatch]:
+    """``turns`` in the order they rank sessions: by score, a turn said by someone ``asked`` (lower-case
+    names) does not name divided by :data:`OTHER_SPEAKER`, and (``formulas``) a formula (its words
+    said in :data:`FORMULA_SESSIONS` or more sessions among ``turns``) by the number of those sessions."""
+    said = [normalise(m.turn.content) for m in turns]
+    sessions: dict[str, set[str]] = {}
+    for m, words in zip(turns, said, strict=True):
+        sessions.setdefault(words, set()).add(m.turn.episode_id)
+
+    def weight(pair: tuple[TurnMatch, str]) -> float:
+        m, words = pair
+        other = OTHER_SPEAKER if asked and (m.turn.name or "").lower() not in asked else 1.0
+        repeated = len(sessions[words])
+        return m.score / other / (repeated if formulas and repeated >= FORMULA_SESSIONS else 1)
+
+    return [m for m, _ in sorted(zip(turns, said, strict=True), key=lambda pair: -weight(pair))]
 
 
 @dataclass(frozen=True)
