@@ -135,7 +135,7 @@ def _stale_vectors(rt: Services) -> str | None:
     """Users whose vectors another embedder made (:func:`agtos.memory.reindex.stale_line`)."""
     try:
         return stale_line(rt)
-    except StorageUnavailable:
+    except (StorageUnavailable, EmbeddingError):  # reported by the tier and the index check
         return None
 
 
