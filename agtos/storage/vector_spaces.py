@@ -1,6 +1,6 @@
 """Which embedder made a vector index's vectors: its *space*, recorded in the index's Redis meta.
 
-A space is ``"{provider}:{model}|{dim}"``, e.g. ``"onnx:sentence-transformers/all-MiniLM-L6-v2|384"``.
+A space is ``"{provider}:{model}|{dim}"``, e.g. ``"onnx:all-MiniLM-L6-v2-onnx-int8|384"`` (the bundled model).
 Vectors of two spaces are never compared: a query of one embedder against another's vectors ranks
 noise. Per user and namespace, ``…:_idx:vec:meta`` holds ``space`` (the space of every vector in
 ``data``), ``dtype`` (``f4`` or ``f2``: the blob format of the last write; a blob is read at the
