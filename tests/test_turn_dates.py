@@ -496,3 +496,14 @@ def test_a_holiday_is_shown_resolved_in_the_context(client: TestClient) -> None:
     ]
     said = said_on_may_8(client, "dated-holiday", turns, "fireworks Brooklyn Bridge")
     assert "- Gina: On New Year's Eve [= 31 December 2022] we watched fireworks from the Brooklyn Bridge." in said
+
+
+def test_a_possessive_date_keeps_its_s_before_the_note(client: TestClient) -> None:
+    """ "Yesterday's party": the note follows the possessive, the word stays whole (before: "Yesterday [= …]'s")."""
+    turns = [
+        ("Gina", "Yesterday's party at the lake was the best one this year."),
+        ("Jon", "I can't wait for next week’s match against the Hawks."),
+    ]
+    said = said_on_may_8(client, "dated-possessive", turns, "party lake match Hawks")
+    assert "- Gina: Yesterday's [= 7 May 2023] party at the lake was the best one this year [= 2023]." in said
+    assert "- Jon: I can't wait for next week’s [= week of 15 May 2023] match against the Hawks." in said

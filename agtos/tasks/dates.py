@@ -677,6 +677,9 @@ def format_resolved(resolved: ResolvedDate) -> str:
     return format_day(day)
 
 
+_POSSESSIVE = re.compile(r"['’]s\b")
+
+
 def annotate(text: str, dates: list[ResolvedDate]) -> str:
     """``text`` with ``[= <date>]`` after each resolved expression (``[≈ <range>]`` after a rough one)."""
     out, last = [], 0
@@ -686,6 +689,8 @@ def annotate(text: str, dates: list[ResolvedDate]) -> str:
             continue  # not this text's expression (edited or overlapping): leave it out
         absolute = format_resolved(resolved)
         if absolute != resolved.text:  # "in 2019" needs no "[= 2019]"
+            possessive = _POSSESSIVE.match(text, end)  # "yesterday's [= 7 May 2023] party", not "yesterday [= …]'s"
+            end = possessive.end() if possessive else end
             out += [text[last:end], f" [{'≈' if approximate(resolved) else '='} {absolute}]"]
             last = end
     return "".join(out) + text[last:]
