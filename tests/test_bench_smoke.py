@@ -59,7 +59,7 @@ def results(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Path:
     recall = ["--sizes", "120", "--ingest-sample", "20", "--queries", "6", "--warmup", "2"]
     _run_all(
         tmp_path_factory.mktemp("bench-logs"),
-        ["-m", "benchmarks.ingest", "--no-flow", "--sessions", "4", "--results-dir", str(out), *url],
+        ["-m", "benchmarks.ingest", "--no-flow", "--sessions", "2", "--results-dir", str(out), *url],
         ["benchmarks/recall.py", *recall, "--results-dir", str(out), "--cache-dir", str(cache), *url],
         ["-m", "benchmarks.lint", "--sizes", "400", "--naive-size", "150", "--results-dir", str(out), *url],
     )
@@ -84,9 +84,9 @@ def test_search_breakdown_times_every_stage_a_hybrid_search_passes(results: Path
 
 def test_ingest_benchmark_saves_and_finds_every_session_and_its_stages_add_up(results: Path) -> None:
     res = _load(results, "ingest.json")
-    assert res["sessions"] == 4
+    assert res["sessions"] == 2
     http = res["paths"][0]
-    assert http["saved"] == http["sessions"] == 4 and http["turns"] > 4
+    assert http["saved"] == http["sessions"] == 2 and http["turns"] > 2
     assert sum(http["stages_wall"].values()) == pytest.approx(http["wall_s"], rel=0.02)
     assert res["baseline"]["turn_texts"] == http["turns"]  # the raw embedder ran on the same turns
 
@@ -94,15 +94,15 @@ def test_ingest_benchmark_saves_and_finds_every_session_and_its_stages_add_up(re
 def test_ingest_backfill_path_posts_the_sessions_to_the_public_route_and_times_its_stages(results: Path) -> None:
     paths = {p["name"]: p for p in _load(results, "ingest.json")["paths"]}
     fill = paths[BACKFILL_ROW]
-    assert fill["saved"] == fill["sessions"] == 4  # stored by the route: not "unchanged", not skipped
-    assert fill["searchable"] == "4 listed; 4/4 found by searching their summary"
+    assert fill["saved"] == fill["sessions"] == 2  # stored by the route: not "unchanged", not skipped
+    assert fill["searchable"] == "2 listed; 2/2 found by searching their summary"
     assert fill["turns"] == paths["batch in process (`coordinator.ingest`, 32 sessions per call)"]["turns"]
     assert fill["texts_embedded"] > fill["turns"]  # the turns, the episode's facts and entity names, counted
     stages = fill["stages_wall"]
     assert stages["embed"] > 0 and stages["recognise"] > 0  # the route's ingest ran the timed steps
     assert stages["HTTP request outside `coordinator.ingest` (validation, stored-id check, response)"] > 0
     assert sum(stages.values()) == pytest.approx(fill["wall_s"], rel=1e-6)
-    assert "back-fill path: 1 POSTs (sessions per POST: 1×4;" in fill["note"]
+    assert "back-fill path: 1 POSTs (sessions per POST: 1×2;" in fill["note"]
 
 
 def test_lint_benchmark_compares_pair_sets(results: Path) -> None:
@@ -115,10 +115,10 @@ def test_readme_block_renders_from_the_results(results: Path, monkeypatch: pytes
     monkeypatch.setattr(suite, "RESULTS", results)
     block = "\n".join(suite.readme_block())
     stamp = _load(results, "ingest.json")["stamp"]["date"]
-    assert stamp in block and "4 sessions of convset.json" in block
+    assert stamp in block and "2 sessions of convset.json" in block
     assert "| 400 |" in block  # the lint table's row
-    assert f"| {BACKFILL_ROW} |" in block and "| 4 / 4 | 4 listed; 4/4 found" in block.split(BACKFILL_ROW)[1]
-    assert "The batch path beside the HTTP back-fill, stage by stage (4 sessions each" in block
+    assert f"| {BACKFILL_ROW} |" in block and "| 2 / 2 | 2 listed; 2/2 found" in block.split(BACKFILL_ROW)[1]
+    assert "The batch path beside the HTTP back-fill, stage by stage (2 sessions each" in block
 
 
 def _mode(r1: float, r5: float, r10: float, mrr: float, update: float) -> dict[str, Any]:
