@@ -16,7 +16,6 @@ import pytest
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
-from tests.redis_process import free_port
 from tests.test_lint import U, crafted
 
 pytestmark = pytest.mark.slow
@@ -54,41 +53,27 @@ def api_client(api: str) -> httpx.Client:
     return httpx.Client(base_url=api, timeout=10, transport=RetryBusyTransport())
 
 
-@pytest.fixture(scope="module")
-def module_prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One server for the module: its start-up takes 15-30 s on a loaded machine."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(tmp_path_factory.mktemp("prefect")),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_UI_ENABLED": "false",
-    }
-    env.pop("PREFECT_API_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    api = f"http://127.0.0.1:{port}/api"
-    try:
-        _wait(f"{api}/health", 120)
-        yield api
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-@pytest.fixture
-def prefect_server(module_prefect_server: str) -> str:
-    """The module's server with no deployment or work pool left by an earlier test (each test
-    reads only flow runs it created itself, by their ids)."""
-    with api_client(module_prefect_server) as client:
+def _clean(api: str) -> None:
+    """No deployment and no ``agtos`` work pool on the server (each test reads only flow runs it
+    created itself, by their ids)."""
+    with api_client(api) as client:
         for deployment in client.post("/deployments/filter", json={}).json():
             assert client.delete(f"/deployments/{deployment['id']}").status_code in (200, 204, 404)
         assert client.delete("/work_pools/agtos").status_code in (200, 204, 404)
-    return module_prefect_server
+
+
+@pytest.fixture
+def prefect_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """This pytest process's Prefect server (tests/test_prefect_submit.py's: one start-up, 15-30 s on a
+    loaded machine, for this module, that one and test_readme_examples), with no deployment or work
+    pool before the test and none left after it (a served deployment's schedule would add flow runs
+    that the other modules' lint deployment, of the same flow and name, would then hold)."""
+    from tests.test_prefect_submit import prefect_server as process_prefect_server  # it imports this module
+
+    api = process_prefect_server(request.config, tmp_path_factory)
+    _clean(api)
+    yield api
+    _clean(api)
 
 
 def test_served_lint_deployment_completes(
