@@ -16,6 +16,7 @@ import pytest
 
 from agtos.config import Settings
 from agtos.memory.coordinator import MemoryCoordinator
+from tests.redis_process import free_port
 from tests.test_lint import U, crafted
 
 pytestmark = pytest.mark.slow
@@ -62,18 +63,47 @@ def _clean(api: str) -> None:
         assert client.delete("/work_pools/agtos").status_code in (200, 204, 404)
 
 
-@pytest.fixture
-def prefect_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """This pytest process's Prefect server (tests/test_prefect_submit.py's: one start-up, 15-30 s on a
-    loaded machine, for this module, that one and test_readme_examples), with no deployment or work
-    pool before the test and none left after it (a served deployment's schedule would add flow runs
-    that the other modules' lint deployment, of the same flow and name, would then hold)."""
-    from tests.test_prefect_submit import prefect_server as process_prefect_server  # it imports this module
+@pytest.fixture(scope="module")
+def module_prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Prefect server test_prefect_submit / test_readme_examples started in this pytest process when
+    one runs (no second start-up: 15-30 s on a loaded machine); else one for this module, stopped after
+    it (an idle server's services cost about 2 % of a core for the rest of the session)."""
+    from tests.test_prefect_submit import _SERVER  # that module imports this one
 
-    api = process_prefect_server(request.config, tmp_path_factory)
-    _clean(api)
-    yield api
-    _clean(api)
+    if "api" in _SERVER:
+        yield _SERVER["api"]
+        return
+    port = free_port()
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path_factory.mktemp("prefect")),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+    }
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        _wait(f"{api}/health", 120)
+        yield api
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def prefect_server(module_prefect_server: str) -> Iterator[str]:
+    """The module's server with no deployment or work pool before the test and none left after it (a
+    served deployment's schedule would add flow runs that the other modules' lint deployment, of the
+    same flow and name, would then hold)."""
+    _clean(module_prefect_server)
+    yield module_prefect_server
+    _clean(module_prefect_server)
 
 
 def test_served_lint_deployment_completes(
