@@ -329,3 +329,44 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             },
         )
+
+
+#: a JSON POST handler's answer: (HTTP status, JSON payload), or None to send nothing (a hung request)
+JsonAnswer = tuple[int, Any] | None
+
+
+class JsonPostServer:
+    """A loopback HTTP server whose POSTs get ``answer(path, body)`` as JSON, each in a thread of its own
+    (``url``, ``close``): the base of the tests' small embedding stubs."""
+
+    def __init__(self, answer: Callable[[str, dict[str, Any]], JsonAnswer]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                reply = answer(self.path, body)
+                if reply is None:
+                    return
+                status, payload = reply
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

@@ -10,12 +10,10 @@ once the stub answers again, the first search after the cool-down brings the vec
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -26,7 +24,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.providers.embeddings import EmbeddingError, OllamaEmbedder
 from agtos.serving.app import create_app
 from tests.helpers import talk, user
-from tests.stub_servers import hash_embedding
+from tests.stub_servers import JsonAnswer, JsonPostServer, hash_embedding
 
 QUERY_TIMEOUT_S = 1.0
 COOLDOWN_S = 3.0
@@ -34,7 +32,7 @@ SLACK_S = 1.5  # a search's own work on a shared 2-core box, on top of the embed
 ALICE = "alice"
 
 
-class HangableEmbedServer:
+class HangableEmbedServer(JsonPostServer):
     """Ollama's ``POST /api/embed`` (hashed bag-of-words vectors, :func:`hash_embedding`) on a random
     loopback port; after :meth:`hang`, every request is read and never answered until :meth:`answer`
     or :meth:`close`."""
@@ -45,37 +43,16 @@ class HangableEmbedServer:
         self.requests = 0
         self.delay_s = 0.0  # before each answer
         self._lock = threading.Lock()
-        stub = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                with stub._lock:
-                    stub.requests += 1
-                if stub.hanging.is_set():
-                    stub.released.wait()  # accepted, read, never answered
-                    return
-                time.sleep(stub.delay_s)
-                vectors = [hash_embedding(text) for text in body["input"]]
-                data = json.dumps({"model": body["model"], "embeddings": vectors}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+    def _answer(self, path: str, body: dict[str, Any]) -> JsonAnswer:
+        with self._lock:
+            self.requests += 1
+        if self.hanging.is_set():
+            self.released.wait()  # accepted, read, never answered
+            return None
+        time.sleep(self.delay_s)
+        return 200, {"model": body["model"], "embeddings": [hash_embedding(text) for text in body["input"]]}
 
     def hang(self) -> None:
         self.released.clear()
@@ -87,9 +64,7 @@ class HangableEmbedServer:
 
     def close(self) -> None:
         self.answer()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        super().close()
 
 
 @pytest.fixture

@@ -17,11 +17,8 @@ the first measurement; the turn vectors skipped) and "marathon running kilometre
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +35,7 @@ from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_index import VectorIndex
 from tests.helpers import delete_prefix, talk, user
-from tests.stub_servers import hash_embedding
+from tests.stub_servers import JsonAnswer, JsonPostServer, hash_embedding
 from tests.test_redisearch import ft_indexes
 
 ALICE, BOB = "alice", "bob"
@@ -71,43 +68,19 @@ MODELS: dict[str, Callable[[str], list[float]]] = {
 }
 
 
-class EmbedServer:
+class EmbedServer(JsonPostServer):
     """Ollama's ``POST /api/embed`` on a loopback port, the vectors of the model the request names;
     ``fail_after``: answer HTTP 500 once that many texts were embedded (None: never)."""
 
     def __init__(self) -> None:
         self.texts = 0
         self.fail_after: int | None = None
-        stub = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                failing = stub.fail_after is not None and stub.texts >= stub.fail_after
-                stub.texts += len(body["input"])
-                data = json.dumps({"embeddings": [MODELS[body["model"]](t) for t in body["input"]]}).encode()
-                self.send_response(500 if failing else 200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def _answer(self, path: str, body: dict[str, Any]) -> JsonAnswer:
+        failing = self.fail_after is not None and self.texts >= self.fail_after
+        self.texts += len(body["input"])
+        return 500 if failing else 200, {"embeddings": [MODELS[body["model"]](t) for t in body["input"]]}
 
 
 @pytest.fixture
