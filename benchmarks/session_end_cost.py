@@ -290,7 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     lines = chat_lines()
     prefix = f"agtos-bench-{uuid.uuid4().hex[:10]}"
     base = Settings(
-        redis_url=args.redis_url, key_prefix=prefix, data_dir=RUN_TMP / "data", config_dir=RUN_TMP / "config"
+        redis_url=args.redis_url,
+        key_prefix=prefix,
+        data_dir=RUN_TMP / "data",
+        config_dir=RUN_TMP / "config",
+        session_max_bytes=8 * 1024 * 1024,  # case c is 2 MiB, past the 1 MiB default
     )
     coord = MemoryCoordinator(base)
     queued = MemoryCoordinator(base.with_overrides(ingest_mode="queue", ingest_worker=False))

@@ -51,7 +51,7 @@ def size(t: Turn) -> int:
 
 def test_the_default_caps_are_the_documented_ones() -> None:
     assert JournalLimits() == JournalLimits(
-        turns_per_session=5_000, bytes_per_session=8_388_608, sessions_per_user=100, turns_per_user=20_000
+        turns_per_session=5_000, bytes_per_session=1_048_576, sessions_per_user=100, turns_per_user=20_000
     )
 
 

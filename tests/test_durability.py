@@ -570,6 +570,6 @@ def test_every_status_of_the_session_routes_is_documented(client: TestClient) ->
 
 def test_the_documented_caps_are_the_defaults(tmp_path: Path) -> None:
     defaults = Settings(data_dir=tmp_path)
-    assert (defaults.session_max_turns, defaults.session_max_bytes) == (5_000, 8 * 1024 * 1024)  # README
+    assert (defaults.session_max_turns, defaults.session_max_bytes) == (5_000, 1_048_576)  # README: 5,000 turns, 1 MiB
     assert (defaults.user_max_sessions, defaults.user_max_turns) == (100, 20_000)
     assert defaults.working.maxSessions == 1_000

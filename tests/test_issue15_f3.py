@@ -7,7 +7,7 @@
    right after ``run_ingestion`` returns, inline and in queue mode; every key of the user is read back.
 2. A memory deleted between its write and its pending-vector note, or while its entities are fed:
    the note (and the user on the global list) or the entity records stayed, naming the deleted memory.
-3. The journal caps at their boundary (the 8 MiB default to the byte), then the end, inline and through
+3. The journal caps at their boundary (the 1 MiB default to the byte), then the end, inline and through
    the queue: every acknowledged turn is in the episode, the refused one nowhere (no bug found).
 4. A session id used again after a forget-all or an opt-out and opt-in: a new episode, nothing back
    (no bug found).
@@ -342,12 +342,12 @@ def fill_to_the_byte(
 def test_the_default_byte_cap_refuses_a_turn_one_byte_past_it(
     client: TestClient, raw_redis: redis.Redis, key_prefix: str
 ) -> None:
-    """AGTOS_SESSION_MAX_BYTES at its default, 8 MiB (README): a session filled (HTTP appends of up
-    to 90,000 characters) to one byte less than a one-letter turn's entry below 8,388,608 bytes; that
+    """AGTOS_SESSION_MAX_BYTES at its default, 1 MiB (README): a session filled (HTTP appends of up
+    to 90,000 characters) to one byte less than a one-letter turn's entry below 1,048,576 bytes; that
     turn would end one byte past the cap: a 413 naming it, nothing of it written. With the cap reached
     exactly taken (the tests below), a cap off by one either way fails. Bugs caught: a byte past the
     cap taken, another default, a refused append written or trimming older turns."""
-    cap = 8 * 1024 * 1024
+    cap = 1_048_576
     held = cap - entry_overhead(client, raw_redis, key_prefix, "ivy")  # + a one-letter entry = cap + 1
     turns = fill_to_the_byte(client, raw_redis, key_prefix, "ivy", held, ["first"], 90_000)
     before = journal_entries(raw_redis, key_prefix, "ivy", "cap")

@@ -39,7 +39,7 @@ class JournalLimits:
     """Caps of the journals (0: no cap)."""
 
     turns_per_session: int = 5_000
-    bytes_per_session: int = 8 * 1024 * 1024
+    bytes_per_session: int = 1024 * 1024
     sessions_per_user: int = 100
     turns_per_user: int = 20_000
 
