@@ -1,5 +1,5 @@
-"""``agtos reindex``: vectors of the current embedder for the records another embedder's vectors were
-made for (:mod:`agtos.memory.reindex`)."""
+"""``agtos reindex``: vectors of the current embedder for the records (and entity names) another
+embedder's vectors were made for (:mod:`agtos.memory.reindex`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def reindex_command(
 ) -> None:
     """Re-embed stored texts with the configured embedder where another one made the vectors
     (idempotent; run again to resume)."""
-    from agtos.memory.reindex import describe_stale, reindex, stale_indexes
+    from agtos.memory.reindex import current_space, describe_indexes, describe_stale, reindex, stale_indexes
 
     with coordinator_from_env() as coordinator:
         rt = coordinator.services
@@ -25,7 +25,11 @@ def reindex_command(
         stale = stale_indexes(rt, user or None)
         users = len({index.user_id for index in stale})
         if check or not stale:
-            console.print(describe_stale(stale) or "every vector was made by the configured embedder")
+            console.print(
+                describe_stale(stale, current_space(rt)) or "every vector was made by the configured embedder"
+            )
+            if stale:  # which families wait: records, their turns, entity names
+                console.print(describe_indexes(stale))
             raise typer.Exit(1 if stale else 0)
         with _progress() as progress:
             bar = progress.add_task("reindexing", total=users)

@@ -61,10 +61,15 @@ def mini_b(text: str) -> list[float]:
     return hash_embedding(" ".join(SHUFFLE.get(w, w) for w in re.findall(r"\w+", text.lower())), 384)
 
 
+def synonyms(text: str) -> str:
+    """What every toy model knows: "PostgreSQL" means what "Postgres" does (their entity names dedup by vector)."""
+    return re.sub(r"(?i)\bpostgresql\b", "Postgres", text)
+
+
 MODELS: dict[str, Callable[[str], list[float]]] = {
-    "mini-a": lambda text: hash_embedding(text, 384),
-    "mini-b": mini_b,
-    "wide": lambda text: hash_embedding(text, 768),
+    "mini-a": lambda text: hash_embedding(synonyms(text), 384),
+    "mini-b": lambda text: mini_b(synonyms(text)),
+    "wide": lambda text: hash_embedding(synonyms(text), 768),
 }
 
 
@@ -314,3 +319,82 @@ def test_redisearch_never_ranks_another_embedders_vectors(
     remember(api, topics={"piano": TOPICS["piano"]})  # the switch drops that FT index with its documents
     assert search(api, "piano Chopin nocturnes", "vector") == [("piano", "semantic")]
     assert search(serve("mini-b", on), "blue Volvo car", "hybrid") == [("car", "keyword")]
+
+
+# -- entity-name vectors and the search's signal (issue 15, a4) --------------------------------------
+#: two sessions naming one database two ways: no alias joins them, the toy models' vectors do
+POSTGRES = ("We store all our analytics data in Postgres.", "We moved the analytics warehouse to PostgreSQL last year.")
+#: a search's ``degraded`` while some of the user's records wait for ``agtos reindex``
+STALE_SEARCH = "embedder changed: records not yet reindexed match by keyword only (run `agtos reindex`)"
+
+
+def databases(api: TestClient) -> list[tuple[str, list[str], int]]:
+    """``(name, aliases, episodes)`` of alice's entities named like Postgres."""
+    response = api.get("/api/entities", params={"limit": 100, "type": "thing"}, headers=user(ALICE))
+    assert response.status_code == 200, response.text
+    found = response.json()["entities"]
+    return [(e["name"], e["aliases"], e["episodeCount"]) for e in found if "postgres" in e["name"].lower()]
+
+
+def test_reindex_embeds_entity_names_again_so_they_dedup_by_vector(
+    serve: Callable[[str], TestClient], cli: Callable[..., Any]
+) -> None:
+    talk(serve("mini-a"), ALICE, "pg1", ("user", POSTGRES[0]), ("assistant", "Noted."))
+    assert cli("wide", "reindex").exit_code == 0
+    api = serve("wide")
+    talk(api, ALICE, "pg2", ("user", POSTGRES[1]), ("assistant", "Noted."))
+    assert databases(api) == [("Postgres", ["PostgreSQL"], 2)]  # not a second entity: the old name was re-embedded
+    assert cli("wide", "reindex", "--check").exit_code == 0
+
+
+def test_check_counts_entity_vectors_an_old_process_wrote(
+    serve: Callable[[str], TestClient], cli: Callable[..., Any]
+) -> None:
+    old = serve("mini-a")
+    talk(old, ALICE, "pg1", ("user", POSTGRES[0]), ("assistant", "Noted."))
+    checked = cli("wide", "reindex", "--check")
+    assert checked.exit_code == 1, checked.output
+    assert "users waiting per index: entity 1, episode 1, memory 1, turn 1" in checked.output
+    assert cli("wide", "reindex").exit_code == 0
+    [(name, _, _)] = databases(old)
+    entity_id = next(
+        e["id"] for e in old.get("/api/entities", headers=user(ALICE)).json()["entities"] if e["name"] == name
+    )
+    renamed = old.put(f"/api/entities/{entity_id}", json={"name": "Postgres DB"}, headers=user(ALICE))
+    assert renamed.status_code == 200, renamed.text  # the process still on mini-a writes its name vector
+    checked = cli("wide", "reindex", "--check")
+    assert checked.exit_code == 1, checked.output
+    assert STALE_A.format("1 user") in checked.output and "users waiting per index: entity 1" in checked.output
+    assert cli("wide", "reindex").exit_code == 0
+    assert cli("wide", "reindex", "--check").exit_code == 0
+
+
+def degraded(api: TestClient, q: str, mode: str = "hybrid") -> str | None:
+    """The ``degraded`` of alice's search, context and ask for ``q`` (all three must agree)."""
+    found = api.get("/api/memory/search", params={"q": q, "mode": mode}, headers=user(ALICE))
+    assert found.status_code == 200, found.text
+    if mode != "hybrid":
+        return found.json()["degraded"]  # type: ignore[no-any-return]
+    context = api.post("/api/memory/context", json={"query": q}, headers=user(ALICE))
+    asked = api.post("/api/memory/ask", json={"question": q}, headers=user(ALICE))
+    assert (context.status_code, asked.status_code) == (200, 200), (context.text, asked.text)
+    said = {found.json()["degraded"], context.json()["degraded"], asked.json()["degraded"]}
+    assert len(said) == 1, said
+    return said.pop()
+
+
+def test_search_context_and_ask_say_when_older_records_match_by_keyword_only(
+    serve: Callable[[str], TestClient], cli: Callable[..., Any]
+) -> None:
+    remember(serve("mini-a"), topics={k: TOPICS[k] for k in ("garden", "car")})
+    assert degraded(serve("mini-a"), "tomatoes basil garden") is None
+    api = serve("mini-b")
+    assert degraded(api, "tomatoes basil garden") == STALE_SEARCH
+    assert degraded(api, "tomatoes basil garden", "vector") == STALE_SEARCH
+    assert degraded(api, "tomatoes basil garden", "bm25") is None  # keyword search was asked for
+    remember(api, topics={"piano": TOPICS["piano"]})  # mini-b's vectors replace the old: still mixed
+    assert degraded(api, "piano Chopin nocturnes") == STALE_SEARCH
+    assert degraded(api, "tomatoes basil garden", "vector") == STALE_SEARCH
+    assert cli("mini-b", "reindex").exit_code == 0
+    assert degraded(api, "tomatoes basil garden") is None  # the same process: read at each search
+    assert search(api, "tomatoes basil garden", "vector")[0] == ("garden", "semantic")

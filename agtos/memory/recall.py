@@ -72,6 +72,9 @@ DATED_WEIGHT = 1.0  # their weight in that fusion (the index's hits weigh 1)
 _DAY_MS = 86_400_000
 #: a search's ``degraded``: no host, port or error text (the server log has the reason)
 EMBEDDER_DOWN = "embedder unavailable: keyword search only"
+#: a search's ``degraded`` while some of the user's records wait for ``agtos reindex`` (another embedder
+#: made their vectors: they are not compared, those records match by keyword only)
+STALE_VECTORS = "embedder changed: records not yet reindexed match by keyword only (run `agtos reindex`)"
 PROFILE_LINES = 3  # at most this many profile lines in a context (those that share a word with the query)
 SPEAKER_SESSIONS = 3  # the latest sessions whose speakers' names are left out of a search query
 #: a turn hit said by someone the question does not name counts 1 / this when sessions are ranked
@@ -221,7 +224,8 @@ def recall(
         embedding=early,
         prefetch=prefetch,
     )
-    out.degraded = EMBEDDER_DOWN if any(f.degraded for f in found.values()) else None
+    stale = STALE_VECTORS if any(f.stale for f in found.values()) else None
+    out.degraded = EMBEDDER_DOWN if any(f.degraded for f in found.values()) else stale
     turn_found = found["turn"]
     scaled = {h.id: _scaled(turn_found, h) for h in turn_found.results}
     kinds = {h.id: h.match_type for h in turn_found.results}
@@ -664,7 +668,7 @@ def ask(rt: Services, user_id: str, question: str, limit: int = 5) -> dict[str, 
             degraded = EMBEDDER_DOWN
         return vectors
 
-    built = build_answer(question, evidence, None if found.degraded else embed)
+    built = build_answer(question, evidence, None if found.degraded == EMBEDDER_DOWN else embed)
     source, answer = "extractive", built.text
     if rt.dialectic_llm is not None and built.answered:
         try:

@@ -5,10 +5,11 @@ embedder's vectors (their *space*, :mod:`agtos.storage.vector_spaces`): searches
 search finds those records) and the first write of new vectors drops them. A reindex switches each
 stale index to the current space, then embeds every record of the user that has no vector (episodes
 with the units of their stored turns, memories, conclusions), ``BATCH`` records a round, through
-:func:`agtos.memory.vector_repair.fill_user` (as vectors missed while the embedder was down): bounded
+:func:`agtos.memory.vector_repair.fill_user` (as vectors missed while the embedder was down), then the
+names of the user's live entities without one (the ``entity`` index, alias dedup by similarity): bounded
 memory, idempotent (records with a vector are skipped) and resumable (an index keeps its ``reindex``
 note until all its user's records are done). ``/health`` names the users still waiting
-(:func:`stale_line`).
+(:func:`stale_line`); searches of their records say so (``degraded``, :data:`agtos.memory.recall.STALE_VECTORS`).
 """
 
 from __future__ import annotations
@@ -25,18 +26,22 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from agtos.memory.vector_repair import fill_user
+from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas.records import now_ms
 from agtos.storage.keys import RECORD_ID_PATTERN
 from agtos.storage.pending_vectors import PendingVectors
+from agtos.storage.redis_conn import as_text
 from agtos.storage.turns import turn_doc_id
-from agtos.storage.vector_spaces import IndexSpace, describe, index_spaces
+from agtos.storage.vector_index import VectorIndex
+from agtos.storage.vector_spaces import IndexSpace, describe, index_spaces, is_stale
 from agtos.tasks.verbatim_turns import turn_units
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
 
 RECORD_NAMESPACES = ("episode", "memory", "conclusion")  # embedded from their texts (turns with episodes)
-INDEX_NAMESPACES = (*RECORD_NAMESPACES, "turn")
+ENTITY_NAMESPACE = "entity"  # entity-name vectors (:class:`agtos.memory.entity_graph.EntityGraph`)
+INDEX_NAMESPACES = (*RECORD_NAMESPACES, "turn", ENTITY_NAMESPACE)
 BATCH = 128  # records noted and embedded a round
 STALE_TTL_S = 15.0  # /health reuses a count this long
 STALE_FIRST_WAIT_S = 1.0  # the longest /health waits for a process's first count
@@ -54,10 +59,25 @@ class ReindexReport:
     error: str | None = None
 
 
+def vector_indexes(rt: Services) -> dict[str, VectorIndex] | None:
+    """Every vector index the product writes, by namespace (None while the embedder is unavailable)."""
+    entities = rt.entities.vector_index()
+    if entities is None:
+        return None
+    return {ns: rt.semantic.store(ns).vectors for ns in INDEX_NAMESPACES[:-1]} | {ENTITY_NAMESPACE: entities}
+
+
+def current_space(rt: Services) -> str | None:
+    """The space of the configured embedder's vectors (None while it is unavailable)."""
+    return rt.semantic.store(RECORD_NAMESPACES[0]).vectors.space if rt.semantic.embedder_available() else None
+
+
 def stale_indexes(rt: Services, users: list[str] | None = None) -> list[IndexSpace]:
     """The users' indexes (every user's by default) that hold another embedder's vectors or whose
     records still wait for a reindex; empty while the embedder is unavailable (no current space)."""
-    indexes = {ns: rt.semantic.store(ns).vectors for ns in INDEX_NAMESPACES}
+    indexes = vector_indexes(rt)
+    if indexes is None:
+        return []
     current = {ns: index.space for ns, index in indexes.items()}
     if None in current.values():
         return []
@@ -65,7 +85,7 @@ def stale_indexes(rt: Services, users: list[str] | None = None) -> list[IndexSpa
     found = index_spaces(
         rt.connector, rt.keys, users if users is not None else rt.users.known(), INDEX_NAMESPACES, legacy
     )
-    return [i for i in found if i.reindex is not None or i.space != current[i.namespace]]
+    return [i for i in found if is_stale(i.space, i.reindex, current[i.namespace])]
 
 
 @dataclass
@@ -95,7 +115,7 @@ def stale_line(rt: Services, first_wait_s: float = STALE_FIRST_WAIT_S) -> str | 
 
 def _recount(rt: Services, count: _StaleCount) -> str | None:
     try:
-        line = describe_stale(stale_indexes(rt))
+        line = describe_stale(stale_indexes(rt), current_space(rt))
         with _STALE_LOCK:
             count.at, count.line, count.counted = time.monotonic(), line, True
         return line
@@ -109,13 +129,24 @@ _STALE_LOCK = threading.Lock()
 _COUNTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stale-vectors")
 
 
-def describe_stale(stale: list[IndexSpace]) -> str | None:
-    """``vectors of 2 users made by ollama:a (384-d): run `agtos reindex``` (None for none)."""
+def describe_stale(stale: list[IndexSpace], current: str | None = None) -> str | None:
+    """``vectors of 2 users made by ollama:a (384-d): run `agtos reindex``` (None for none): the makers
+    are the spaces other than ``current`` of the vectors held and of those a switch dropped."""
     if not stale:
         return None
     users = len({i.user_id for i in stale})
-    makers = ", ".join(describe(space) for space in sorted({i.reindex or i.space or "?" for i in stale}))
+    spaces = {s for i in stale for s in (i.space, i.reindex) if s is not None and s != current}
+    makers = ", ".join(describe(space) for space in sorted(spaces or {"?"}))
     return f"vectors of {users} user{'s' if users != 1 else ''} made by {makers}: run `agtos reindex`"
+
+
+def describe_indexes(stale: list[IndexSpace]) -> str | None:
+    """``users waiting per index: entity 2, episode 3, turn 3`` (None for none)."""
+    per: dict[str, int] = {}
+    for index in stale:
+        per[index.namespace] = per.get(index.namespace, 0) + 1
+    counts = ", ".join(f"{ns} {n}" for ns, n in sorted(per.items()))
+    return f"users waiting per index: {counts}" if counts else None
 
 
 def reindex(rt: Services, stale: list[IndexSpace], on_user: Callable[[str], None] | None = None) -> ReindexReport:
@@ -140,8 +171,12 @@ def reindex_user(rt: Services, user_id: str, namespaces: list[str], report: Rein
     cleared), False when the embedder failed (``report.error``)."""
     if rt.privacy.is_opted_out(user_id, fresh=True):
         return True  # nothing of an opted-out user is written (their indexes stay as they are)
+    indexes = vector_indexes(rt)
+    if indexes is None:
+        report.error = "embedder unavailable"
+        return False
     semantic, pending = rt.semantic, PendingVectors(rt.connector, rt.keys)
-    report.switched += sum(semantic.store(ns).vectors.switch(user_id) for ns in namespaces)
+    report.switched += sum(indexes[ns].switch(user_id) for ns in namespaces)
     for ns in RECORD_NAMESPACES:
         store = semantic.store(ns)
         for ids in _batches(store.bm25.ids(user_id), BATCH):
@@ -157,8 +192,34 @@ def reindex_user(rt: Services, user_id: str, namespaces: list[str], report: Rein
             if filled.error:
                 report.error = filled.error
                 return False
+    if not _entity_names(rt, user_id, indexes[ENTITY_NAMESPACE], report):
+        return False
     for ns in namespaces:
-        semantic.store(ns).vectors.reindex_done(user_id)
+        indexes[ns].reindex_done(user_id)
+    return True
+
+
+def _entity_names(rt: Services, user_id: str, index: VectorIndex, report: ReindexReport) -> bool:
+    """Embed the names of the user's live entities that have no vector (``BATCH`` a call); False when
+    the embedder failed (``report.error``). A user who forgot everything meanwhile keeps nothing."""
+    store = rt.entities.store
+    ids = (as_text(entity_id) for _, entity_id in rt.connector.scan_hash(store.index(user_id, "alias")))  # live
+    since = {user_id: rt.privacy.clock_ms()}
+    try:
+        for batch in _batches(ids, BATCH):
+            missing = index.missing(user_id, list(dict.fromkeys(batch)))  # an entity's aliases name it again
+            live = [e for e in store.get_many(user_id, missing).values() if not e.deleted]
+            report.skipped += len(missing) - len(live)
+            if not live:
+                continue
+            try:
+                index.add_many(user_id, [e.id for e in live], rt.semantic.embedder.embed([e.name for e in live]))
+            except (EmbeddingError, ValueError) as exc:  # ValueError: vectors the index refuses (its dimension)
+                report.error = "embedder unavailable" if isinstance(exc, EmbeddingError) else "vectors refused"
+                return False
+            report.embedded += len(live)
+    finally:  # forgot everything meanwhile: the vectors written since are deleted again
+        rt.privacy.late_writes_removed(since)
     return True
 
 

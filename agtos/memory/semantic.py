@@ -39,7 +39,7 @@ from agtos.storage.semantic_store import (
 )
 from agtos.storage.turns import TURN_NAMESPACE, TurnStore, parse_turn_doc_id
 from agtos.storage.vector_index import VectorIndex
-from agtos.storage.vector_spaces import embedder_identity
+from agtos.storage.vector_spaces import embedder_identity, stale_reads, waits
 from agtos.tasks.ranking import fuse_expansions
 from agtos.tasks.text import episode_text
 
@@ -63,6 +63,7 @@ class Prepared:
     mode: str
     synced: dict[str, SyncedMirrors]
     replies: list[Any]
+    stale: bool = False  # a vector index searched holds another embedder's vectors or waits for `agtos reindex`
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ class SemanticSearch:
     related: dict[str, str] = field(default_factory=dict)
     #: ``search_many(prefetch=...)``: the memory records asked for and those that superseded them (id -> JSON)
     memories: dict[str, str] = field(default_factory=dict)
+    #: vectors were searched while some of the user's records wait for ``agtos reindex`` (keyword-only meanwhile)
+    stale: bool = False
 
 
 class SemanticMemory:
@@ -383,6 +386,7 @@ class SemanticMemory:
                 store.max_fused_score,
                 related if ns == "episode" else {},
                 memories if ns == "episode" else {},
+                stale=prepared.stale and wanted != "bm25",
             )
         return out
 
@@ -413,8 +417,15 @@ class SemanticMemory:
         checks and ``reads`` (each queues one command of this user's keys on a pipeline) in one round trip."""
         wanted: SearchMode = mode or self.default_mode  # type: ignore[assignment]
         stores = [self.store(namespace) for namespace in namespaces]
-        synced, replies = sync_with_reads(user_id, stores, wanted, reads)
-        return Prepared(wanted, dict(zip(namespaces, synced, strict=True)), replies)
+        # with them, each searched vector index's space and reindex note (the search says when records wait)
+        spaces = [] if wanted == "bm25" else [r for ns in namespaces for r in stale_reads(self.keys, user_id, ns)]
+        synced, replies = sync_with_reads(user_id, stores, wanted, [*reads, *spaces])
+        own, replies = replies[len(reads) :], replies[: len(reads)]
+        stale = any(
+            waits(own[2 * k : 2 * k + 2], store.vectors.space, store.vectors.legacy_space)
+            for k, store in enumerate(stores if spaces else [])
+        )
+        return Prepared(wanted, dict(zip(namespaces, synced, strict=True)), replies, stale)
 
     def records(self, namespace: str, user_id: str, ids: list[str]) -> dict[str, str]:
         return self.store(namespace).get_many(user_id, ids)

@@ -14,7 +14,7 @@ embedder of the first process that ran this code (``{prefix}:meta:vector_legacy_
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,26 @@ def space_dim(space: str) -> int | None:
         return int(space.rsplit("|", 1)[1])
     except (IndexError, ValueError):
         return None
+
+
+def is_stale(space: str | None, reindex: str | None, current: str | None) -> bool:
+    """Whether an index whose vectors are of ``space`` (None: it has none) and whose ``reindex`` note is
+    as given waits for ``agtos reindex`` under an embedder of the ``current`` space (None: unknown, never)."""
+    return current is not None and (reindex is not None or (space is not None and space != current))
+
+
+def stale_reads(keys: GlobalKeys, user_id: str, namespace: str) -> list[Callable[[Any], Any]]:
+    """The two reads (each one command on a pipeline) of a user's index whose replies :func:`waits` judges."""
+    meta, data = (index_key(keys, user_id, namespace, f"vec:{part}") for part in ("meta", "data"))
+    return [lambda pipe: pipe.hmget(meta, ["space", "reindex"]), lambda pipe: pipe.exists(data)]
+
+
+def waits(replies: Sequence[Any], current: str | None, legacy: Callable[[], str | None]) -> bool:
+    """Whether the index :func:`stale_reads` read waits for ``agtos reindex`` (:func:`is_stale`);
+    ``legacy`` gives the legacy space, asked only for vectors written before spaces were recorded."""
+    (space, reindex), has_data = replies
+    found = as_text(space) if space is not None else (legacy() if has_data else None)
+    return is_stale(found, None if reindex is None else as_text(reindex), current)
 
 
 def describe(space: str) -> str:

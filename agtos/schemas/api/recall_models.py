@@ -51,7 +51,10 @@ class SearchHitOut(EpisodeOut):
     highlights: list[HighlightOut] = Field(description="the session's turns that matched, best first")
 
 
-DEGRADED = "why the search was not the one asked for (keyword search only while the embedder is down); null if not"
+DEGRADED = (
+    "why the search was not the one asked for (keyword search only while the embedder is down; after an embedder"
+    " change, the records not yet reindexed match by keyword only); null if not"
+)
 
 
 class SearchOut(ApiModel):
