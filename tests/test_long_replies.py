@@ -47,13 +47,14 @@ def context(client: TestClient, who: str, query: str) -> str:
 def test_one_question_answered_by_a_long_list_is_kept(client: TestClient) -> None:
     request = "Could you suggest some places to stay in Porto? Ideally close to the train station."
     body = end_session(client, "lists1", "s1", [("user", request), ("assistant", HOTELS)])
-    assert (body["saved"], body["reason"]) == (True, "conversation"), body
+    assert (body["saved"], body["reason"]) == (True, "question answered"), body
     assert "Hotel Kestrel" in context(client, "lists1", "Which hotel in Porto lends bicycles to guests?")
 
 
-def test_a_one_line_answer_to_one_question_is_still_a_trivial_lookup(client: TestClient) -> None:
+def test_a_one_line_answer_to_one_question_is_kept_too(client: TestClient) -> None:
+    """Not only long answers: a one-line answer with a value of its own is kept (tests/test_answered_questions.py)."""
     body = end_session(client, "lists2", "s1", [("user", "What time is it in Tokyo?"), ("assistant", "9 pm.")])
-    assert (body["saved"], body["reason"]) == (False, "single-turn trivial lookup"), body
+    assert (body["saved"], body["reason"]) == (True, "question answered"), body
 
 
 def test_a_matched_list_heading_brings_the_items_under_it(client: TestClient) -> None:

@@ -31,6 +31,7 @@ KEPT = {
         "coding task done, the agent's own verb",
     ),
     "conversation": ("multi-turn discussion",),
+    "question answered": ("one question answered with a value",),
     "facts stated": ("single turn with a fact", "a fact said last week"),
 }
 SKIPPED = {

@@ -80,6 +80,12 @@ CASES = [
         "single trivial lookup",
         False,
         "conversation",
+        conv(("user", "What time is it in Tokyo?"), ("assistant", "I'm not sure, sorry.")),
+    ),
+    (
+        "one question answered with a value",
+        True,
+        "conversation",
         conv(("user", "What time is it in Tokyo?"), ("assistant", "It is 9pm in Tokyo.")),
     ),
     (

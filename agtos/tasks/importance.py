@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
 from agtos.schemas import EpisodeType, Turn
-from agtos.tasks.extract import Extraction, is_chit_chat, is_trivial
+from agtos.tasks.extract import Extraction, informative_words, is_chit_chat, is_trivial
 from agtos.tasks.speakers import Utterance, human_names, utterances
 from agtos.tasks.text import STOPWORDS, words
 
@@ -14,10 +15,10 @@ from agtos.tasks.text import STOPWORDS, words
 #: English, so "Ich wohne in Berlin und bin Vegetarier" found no fact and was dropped as a lookup
 ENGLISH_STOPWORD_SHARE = 0.15  # English sentences of 4+ words have more ("What time is it in Tokyo?": 4 of 6)
 KEPT_UNJUDGED = "another language: kept unjudged"
-#: a one-question session is a trivial lookup unless an answer in it is this long (words): a list of
-#: recommendations or steps is what users come back to ("which hotel did you suggest?"); lookups answer
-#: in a line or two (the dev set's longest: 24 words)
-LONG_ANSWER_WORDS = 80
+#: a one-question session whose answer tells something is kept (issue 14: keep the words): users ask back
+#: what they were told; a lookup answered "OK." or "I don't know" is still skipped (:func:`trivial_lookup`)
+KEPT_ANSWER = "question answered"
+_DIGIT = re.compile(r"\d")
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,20 @@ def judged_in_english(text: str) -> bool:
     return len(said) < 4 or sum(w in STOPWORDS for w in said) >= ENGLISH_STOPWORD_SHARE * len(said)
 
 
-def answered_at_length(turns: list[Turn]) -> bool:
-    """Whether an assistant turn of the session has :data:`LONG_ANSWER_WORDS` words or more."""
-    return any(t.role == "assistant" and len(words(t.content)) >= LONG_ANSWER_WORDS for t in turns)
+def says_something(answer: str, question: str, names: frozenset[str] = frozenset()) -> bool:
+    """Whether an answer tells what its question did not: a number ("About 237 ml.", "In 1889.") or an
+    informative word of its own ("Canberra.", a list of hotels) — not "OK.", "Sure!" or "I don't know, sorry"."""
+    return bool(_DIGIT.search(answer)) or bool(informative_words(answer, names | frozenset(words(question))))
+
+
+def trivial_lookup(turns: list[Turn], asked: Utterance, names: frozenset[str]) -> bool:
+    """A session of one utterance with nothing in it to recall: every answer to it says nothing of its own
+    (:func:`says_something`), or, unanswered, it is a question. Users come back to what they were told
+    ("what did you tell me the normal potassium range is?"), and a statement is their own words."""
+    answers = [t.content for t in turns if t.role == "assistant"]
+    if not answers:
+        return asked.text.rstrip().endswith("?")
+    return not any(says_something(a, asked.text, names) for a in answers)
 
 
 def score_importance(turns: list[Turn], found: Extraction) -> float:
@@ -98,6 +110,8 @@ def decide_save(turns: list[Turn], found: Extraction, scored: bool = True) -> Sa
         return SaveDecision(False, EpisodeType.conversation, importance, "greeting or small talk only")
     if len(people) == 1 and not judged_in_english(people[0].text):
         return SaveDecision(True, EpisodeType.conversation, importance, KEPT_UNJUDGED)
-    if len(people) == 1 and not answered_at_length(turns):
+    if len(people) == 1 and trivial_lookup(turns, people[0], names):
         return SaveDecision(False, EpisodeType.conversation, importance, "single-turn trivial lookup")
+    if len(people) == 1 and any(t.role == "assistant" for t in turns):
+        return SaveDecision(True, EpisodeType.conversation, importance, KEPT_ANSWER)
     return SaveDecision(True, EpisodeType.conversation, importance, "conversation")
