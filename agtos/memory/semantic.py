@@ -87,7 +87,8 @@ class SemanticSearch:
     related: dict[str, str] = field(default_factory=dict)
     #: ``search_many(prefetch=...)``: the memory records asked for and those that superseded them (id -> JSON)
     memories: dict[str, str] = field(default_factory=dict)
-    #: vectors were searched while some of the user's records wait for ``agtos reindex`` (keyword-only meanwhile)
+    #: a vector search of an index that waits for ``agtos reindex`` (its records keyword-only meanwhile; an
+    #: embedder failure, the search then keyword-only, is ``degraded``)
     stale: bool = False
 
 
@@ -386,7 +387,7 @@ class SemanticMemory:
                 store.max_fused_score,
                 related if ns == "episode" else {},
                 memories if ns == "episode" else {},
-                stale=prepared.stale and wanted != "bm25",
+                stale=prepared.stale,
             )
         return out
 
