@@ -1,0 +1,216 @@
+"""Planted-bug checks of the newest code (issue 20; docs/testing.md, "Planted bugs outside the mutation
+core"): the ingestion runs and the worker's hold of its entries (issue 15), how a formula said in
+three sessions ranks them (issue 14, q1), and the embedder switch (vector spaces, ``agtos reindex``,
+``/health``'s ``staleVectors``). Each test here failed with a hand-planted one-line bug that the suite
+let pass (the table in docs/testing.md).
+
+Real Redis (``AGTOS_TEST_REDIS_URL``); the switch through the HTTP app and the CLI on the local
+embedding stub of ``tests/test_embedder_switch.py``. Expected values are literals from the README.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.config import EmbeddingConfig, Settings
+from agtos.memory import reindex
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.ingest_worker import IngestWorker, SessionJob, job_runs
+from agtos.serving.app import create_app
+from agtos.storage.ingest_queue import GROUP, IngestQueue
+from agtos.storage.keys import GlobalKeys
+from agtos.storage.redis_conn import RedisConnector
+from tests.helpers import delete_prefix, end_session, gina_jon_turns, isolation_settings, talk, user
+from tests.test_embedder_switch import (  # noqa: F401 - cli, embed_server, serve: fixtures
+    ALICE,
+    BOB,
+    STALE_A,
+    TOPICS,
+    EmbedServer,
+    cli,
+    embed_server,
+    remember,
+    search,
+    semantic_tier,
+    serve,
+)
+from tests.test_env_settings import HIKE, NO_SHARED_WORDS
+from tests.test_large_session_end import job
+from tests.test_recall_q1 import JOB, JUNE_1, SMALL_TALK
+from tests.test_recall_q1 import search as q1_search
+
+KIB_64 = 65_536  # RUN_MAX_CHARS: 64K characters of turn text per ingestion run (README)
+
+
+# -- ingestion runs (issue 15) -------------------------------------------------------------------------
+def test_an_end_of_64k_characters_runs_with_the_batch_and_one_character_more_runs_alone() -> None:
+    """Runs hold at most 65,536 characters of turn text: an end of exactly that many is not deferred,
+    one of 65,537 runs alone after the others, and two ends of 32,768 share a run."""
+    assert job_runs([job("ann", KIB_64), job("bob", 1)]) == [[0], [1]]
+    assert job_runs([job("ann", KIB_64 + 1), job("bob", 1)]) == [[1], [0]]
+    assert job_runs([job("ann", KIB_64 // 2), job("bob", KIB_64 // 2), job("cid", 1)]) == [[0, 1], [2]]
+
+
+@pytest.fixture
+def queue(settings: Settings) -> Iterator[IngestQueue]:
+    connector = RedisConnector(settings.redis_url, settings.data_dir)
+    try:
+        yield IngestQueue(connector, GlobalKeys(settings.key_prefix))
+    finally:
+        connector.close()
+
+
+def test_a_long_job_is_held_every_third_of_the_claim_idle_time_without_counting_a_delivery(
+    queue: IngestQueue,
+) -> None:
+    """While a job runs (3.2 s, claim idle time 1.5 s) its entry never sits idle much past a third of
+    the claim idle time (500 ms; another worker takes an entry idle 1.5 s over), and holding it counts
+    no delivery (each counted one goes towards the dead-letter stream)."""
+    queue.enqueue(job("ann", 10).model_dump_json().encode())
+    seen: list[tuple[int, int]] = []  # (idle ms, deliveries) of the entry while its job runs
+
+    def long_job(_: SessionJob) -> None:
+        deadline = time.monotonic() + 3.2
+        while time.monotonic() < deadline:
+            [pending] = queue.connector.run(lambda r: r.xpending_range(queue.stream, GROUP, "-", "+", 1))
+            seen.append((int(pending["time_since_delivered"]), int(pending["times_delivered"])))
+            time.sleep(0.02)
+
+    assert IngestWorker(queue, long_job, claim_idle_s=1.5, consumer="first").run_once(block=False) == 1
+    assert max(idle for idle, _ in seen) < 1_000, seen
+    assert {deliveries for _, deliveries in seen} == {1}
+
+
+# -- a formula said in three sessions (issue 14, q1) ---------------------------------------------------
+FORMULA_USER = "q1-formula-3"  # Jon's sign-off formula said in exactly three sessions
+
+
+@pytest.fixture(scope="module")
+def formulas(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The app with the job's session and three small-talk sessions replayed (tests/test_recall_q1.py's)."""
+    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
+    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("formula"))))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            assert end_session(client, FORMULA_USER, "job", gina_jon_turns(JUNE_1, JOB))["saved"]
+            for n in (1, 2, 3):
+                said = gina_jon_turns(JUNE_1 + timedelta(days=n), SMALL_TALK)
+                assert end_session(client, FORMULA_USER, f"formula-{n}", said)["saved"]
+            yield client
+    finally:
+        coordinator.close()
+        delete_prefix(redis_url, prefix)
+
+
+def test_a_formula_said_in_three_sessions_does_not_outrank_the_answer(formulas: TestClient) -> None:
+    """Words said in 3 of the sessions found make a formula (its turn hits weigh 1/3): the session where
+    Jon says what his job is ranks among the first two, not below the three sign-offs."""
+    ranked = q1_search(formulas, FORMULA_USER, "What does Jon do for work?", limit=4)
+    assert ranked.index("job") < 2, ranked
+
+
+# -- the embedder switch --------------------------------------------------------------------------------
+def test_a_user_who_started_after_the_switch_waits_for_no_reindex(
+    serve: Callable[[str], TestClient],  # noqa: F811
+    cli: Callable[..., Any],  # noqa: F811
+) -> None:
+    """Bob's first session is stored by the new embedder: his index that holds no vector (no conclusion
+    drawn) is not taken for one of the deployment's first embedder, nor is he counted as waiting."""
+    remember(serve("mini-a"), topics={"car": TOPICS["car"]})
+    remember(serve("mini-b"), BOB, {"car": TOPICS["car"]})  # no conclusion drawn: that index holds nothing
+    assert semantic_tier(serve("mini-b"))["staleVectors"] == STALE_A.format("1 user")
+    checked = cli("mini-b", "reindex", "--user", BOB, "--check")
+    assert (checked.exit_code, checked.output.strip()) == (0, "every vector was made by the configured embedder")
+
+
+def test_forgetting_a_session_on_the_new_embedder_leaves_the_old_vectors_to_the_old_process(
+    serve: Callable[[str], TestClient],  # noqa: F811
+) -> None:
+    """A delete never switches an index: forgetting one session through a process on the new embedder
+    leaves the user's other vectors to a process still on the old one (a rolling upgrade)."""
+    old = serve("mini-a")
+    ended = talk(old, ALICE, "car", ("user", TOPICS["car"][0] + "."), ("assistant", "Noted."))
+    remember(old, topics={"piano": TOPICS["piano"]})
+    forgot = serve("mini-b").post(
+        "/api/memory/forget", json={"kind": "episode", "id": ended["episodeId"]}, headers=user(ALICE)
+    )
+    assert forgot.status_code == 200, forgot.text
+    assert search(serve("mini-a"), "piano Chopin nocturnes", "vector") == [("piano", "semantic")]
+
+
+def test_a_reindex_stopped_by_the_embedder_leaves_the_next_users_vectors_as_they_were(
+    serve: Callable[[str], TestClient],  # noqa: F811
+    cli: Callable[..., Any],  # noqa: F811
+    embed_server: EmbedServer,  # noqa: F811
+) -> None:
+    """The embedder fails alice's first records (users go in name order): the reindex stops there, so
+    bob's vectors stay his old embedder's, which a process still on it searches."""
+    remember(serve("mini-a"), topics={"garden": TOPICS["garden"]})
+    remember(serve("mini-a"), BOB, {"car": TOPICS["car"]})
+    embed_server.texts, embed_server.fail_after = 0, 1  # the dimension probe answers, then nothing
+    stopped = cli("mini-b", "reindex")
+    assert stopped.exit_code == 1 and "reindexed 0 of 2 user(s)" in stopped.output, stopped.output
+    embed_server.fail_after = None
+    assert search(serve("mini-a"), "blue Volvo car", "vector", BOB) == [("car", "semantic")]
+
+
+def test_an_opted_out_users_records_are_not_embedded_again(
+    serve: Callable[[str], TestClient],  # noqa: F811
+    cli: Callable[..., Any],  # noqa: F811
+    embed_server: EmbedServer,  # noqa: F811
+) -> None:
+    """README: nothing of an opted-out user is written. Her stored sessions stay, and the reindex
+    leaves her index as it was: the embedder is asked for its dimension probe's one text only, and her
+    old embedder's vectors are neither dropped nor taken for the new one's."""
+    api = serve("mini-a")
+    remember(api, topics={"garden": TOPICS["garden"]})
+    opted = api.put("/api/memory/privacy", json={"opt_out": True}, headers=user(ALICE))
+    assert opted.status_code == 200, opted.text
+    embed_server.texts = 0
+    assert cli("mini-b", "reindex").exit_code == 0
+    assert embed_server.texts == 1
+    assert semantic_tier(serve("mini-b"))["staleVectors"] == STALE_A.format("1 user")  # her index as it was
+
+
+def test_the_int8_variant_of_the_bundled_model_reads_the_vectors_it_made(settings: Settings) -> None:
+    """README: a quantised variant of one model (AGTOS_EMBEDDING_QUANTIZE) counts as the same embedder:
+    a session stored by the bundled model stays found by meaning, and nothing waits for a reindex."""
+    for quantize in (None, "int8"):
+        coordinator = MemoryCoordinator(settings.with_overrides(embedding=EmbeddingConfig(quantize=quantize)))
+        try:
+            with TestClient(create_app(coordinator=coordinator)) as api:
+                if quantize is None:
+                    talk(api, ALICE, "hike", *HIKE)
+                else:
+                    assert "staleVectors" not in semantic_tier(api)
+                    assert search(api, NO_SHARED_WORDS, "vector") == [("hike", "semantic")]
+        finally:
+            coordinator.close()
+
+
+def test_health_counts_the_users_waiting_for_a_reindex_at_most_every_15_s(
+    serve: Callable[[str], TestClient],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The count walks every user's index metas: three ``/health`` calls within 15 s walk them once
+    (and say the same line)."""
+    remember(serve("mini-a"), topics={"car": TOPICS["car"]})
+    walks: list[list[str]] = []
+    walk = reindex.index_spaces
+
+    def counted(connector: Any, keys: Any, users: Any, *rest: Any) -> Any:
+        walks.append(list(users))
+        return walk(connector, keys, walks[-1], *rest)
+
+    monkeypatch.setattr(reindex, "index_spaces", counted)
+    api = serve("mini-b")
+    assert [semantic_tier(api).get("staleVectors") for _ in range(3)] == [STALE_A.format("1 user")] * 3
+    assert walks == [[ALICE]]
