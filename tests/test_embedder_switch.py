@@ -384,12 +384,14 @@ def degraded(api: TestClient, q: str, mode: str = "hybrid") -> str | None:
 
 
 def test_search_context_and_ask_say_when_older_records_match_by_keyword_only(
-    serve: Callable[[str], TestClient], cli: Callable[..., Any]
+    serve: Callable[[str], TestClient], cli: Callable[..., Any], embed_server: EmbedServer
 ) -> None:
     remember(serve("mini-a"), topics={k: TOPICS[k] for k in ("garden", "car")})
     assert degraded(serve("mini-a"), "tomatoes basil garden") is None
     api = serve("mini-b")
+    before = embed_server.texts
     assert degraded(api, "tomatoes basil garden") == STALE_SEARCH
+    assert embed_server.texts - before > 2  # the queries (2), then /ask scored its evidence with it: the embedder is up
     assert degraded(api, "tomatoes basil garden", "vector") == STALE_SEARCH
     assert degraded(api, "tomatoes basil garden", "bm25") is None  # keyword search was asked for
     remember(api, topics={"piano": TOPICS["piano"]})  # mini-b's vectors replace the old: still mixed
