@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -57,7 +58,8 @@ HISTORY = [
 ]
 
 
-def play(client: TestClient, user_id: str = "dora") -> list[str]:
+def play(client: TestClient, user_id: str = "dora", after_end: Callable[[], object] = lambda: None) -> list[str]:
+    """The three sessions of ``HISTORY``, each ended; ``after_end`` runs after each end."""
     episode_ids = []
     for sid, stamp, turns in HISTORY:
         body = {"turns": [{"role": r, "content": c, "timestamp": stamp + i * 1000} for i, (r, c) in enumerate(turns)]}
@@ -65,6 +67,7 @@ def play(client: TestClient, user_id: str = "dora") -> list[str]:
         ended = client.post(f"/api/memory/sessions/{sid}/end", headers=user(user_id)).json()
         assert ended["saved"] is True, ended
         episode_ids.append(ended["episode"]["id"])
+        after_end()
     return episode_ids
 
 
@@ -165,11 +168,13 @@ def test_llm_consolidation_is_validated(settings: Settings) -> None:
         coordinator = _llm_coordinator(settings, stub)
         try:
             with TestClient(create_app(coordinator=coordinator)) as client:
-                ids = []
+                listed: list[list[str]] = []  # the episode ids each consolidation request lists, in order
+                ids: list[str] = []  # all of them, request after request
 
                 def reply(body: dict) -> str:
                     listing = body["messages"][-1]["content"]
-                    ids.extend(part.split(" ")[0] for part in listing.split("- ")[1:])
+                    listed.append([line[2:].split(" ")[0] for line in listing.splitlines() if line.startswith("- ")])
+                    ids.extend(listed[-1])
                     return json.dumps(
                         {
                             "conclusions": [
@@ -201,9 +206,15 @@ def test_llm_consolidation_is_validated(settings: Settings) -> None:
                         }
                     )
 
+                def dreamed() -> None:
+                    # each end's Dreamer run (a thread of its own) finishes before the next session
+                    # ends: runs that overlap list other windows and merge their sources in any order
+                    assert coordinator.dreamer.wait(30)
+
                 stub.queue_chat(reply, reply, reply)
-                play(client, "liam")
-                assert coordinator.dreamer.wait(30)
+                mon, tue, wed = play(client, "liam", after_end=dreamed)
+                # one request per end, each listing the user's episodes so far, newest first
+                assert listed == [[mon], [tue, mon], [wed, tue, mon]]
                 stored = conclusions(client, "liam")
                 # the LLM's one valid conclusion, beside the rules' explicit statement (issue 16)
                 assert sorted((c["type"], c["text"]) for c in stored) == [
@@ -211,14 +222,14 @@ def test_llm_consolidation_is_validated(settings: Settings) -> None:
                     ("inductive", "User checks the weather every morning"),
                 ]
                 inductive = next(c for c in stored if c["type"] == "inductive")
-                assert inductive["source_episode_ids"] == ids[:2]
+                # run 1 cited [mon], runs 2 and 3 [mon, tue] (ids[:2]): the stored sources are their union
+                assert inductive["source_episode_ids"] == [mon, tue]
                 # no turn cited by the LLM: the one of its episodes that says most of it ("morning", "weather")
-                (turn_id,) = inductive["source_turn_ids"]
-                episode, position = turn_id.rsplit(".t", 1)
-                turns = coordinator.services.semantic.turns.episode_turns("liam", episode)
-                assert episode in ids[:2] and turns[int(position)].content == "Morning! Weather forecast please."
+                assert inductive["source_turn_ids"] == [f"{tue}.t0"]
+                turns = coordinator.services.semantic.turns.episode_turns("liam", tue)
+                assert turns[0].content == "Morning! Weather forecast please."
                 assert coordinator.dreamer.last_report.source == "llm:ollama"
-                assert stub.requests_to("/api/chat")[0].body["format"] == "json"
+                assert [r.body["format"] for r in stub.requests_to("/api/chat")] == ["json"] * 3
         finally:
             coordinator.close()
 
