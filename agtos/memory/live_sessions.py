@@ -117,6 +117,10 @@ class LiveSessions:
         wm = self.working.get_or_create(user_id, session_id)
         with wm.lock:
             if self.privacy.is_opted_out(user_id):
+                if self._forgotten_elsewhere(user_id, wm):
+                    wm.reset()
+                if not wm.messages:
+                    wm.began_ms = self._clock_ms()
                 for turn in turns:
                     wm.add(turn)
             else:
@@ -131,7 +135,10 @@ class LiveSessions:
         is down; None when there is no session."""
         check_record_id(session_id, "session id")
         wm = self.working.get(check_user_id(user_id), session_id)
-        if self.privacy.is_opted_out(user_id):
+        if self.privacy.is_opted_out(user_id) and (wm is None or not wm.journal_len):
+            if wm is not None and self._forgotten_elsewhere(user_id, wm):
+                self.working.discard(user_id, session_id, wm)
+                return None
             return wm
         try:
             length = self.services.journal.length(user_id, session_id)
@@ -150,6 +157,24 @@ class LiveSessions:
             if length > wm.journal_len:
                 self._journal_catch_up(wm, self.services.journal.turns(user_id, session_id, wm.journal_len))
         return wm
+
+    def _clock_ms(self) -> int:
+        """The Redis clock (forget-all marks are on it); this host's while Redis is down."""
+        try:
+            return self.privacy.clock_ms()
+        except StorageUnavailable:
+            return int(time.time() * 1000)
+
+    def _forgotten_elsewhere(self, user_id: str, wm: WorkingMemory) -> bool:
+        """Whether the user forgot everything since ``wm`` (held in this process only, never journalled)
+        began: a forget-all sent through another API process clears its working memory, not this one's."""
+        if wm.journal_len or not wm.messages:
+            return False
+        try:
+            mark = self.privacy.forget_marks([user_id]).get(user_id)
+        except StorageUnavailable:
+            return False
+        return mark is not None and mark >= wm.began_ms
 
     def _journal(
         self, user_id: str, session_id: str, wm: WorkingMemory, turns: list[Turn], idempotency_key: str | None

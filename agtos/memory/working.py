@@ -31,6 +31,7 @@ class WorkingMemory:
     task_state: dict[str, Any] = field(default_factory=dict)
     compactions: int = 0
     journal_len: int = 0  # entries of the session's Redis journal these messages reflect
+    began_ms: int = 0  # Redis clock at the first turn of a session held here only (an opted-out user's)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _tokens: list[int] = field(default_factory=list)
 
