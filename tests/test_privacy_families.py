@@ -303,20 +303,26 @@ def test_the_families_that_expire_carry_their_lifetime(
 
 
 def test_a_forget_all_through_one_process_reaches_an_opted_out_session_held_by_another(settings: Settings) -> None:
-    """Two API processes on one Redis: "al" opted out, so her live session lives in the working memory
+    """Two API processes on one Redis: "al" opted out, so her live sessions live in the working memory
     of the process she talks to only (nothing is journalled). Her forget-all through the other
-    process leaves that session unreadable there too; "alice"'s session in the same process stays."""
+    process leaves them unreadable there too (a turn sent to one starts it anew); "alice"'s session
+    in the same process stays."""
     first, second = MemoryCoordinator(settings), MemoryCoordinator(settings)
     try:
         with TestClient(create_app(coordinator=first)) as a, TestClient(create_app(coordinator=second)) as b:
             assert a.put("/api/memory/privacy", json={"opt_out": True}, headers=user("al")).status_code == 200
-            for who in ("al", "alice"):
-                live_turn(b, who)
-                assert words(who) in b.get("/api/memory/sessions/live", headers=user(who)).text
+            for who, session in (("al", "live"), ("al", "other"), ("alice", "live")):
+                live_turn(b, who, session)
+                assert words(who) in b.get(f"/api/memory/sessions/{session}", headers=user(who)).text
             assert a.post("/api/memory/forget", json={"kind": "all"}, headers=user("al")).status_code == 200
-            assert b.get("/api/memory/sessions/live", headers=user("al")).status_code == 404
-            context = b.post("/api/memory/context", json={"query": "locker", "session_id": "live"}, headers=user("al"))
+            assert b.get("/api/memory/sessions/other", headers=user("al")).status_code == 404
+            query = {"query": "locker", "session_id": "other"}
+            context = b.post("/api/memory/context", json=query, headers=user("al"))
             assert context.status_code == 200 and "zqalvv" not in context.text
+            again = {"turns": [{"role": "user", "content": "A new start."}]}  # sent before any read there
+            assert b.post("/api/memory/sessions/live/turns", json=again, headers=user("al")).status_code == 200
+            held = b.get("/api/memory/sessions/live", headers=user("al"))
+            assert "A new start." in held.text and "zqalvv" not in held.text
             assert words("alice") in b.get("/api/memory/sessions/live", headers=user("alice")).text
     finally:
         first.close()
