@@ -33,6 +33,7 @@ from tests.test_embedder_switch import (  # noqa: F401 - cli, embed_server, serv
     ALICE,
     BOB,
     STALE_A,
+    STALE_SEARCH,
     TOPICS,
     EmbedServer,
     cli,
@@ -214,3 +215,119 @@ def test_health_counts_the_users_waiting_for_a_reindex_at_most_every_15_s(
     api = serve("mini-b")
     assert [semantic_tier(api).get("staleVectors") for _ in range(3)] == [STALE_A.format("1 user")] * 3
     assert walks == [[ALICE]]
+
+
+def test_ask_scores_its_evidence_with_the_embedder_while_older_records_wait_for_a_reindex(
+    serve: Callable[[str], TestClient],  # noqa: F811
+    embed_server: EmbedServer,  # noqa: F811
+) -> None:
+    """Records waiting for a reindex make the answer ``degraded`` (they match by keyword only), but the
+    embedder is up: ``/ask`` scores its evidence's sentences with it, not by shared words alone (the
+    question's own vector is the search's, cached)."""
+    remember(serve("mini-a"), topics={"garden": TOPICS["garden"]})
+    api = serve("mini-b")
+    question = "tomatoes basil garden"
+    assert api.get("/api/memory/search", params={"q": question}, headers=user(ALICE)).status_code == 200
+    before = embed_server.texts
+    asked = api.post("/api/memory/ask", json={"question": question}, headers=user(ALICE))
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["degraded"] == STALE_SEARCH
+    assert embed_server.texts > before
+
+
+def test_ends_queued_while_the_worker_yields_fill_its_batch_and_no_more(queue: IngestQueue) -> None:
+    """Batch of 2: the first end is read alone; two more are queued while the worker yields to a
+    request in flight: one joins it, the other waits for the next batch."""
+    queue.enqueue(job("ann", 10).model_copy(update={"session_id": "s1"}).model_dump_json().encode())
+    polls: list[int] = []
+
+    def busy() -> bool:  # a request in flight for the first two polls; two ends queued at the first
+        if not polls:
+            for session in ("s2", "s3"):
+                queue.enqueue(job("ann", 10).model_copy(update={"session_id": session}).model_dump_json().encode())
+        polls.append(1)
+        return len(polls) < 3
+
+    batches: list[list[str]] = []
+    worker = IngestWorker(
+        queue, lambda _: None, handle_many=lambda jobs: batches.append([j.session_id for j in jobs]), batch=2
+    ).yield_to(busy, 1.0)
+    assert worker.run_once(block=False) == 2
+    assert worker.run_once(block=False) == 1
+    assert batches == [["s1", "s2"]]  # the third, alone, goes through ``handle``
+
+
+def test_a_batchs_time_is_shared_out_among_its_ends_in_the_mean_job_time(queue: IngestQueue) -> None:
+    """Two ends handled together in 0.4 s took 0.2 s each: ``meanJobS`` (README: the mean job time)."""
+    for session in ("s1", "s2"):
+        queue.enqueue(job("ann", 10).model_copy(update={"session_id": session}).model_dump_json().encode())
+    worker = IngestWorker(queue, lambda _: None, handle_many=lambda _: time.sleep(0.4), batch=2)
+    assert worker.run_once(block=False) == 2
+    stats = queue.stats()
+    assert stats["done"] == 2
+    assert 0.2 <= stats["meanJobS"] < 0.35, stats
+
+
+def test_a_worker_counts_as_alive_while_its_heartbeat_is_within_15_s(queue: IngestQueue) -> None:
+    """README: ``workersAlive`` counts the workers whose heartbeat is within 15 s."""
+    for age_s, alive in ((10.0, 1), (16.0, 0)):
+        queue.connector.run(lambda r, age=age_s: r.hset(queue.workers_key, "w1", repr(time.time() - age)))
+        assert queue.stats()["workersAlive"] == alive, age_s
+
+
+def test_a_job_that_failed_once_and_then_succeeded_leaves_no_error_behind(queue: IngestQueue) -> None:
+    """A failed attempt records its error (for the dead letter, if it comes to that); the retry's
+    success deletes it with the entry."""
+    queue.enqueue(job("ann", 10).model_dump_json().encode())
+    attempts: list[str] = []
+
+    def fail_first(_: SessionJob) -> None:
+        attempts.append("run")
+        if len(attempts) == 1:
+            raise RuntimeError("embedder not loaded yet")
+
+    def errors() -> int:
+        return int(queue.connector.run(lambda r: r.hlen(queue.errors)))
+
+    worker = IngestWorker(queue, fail_first, retry_delay_s=0.0, claim_idle_s=0.2)
+    assert worker.run_once(block=False) == 1
+    assert errors() == 1
+    assert worker.run_once(block=False) == 1
+    assert (len(attempts), errors(), queue.stats()["depth"]) == (2, 0, 0)
+
+
+def test_forgetting_a_user_drops_all_501_of_their_queued_ends_and_no_one_elses(settings: Settings) -> None:
+    """A forget walks the queue 500 entries a page: the 501st of the user's queued ends goes too, the
+    other user's stays."""
+    coordinator = MemoryCoordinator(settings.with_overrides(ingest_mode="queue", ingest_worker=False))
+    try:
+        queue = coordinator.ingest_queue
+        for _ in range(501):
+            queue.enqueue(job("ann", 10).model_dump_json().encode())
+        queue.enqueue(job("bob", 10).model_dump_json().encode())
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            forgot = client.post("/api/memory/forget", json={"kind": "all"}, headers=user("ann"))
+            assert forgot.status_code == 200, forgot.text
+        assert queue.stats()["depth"] == 1
+    finally:
+        coordinator.close()
+
+
+def test_a_worker_on_a_long_job_keeps_beating_within_the_15_s_window(queue: IngestQueue) -> None:
+    """A large session's end takes minutes; the worker re-claims its entries only every third of the
+    claim idle time (40 s by default), but beats its heartbeat every 2 s meanwhile, so ``/health``
+    never counts it gone (``workersAlive``: heartbeat within 15 s) while it works. A real bug found by
+    this pass: it beat only with each hold, so a job past 15 s made the worker look gone for 25 s of
+    every 40 (``/health`` unhealthy while ends waited, a queued end told no worker was alive)."""
+    queue.enqueue(job("ann", 10).model_dump_json().encode())
+    ages: list[float] = []
+
+    def long_job(_: SessionJob) -> None:
+        deadline = time.monotonic() + 6.0
+        while time.monotonic() < deadline:
+            beats = queue.connector.run(lambda r: r.hgetall(queue.workers_key))
+            ages.append(time.time() - max(float(beat) for beat in beats.values()))
+            time.sleep(0.1)
+
+    assert IngestWorker(queue, long_job, claim_idle_s=120.0).run_once(block=False) == 1
+    assert max(ages) < 5.0, ages  # before the fix: 6 s, and 40 s in a job of a minute

@@ -327,14 +327,19 @@ class IngestWorker:
     @contextlib.contextmanager
     def _holding(self, entry_ids: list[str]) -> Iterator[None]:
         """While the block runs (a large session's end takes minutes), hold its entries every third of
-        ``claim_idle_s`` and beat: no other worker claims them as a dead consumer's and runs them again
-        (each such claim also counted a delivery, towards the dead-letter stream)."""
+        ``claim_idle_s``: no other worker claims them as a dead consumer's and runs them again (each such
+        claim also counted a delivery, towards the dead-letter stream); and beat every ``HEARTBEAT_S``, so
+        ``/health`` does not count the worker gone (a heartbeat older than 15 s) while it works."""
         done = threading.Event()
+        period = self.claim_idle_ms / 3000
 
         def keep() -> None:
-            while not done.wait(self.claim_idle_ms / 3000):
+            due = time.monotonic() + period
+            while not done.wait(min(period, HEARTBEAT_S)):
                 try:
-                    self.queue.hold(self.consumer, entry_ids)
+                    if time.monotonic() >= due:
+                        self.queue.hold(self.consumer, entry_ids)
+                        due = time.monotonic() + period
                     self._beat()
                 except Exception as exc:  # Redis away: the job goes on; a stale claim is the fallback
                     log.warning("ingest worker could not hold its entries: %s", exc)
