@@ -21,7 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agtos.config import EmbeddingConfig, Settings
-from agtos.memory import reindex
+from agtos.memory import recall, reindex
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.ingest_worker import IngestWorker, SessionJob, job_runs
 from agtos.serving.app import create_app
@@ -331,3 +331,21 @@ def test_a_worker_on_a_long_job_keeps_beating_within_the_15_s_window(queue: Inge
 
     assert IngestWorker(queue, long_job, claim_idle_s=120.0).run_once(block=False) == 1
     assert max(ages) < 5.0, ages  # before the fix: 6 s, and 40 s in a job of a minute
+
+
+def test_the_speakers_left_out_of_a_query_are_those_of_the_latest_three_sessions(
+    coordinator: MemoryCoordinator,
+) -> None:
+    """Gina talks with Ada, then Bea, Cleo and Dora (a session each, a day apart): the names left out
+    of a search are those of the latest three sessions' speakers, not Ada's."""
+    with TestClient(create_app(coordinator=coordinator)) as client:
+        for day, other in enumerate(("Ada", "Bea", "Cleo", "Dora")):
+            lines = [
+                ("Gina", f"Hi {other}! How was the concert last night?"),
+                (other, "Loud and wonderful, the band played for three hours."),
+                ("Gina", "I prefer quiet jazz clubs myself, remember that."),
+                (other, "Noted, a jazz club next time."),
+            ]
+            said = gina_jon_turns(JUNE_1 + timedelta(days=day), lines)
+            assert end_session(client, "gina", f"day-{day}", said)["saved"]
+    assert recall.speaker_names(coordinator.services, "gina") == {"Gina", "Bea", "Cleo", "Dora"}
