@@ -1,8 +1,9 @@
 """Planted-bug checks of the newest code (issue 20; docs/testing.md, "Planted bugs outside the mutation
-core"): the ingestion runs and the worker's hold of its entries (issue 15), how a formula said in
-three sessions ranks them (issue 14, q1), and the embedder switch (vector spaces, ``agtos reindex``,
-``/health``'s ``staleVectors``). Each test here failed with a hand-planted one-line bug that the suite
-let pass (the table in docs/testing.md).
+core"): the ingestion runs, the worker's hold of its entries, its heartbeat and batch, the queue's
+stats and a forget's walk of it (issue 15); how a formula said in three sessions ranks them and whose
+names a query leaves out (issue 14); the embedder switch (vector spaces, ``agtos reindex``, ``/health``'s
+``staleVectors``, ``/ask`` while records wait). Each test here failed with a hand-planted one-line bug
+that the suite let pass (the table in docs/testing.md); the heartbeat test with a real one (fixed).
 
 Real Redis (``AGTOS_TEST_REDIS_URL``); the switch through the HTTP app and the CLI on the local
 embedding stub of ``tests/test_embedder_switch.py``. Expected values are literals from the README.
