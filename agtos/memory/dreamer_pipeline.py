@@ -10,10 +10,13 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
 
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode, StoredTurn
+from agtos.storage.user_lock import UserLock
 from agtos.tasks.consolidate import explicit_conclusions, llm_conclusions, merge_conclusions, rule_based_conclusions
 from agtos.tasks.profile_builder import profile_update
 
@@ -22,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 EPISODE_WINDOW = 50
+#: the kind of the per-user lock held while a run merges its conclusions with the stored ones
+MERGE_LOCK = "dreaming"
+_Written = TypeVar("_Written")
 
 
 @dataclass
@@ -73,30 +79,66 @@ def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> li
     new ones. A conclusion's id is made of its text, so one already stored with its vector keeps its
     indexes and only its record is rewritten: a run embeds only what it found new (it re-embedded
     every conclusion of the window before, each session end), and one stored while the embedder was
-    down is embedded now."""
+    down is embedded now.
+
+    Two runs of one user may overlap (each session end starts one; a queue worker and an API process):
+    the read, merge and write hold the user's :data:`MERGE_LOCK` (:class:`UserLock`, across processes),
+    else a run that read before the other wrote overwrote the sources the other added. The embedder is
+    called before, outside it, for what was not indexed then (the LLM call is done by then too). Sources
+    are ordered by their episode's time, oldest first (expired episodes first, by id), whichever run stored first."""
+    ids = [c.id for c in found]
+    indexed_before = rt.conclusions.index.vectors.vectors(user_id, ids)
+    unindexed = [c for c in found if c.id not in indexed_before]
+    rows = {c.id: row for row, c in enumerate(unindexed)}
+
+    def merge_and_write(vectors: np.ndarray | None) -> list[Conclusion]:
+        with UserLock(rt.connector, rt.keys, MERGE_LOCK).held(user_id, "conclusions"):
+            merged = _merged_with_stored(rt, user_id, found)
+            indexed = rt.conclusions.index.vectors.vectors(user_id, ids)
+            rt.conclusions.save_records([c for c in merged if c.id in indexed])
+            fresh = [c for c in merged if c.id not in indexed and c.id in rows]
+            rt.conclusions.upsert_many(fresh, None if vectors is None else vectors[[rows[c.id] for c in fresh]])
+            late = [c for c in merged if c.id not in indexed and c.id not in rows]
+            if late:  # its vector went (a forget) since it was looked at: embedded here, rarely
+                _embed_then_upsert(rt, late, functools.partial(rt.conclusions.upsert_many, late))
+        return merged
+
+    return _embed_then_upsert(rt, unindexed, merge_and_write)
+
+
+def _embed_then_upsert(
+    rt: Services, conclusions: list[Conclusion], write: Callable[[np.ndarray | None], _Written]
+) -> _Written:
+    """``write`` with the conclusions' vectors (None when the embedder is unavailable: they wait for vectors)."""
+    return rt.semantic.embed_then_write(
+        "conclusion", [(c.user_id, c.id) for c in conclusions], [c.text for c in conclusions], write
+    )
+
+
+def _merged_with_stored(rt: Services, user_id: str, found: list[Conclusion]) -> list[Conclusion]:
+    """``found`` merged with the stored versions (read now), sources in their episodes' time order."""
     existing = rt.conclusions.get_many(user_id, [c.id for c in found])
+    cited = {e for c in [*found, *existing.values()] for e in c.source_episode_ids}
+    times = rt.episodes.times(user_id, sorted(cited))
+
+    def episode_order(episode_id: str) -> tuple[int, str]:
+        return times.get(episode_id, -1), episode_id
+
+    def turn_order(turn_id: str) -> tuple[int, str, int]:
+        episode_id, _, index = turn_id.rpartition(".t")
+        return (*episode_order(episode_id), int(index)) if index.isdigit() else (-1, turn_id, -1)
+
     merged = []
     for conclusion in found:
         old = existing.get(conclusion.id)
+        episodes, turns = conclusion.source_episode_ids, conclusion.source_turn_ids
+        update: dict[str, object] = {}
         if old is not None:
-            conclusion = conclusion.model_copy(
-                update={
-                    "created_at": old.created_at,
-                    "source_episode_ids": list(dict.fromkeys(old.source_episode_ids + conclusion.source_episode_ids)),
-                    "source_turn_ids": list(dict.fromkeys(old.source_turn_ids + conclusion.source_turn_ids)),
-                    "category": conclusion.category or old.category,
-                }
-            )
-        merged.append(conclusion)
-    indexed = rt.conclusions.index.vectors.vectors(user_id, [c.id for c in merged if c.id in existing])
-    fresh = [c for c in merged if c.id not in indexed]
-    rt.conclusions.save_records([c for c in merged if c.id in indexed])
-    rt.semantic.embed_then_write(
-        "conclusion",
-        [(c.user_id, c.id) for c in fresh],
-        [c.text for c in fresh],
-        functools.partial(rt.conclusions.upsert_many, fresh),
-    )
+            episodes, turns = old.source_episode_ids + episodes, old.source_turn_ids + turns
+            update = {"created_at": old.created_at, "category": conclusion.category or old.category}
+        update["source_episode_ids"] = sorted(set(episodes), key=episode_order)
+        update["source_turn_ids"] = sorted(set(turns), key=turn_order)
+        merged.append(conclusion.model_copy(update=update))
     return merged
 
 

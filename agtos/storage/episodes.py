@@ -87,6 +87,14 @@ class EpisodeStore:
         raws = self.connector.run(lambda r: r.mget([uk.episode(i) for i in ids]))
         return {i for i, raw in zip(ids, raws, strict=True) if raw is not None}
 
+    def times(self, user_id: str, ids: list[str]) -> dict[str, int]:
+        """The timeline time of each of ``ids`` that is on it (one round trip); expired ones are absent."""
+        if not ids:
+            return {}
+        key = self.keys.user(user_id).episode_timeline()
+        scores = self.connector.run(lambda r: r.zmscore(key, ids))
+        return {i: int(score) for i, score in zip(ids, scores, strict=True) if score is not None}
+
     def unchanged_imports(self, user_id: str, digests: dict[str, str]) -> set[str]:
         """Which episode ids of ``digests`` (id → digest of the imported turns) were imported before from
         the same turns: stored and still there, or skipped then as not worth an episode (one round trip)."""
