@@ -286,4 +286,4 @@ def test_the_pending_set_is_bounded_per_user(settings: Settings) -> None:
     assert pending_set.clear(ANA, noted) == 3  # so it stays
     assert pending_set.clear(ANA, pending_set.oldest(ANA, 10)) == 0
     with pytest.raises(ValueError, match="pending namespace must be one of"):
-        pending_set.add(ANA, [("entity", "e-1")], at_ms=3_000)
+        pending_set.add(ANA, [("rel", "r-1")], at_ms=3_000)

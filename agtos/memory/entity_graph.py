@@ -14,8 +14,10 @@ import numpy as np
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Entity, Relationship
-from agtos.storage.entity_store import EntityStore, WriteResult, triple_key
+from agtos.schemas.records import now_ms
+from agtos.storage.entity_store import NAMESPACE, EntityStore, WriteResult, triple_key
 from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.entity_records import name_keys, union_ids
@@ -89,6 +91,18 @@ class EntityGraph:
             index.remove(user_id, entity_id)
         else:
             index.add(user_id, entity_id, vector)
+
+    def _name_vector(self, user_id: str, entity_id: str, vector: np.ndarray | None) -> None:
+        """Write a stored entity's name vector; without one (the embedder was down) its old one goes and
+        the entity waits for the repair (:mod:`agtos.memory.vector_repair`, :class:`PendingVectors`)."""
+        self._set_vector(user_id, entity_id, vector)
+        if vector is None:
+            PendingVectors(self.connector, self.keys).add(user_id, [(NAMESPACE, entity_id)], now_ms(), stored=True)
+
+    def _drop_vector(self, user_id: str, entity_id: str) -> None:
+        """A deleted, forgotten or merged entity: its name vector goes and it waits for none."""
+        self._set_vector(user_id, entity_id, None)
+        PendingVectors(self.connector, self.keys).forget(user_id, NAMESPACE, entity_id)
 
     # -- loading ----------------------------------------------------------------------
     def load(self, user_id: str, entity_id: str) -> tuple[Entity, str] | None:

@@ -156,7 +156,7 @@ class EntityMemory(EntityGraph):
                     episode_ids=[episode.id],
                 )
                 if self.store.save_entity(entity, name_keys(entity), expect="").status == "ok":
-                    self._set_vector(user_id, entity.id, vector)
+                    self._name_vector(user_id, entity.id, vector)
                     return entity.id, True
                 continue  # another writer claimed one of its names meanwhile: merge into theirs
             old, raw = target
@@ -209,7 +209,7 @@ class EntityMemory(EntityGraph):
                     )
                 if result.status == "ok":
                     if new.name != old.name:
-                        self._set_vector(user_id, new.id, self.embed_names([new.name]).get(new.name))
+                        self._name_vector(user_id, new.id, self.embed_names([new.name]).get(new.name))
                     return new
         raise EntityInvalid("entity changed concurrently too often; try again")
 
@@ -240,7 +240,7 @@ class EntityMemory(EntityGraph):
                 old, raw = self.require(user_id, entity_id)
                 new = old.model_copy(update={"deleted": True})
                 if self._write(new, raw, old).status == "ok":
-                    self._set_vector(user_id, entity_id, None)
+                    self._drop_vector(user_id, entity_id)
                     return new
         raise EntityInvalid("entity changed concurrently too often; try again")
 
@@ -256,7 +256,7 @@ class EntityMemory(EntityGraph):
                 sym = rel.type in SYMMETRIC_TYPES
                 self.store.delete_rel(rel, triple_key(rel.source_id, rel.type, rel.target_id, sym))
             self.store.delete_entity(entity, name_keys(entity))
-            self._set_vector(user_id, entity_id, None)
+            self._drop_vector(user_id, entity_id)
         return True
 
     def drop_episode(self, user_id: str, entity_id: str, episode_id: str) -> int:
@@ -326,7 +326,7 @@ class EntityMemory(EntityGraph):
             else:
                 raise EntityInvalid("entity changed concurrently too often; try again")
             self.store.delete_entity(dup, name_keys(dup))
-            self._set_vector(user_id, dup.id, None)
+            self._drop_vector(user_id, dup.id)
         return MergeReport(new, dup.id, moved, merged, dropped)
 
     def _move_edges(self, user_id: str, dup_id: str, survivor_id: str) -> tuple[int, int, int]:

@@ -8,8 +8,10 @@ ingestion: the worker's jobs, an inline session end) and :func:`fill_user` (the 
 them later, a batch per embedding call, with their texts as stored now, and write the vectors as
 ingestion does: an episode with stored turns gets its turns' units embedded (the ``turn`` index)
 and a vector made of them and of its facts in the batch, others (memories, conclusions) an embedding
-of their text. Records forgotten or expired meanwhile are skipped; if the embedder still fails, the
-rest stay pending. Nothing is written for a user who opted out: their pending records are dropped.
+of their text, and an entity (noted by :meth:`~agtos.memory.entity_graph.EntityGraph._name_vector`)
+an embedding of its current name (the ``entity`` index: dedup by similarity). Records forgotten or
+expired meanwhile are skipped; if the embedder still fails, the rest stay pending. Nothing is
+written for a user who opted out: their pending records are dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import numpy as np
 
 from agtos.memory.ingestion_pipeline import EMBEDDER_DEGRADED, IngestionReport, episode_rows_first, pending_vectors
 from agtos.providers.embeddings import EmbeddingError
-from agtos.schemas import Conclusion, Episode, Memory
+from agtos.schemas import Conclusion, Entity, Episode, Memory
+from agtos.schemas.records import now_ms
 from agtos.storage.keys import RECORD_ID_PATTERN
 from agtos.storage.pending_vectors import PendingRecord
 from agtos.storage.turns import turn_doc_id
@@ -126,6 +129,7 @@ def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> tuple[list[
     found_episodes = {i: Episode.model_validate_json(raw) for i, raw in raws["episode"].items()}
     found_memories = {i: Memory.model_validate_json(raw) for i, raw in raws["memory"].items()}
     found_conclusions = {i: Conclusion.model_validate_json(raw) for i, raw in raws["conclusion"].items()}
+    found_entities = _live_entities(rt, user_id, [r.record_id for r in batch if r.namespace == "entity"])
     units_of: dict[str, list[TurnUnit]] = {}
     for unit in turn_units(semantic.turns.of_episodes(user_id, list(found_episodes))):
         units_of.setdefault(unit.episode_id, []).append(unit)
@@ -133,12 +137,14 @@ def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> tuple[list[
     episodes: list[Episode] = []
     memories: list[Memory] = []
     conclusions: list[Conclusion] = []
+    entities: list[Entity] = []
     n_texts = 0
     for record in batch:
         episode = found_episodes.get(record.record_id) if record.namespace == "episode" else None
         memory = found_memories.get(record.record_id) if record.namespace == "memory" else None
         conclusion = found_conclusions.get(record.record_id) if record.namespace == "conclusion" else None
-        cost = (len(units_of.get(record.record_id, [])) or 1) if episode else int(bool(memory or conclusion))
+        entity = found_entities.get(record.record_id) if record.namespace == "entity" else None
+        cost = (len(units_of.get(record.record_id, [])) or 1) if episode else int(bool(memory or conclusion or entity))
         if handled and n_texts + cost > FILL_TEXTS:
             break
         handled.append(record)
@@ -146,19 +152,44 @@ def _fill(rt: Services, user_id: str, batch: list[PendingRecord]) -> tuple[list[
         episodes += [episode] if episode else []
         memories += [memory] if memory else []
         conclusions += [conclusion] if conclusion else []
+        entities += [entity] if entity else []
     units = [u for e in episodes for u in units_of.get(e.id, [])]
     own = [e for e in episodes if e.id not in units_of]
     texts = [episode_text(e) for e in own] + [m.text for m in memories] + [u.text for u in units]
-    if not texts and not conclusions:
+    if not texts and not conclusions and not entities:
         return handled, 0
-    embedded = semantic.embedder.embed(texts + [c.text for c in conclusions])  # conclusions' rows last
+    n_own = len(texts) + len(conclusions)  # then the conclusions' rows, the entity names' last
+    embedded = semantic.embedder.embed(texts + [c.text for c in conclusions] + [e.name for e in entities])
     if conclusions:
-        stores["conclusion"].vectors.add_many(user_id, [c.id for c in conclusions], embedded[len(texts) :])
+        stores["conclusion"].vectors.add_many(user_id, [c.id for c in conclusions], embedded[len(texts) : n_own])
     if texts:
         _index_ingested(rt, user_id, episodes, own, memories, units, embedded[: len(texts)])
+    gone = _entity_names(rt, user_id, entities, embedded[n_own:]) if entities else 0
     written = {"episode": [e.id for e in episodes], "memory": [m.id for m in memories]}
     written["conclusion"] = [c.id for c in conclusions]
-    return handled, len(episodes) + len(memories) + len(conclusions) - _forgotten_meanwhile(rt, user_id, written)
+    filled = len(episodes) + len(memories) + len(conclusions) + len(entities)
+    return handled, filled - gone - _forgotten_meanwhile(rt, user_id, written)
+
+
+def _live_entities(rt: Services, user_id: str, ids: list[str]) -> dict[str, Entity]:
+    """The live (not deleted) entities among ``ids``."""
+    return {i: e for i, e in rt.entities.store.get_many(user_id, ids).items() if not e.deleted} if ids else {}
+
+
+def _entity_names(rt: Services, user_id: str, entities: list[Entity], embedded: np.ndarray) -> int:
+    """Write the entities' name vectors, then remove those of the entities deleted or forgotten
+    meanwhile (returns how many) and note again those renamed meanwhile (their new name's turn)."""
+    index = rt.entities.vector_index()
+    if index is None:
+        raise EmbeddingError("embedder unavailable")
+    index.add_many(user_id, [e.id for e in entities], embedded)
+    now = _live_entities(rt, user_id, [e.id for e in entities])
+    gone = [e.id for e in entities if e.id not in now]
+    if gone:
+        index.remove_many(user_id, gone)
+    renamed = [("entity", e.id) for e in entities if e.id in now and now[e.id].name != e.name]
+    pending_vectors(rt).add(user_id, renamed, now_ms(), stored=True)
+    return len(gone)
 
 
 def _forgotten_meanwhile(rt: Services, user_id: str, written: dict[str, list[str]]) -> int:

@@ -3,7 +3,8 @@
 Per user, a sorted set ``{prefix}:u:{<user>}:vectors:_pending`` (:meth:`UserKeys.collection`): under
 the user's key family and hash tag, so forget-all's SCAN removes it with the records and it shares
 their Redis Cluster slot. A member is ``{namespace}:{record id}`` (``episode``: the episode and the
-units of its stored turns; ``memory``; ``conclusion``), its score the time it was added (ms); at most ``limit`` per
+units of its stored turns; ``memory``; ``conclusion``; ``entity``: the entity's name vector, dedup by
+similarity), its score the time it was added (ms); at most ``limit`` per
 user, the oldest dropped beyond (those records stay keyword-only, the log says how many). The global
 set ``{prefix}:meta:pending_vectors`` names the users that have any, so a worker finds them without
 walking every user; forget-all removes the user from it (:meth:`PendingVectors.forget_user`). A record
@@ -25,7 +26,7 @@ from agtos.storage.redis_conn import RedisConnector, as_text, members
 log = logging.getLogger(__name__)
 
 PENDING_PER_USER = 10_000
-PENDING_NAMESPACES = ("episode", "memory", "conclusion")
+PENDING_NAMESPACES = ("episode", "memory", "conclusion", "entity")
 
 #: KEYS[1]: a user's pending set; ARGV: member, score, member, score... Removes each member still
 #: at that score (one added again meanwhile, by a later failure, stays); returns {removed, left}.
