@@ -36,6 +36,7 @@ from agtos.tasks.dates import annotate, attributed, format_turn, named_days, spe
 from agtos.tasks.dialectic import Evidence, llm_answer
 from agtos.tasks.distil import memory_id
 from agtos.tasks.ranking import (
+    RECENCY_WEIGHT,
     display_score,
     fuse_evidence,
     max_evidence_score,
@@ -47,7 +48,7 @@ from agtos.tasks.ranking import (
     without_speakers,
 )
 from agtos.tasks.text import content_words, normalise
-from agtos.tasks.validity import about, after_replacements, asks_about_the_past
+from agtos.tasks.validity import about, after_replacements, asks_about_the_past, claims_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,8 +58,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: a question in the past tense ("What car did Gina buy?", "When did I move?"): it asks what happened
+_DID = re.compile(r"\bdid\b", re.IGNORECASE)
+#: ... unless it asks how things turned out ("How much did we end up raising?")
+_OUTCOME = re.compile(r"\b(?:end(?:ed)? up|in the end|so far)\b", re.IGNORECASE)
+
 #: how much each kind of evidence counts when episodes are ranked (weighted RRF, k = 60)
-EVIDENCE_WEIGHTS = {"turn": 1.0, "episode": 0.5, "memory": 0.25, "day": 1.0}  # day: held on a day the query names
+EVIDENCE_WEIGHTS = {"turn": 1.0, "episode": 0.5, "memory": 0.25, "day": 1.0, "current": 1.0}
+# day: held on a day the query names; current: where the current value of an attribute asked about now was said
+# (:func:`current_fact_episodes`)
 EVIDENCE_DEPTH = 1  # an episode's turns counted: its best one
 TURNS_PER_HIT = 5  # turn hits searched per episode hit asked for
 FACTS_PER_HIT = 0  # memory hits searched per episode hit asked for, their source episodes as evidence (on the
@@ -83,6 +91,7 @@ SPEAKER_SESSIONS = 3  # the latest sessions whose speakers' names are left out o
 OTHER_SPEAKER = 1.5
 FORMULA_SESSIONS = 3  # a turn's words said in this many sessions among the hits make it a formula
 SUPERSEDED_WEIGHT = 0.5  # a superseded fact's score counts this much (its current replacement is added)
+SUPERSEDED_HOPS = 3  # replacements followed from a superseded fact to the current one
 ADDRESSED_MIN = 2  # a name one speaker calls the other this often (latest sessions) is the other's name too
 # a name said to someone: "Hey Kate!", "Thank you Kate, …", "What about you, Kate?"
 _ADDRESSED = re.compile(
@@ -212,7 +221,8 @@ def recall(
     # the records of every hit (turns with their neighbours, the turn hits' episodes) in one round trip, with
     # the memories of the facts of those episodes whose facts this process knows (prefer_current_episodes)
     asked: list[str] = []
-    prefetch = None if asks_about_the_past(query) else partial(_known_fact_memories, user_id, asked)
+    past = asks_what_happened(query)
+    prefetch = None if past else partial(_known_fact_memories, user_id, asked)
     found = rt.semantic.search_many(
         user_id,
         searched,
@@ -241,15 +251,13 @@ def recall(
     dated = dated_turns(rt, user_id, searched, days, neighbours) if days else []
     out.turns = _with_dated(out.turns, dated)
     if "memory" in found:
-        out.memories = prefer_current(
-            rt,
-            user_id,
-            [
-                (Memory.model_validate_json(h.payload), _scaled(found["memory"], h))
-                for h in found["memory"].results
-                if h.payload is not None
-            ],
-        )
+        scored = [
+            (Memory.model_validate_json(h.payload), _scaled(found["memory"], h))
+            for h in found["memory"].results
+            if h.payload is not None
+        ]
+        # asked about the past: a superseded fact counts in full and its replacement is not added
+        out.memories = sorted(scored, key=lambda pair: -pair[1]) if past else prefer_current(rt, user_id, scored)
     if "conclusion" in found:
         out.conclusions = [
             (Conclusion.model_validate_json(h.payload), _scaled(found["conclusion"], h))
@@ -263,6 +271,7 @@ def recall(
         "episode": [h.id for h in episode_found.results if h.payload is not None],
         "memory": [e for memory, _ in out.memories for e in memory.source_episode_ids[:1]],
         "day": [m.turn.episode_id for m in dated],
+        "current": [] if past else current_fact_episodes(rt, user_id, query, asked_about),
     }
     fused = fuse_evidence(evidence, EVIDENCE_WEIGHTS, depth=EVIDENCE_DEPTH)
     missing = [e for e, _ in fused if e not in payloads]
@@ -300,8 +309,23 @@ def recall(
         for h in picked
     ]
     current = prefer_current_episodes(rt, user_id, query, out.episodes[:limit], episode_found.memories, set(asked))
-    out.episodes = current + out.episodes[limit:]
+    shown_ids = {h.episode.id for h in current}
+    out.episodes = current + [h for h in out.episodes[limit:] if h.episode.id not in shown_ids]
     return out
+
+
+def asks_what_happened(query: str) -> bool:
+    """Whether a question asks about the past, so that a later fact ending what an earlier one
+    stated does not make the earlier one less of an answer: it asks how things were ("where did I
+    live before?"), or what happened (past tense, "What car did Gina buy?") without asking where
+    things stand now ("now", "still", "latest": :func:`recency_weight`) or how they turned out
+    ("did we end up raising"), and without naming a day ("What did Elise play on 5 Jan 2024?": the
+    day's sessions are its evidence, ranked as before)."""
+    if asks_about_the_past(query):
+        return True
+    if not _DID.search(query) or _OUTCOME.search(query) or recency_weight(query) != RECENCY_WEIGHT:
+        return False
+    return not named_days(query)
 
 
 def session_evidence(turns: list[TurnMatch], asked: Collection[str] = (), formulas: bool = True) -> list[TurnMatch]:
@@ -478,6 +502,64 @@ def _fact_memories(user_id: str, episode: Episode) -> tuple[str, ...]:
     return ids
 
 
+#: the words a question names a changing attribute with (:data:`agtos.tasks.validity.ATTRIBUTES`): "Where do I
+#: live now?" is about "User moved from Graz to Leeds", "What car do I have?" about "User bought a used Ford Fiesta"
+ATTRIBUTE_WORDS = {
+    "lives-in": ("live", "living", "city", "town", "country", "home", "neighbourhood", "neighborhood", "address"),
+    "works-at": ("work", "job", "company", "employer", "firm"),
+    "job": ("work", "job", "role", "profession"),
+    "relationship": ("partner", "relationship", "married", "dating", "boyfriend", "girlfriend", "husband", "wife"),
+    "diet": ("eat", "diet"),
+    "car": ("car", "drive", "vehicle"),
+}
+
+
+def _names_attribute(query: str, fact: str) -> bool:
+    """Whether ``query`` names an attribute ``fact`` states or ends (:data:`ATTRIBUTE_WORDS`)."""
+    named = [w for c in claims_of(fact) if c.attribute for w in ATTRIBUTE_WORDS.get(c.attribute, ())]
+    return bool(named) and about(query, " ".join(named))
+
+
+def _asked_about(query: str, fact: str) -> bool:
+    """Whether ``query`` is about ``fact``: a word in common (:func:`about`) or an attribute it names."""
+    return about(query, fact) or _names_attribute(query, fact)
+
+
+def current_fact_episodes(rt: Services, user_id: str, query: str, asked: Collection[str] = ()) -> list[str]:
+    """For a question about now ("Where do I work now?": :func:`recency_weight`) that names an
+    attribute (:data:`ATTRIBUTE_WORDS`), the episodes where its value was last changed: the memories
+    indexed under the attribute of the user (of the speakers ``asked``, when it names them) followed
+    to the current facts that superseded them, newest first. A value never updated adds nothing (its
+    session is found by its words; a later change that no fact recorded would be missed). Up to
+    :data:`SUPERSEDED_HOPS` + 1 round trips."""
+    if recency_weight(query) == RECENCY_WEIGHT:
+        return []
+    attributes = [a for a, named in ATTRIBUTE_WORDS.items() if about(query, " ".join(named))]
+    if not attributes:
+        return []
+    slots = [f"{subject}|{attribute}" for subject in (sorted(asked) or ["user"]) for attribute in attributes]
+    wanted = rt.semantic.history.slot_ids(user_id, slots)
+    read: dict[str, Memory] = {}
+    current: dict[str, Memory] = {}
+    for hop in range(SUPERSEDED_HOPS + 1):
+        missing = [i for i in wanted if i not in read]
+        if missing:
+            read |= {
+                i: Memory.model_validate_json(raw) for i, raw in rt.semantic.records("memory", user_id, missing).items()
+            }
+        following = []
+        for memory in (read[i] for i in wanted if i in read):
+            if memory.current and hop:  # a fact that replaced an earlier value (not one never updated)
+                current[memory.id] = memory
+            elif memory.superseded_by:
+                following.append(memory.superseded_by)
+        if not following:
+            break
+        wanted = following
+    newest = sorted(current.values(), key=lambda m: -m.valid_from)
+    return list(dict.fromkeys(m.source_episode_ids[-1] for m in newest if m.source_episode_ids))
+
+
 def prefer_current_episodes(
     rt: Services,
     user_id: str,
@@ -486,11 +568,13 @@ def prefer_current_episodes(
     read: Mapping[str, str] | None = None,
     asked: Collection[str] = (),
 ) -> list[SearchHit]:
-    """An episode holding a fact the question is about, which a later episode among the hits
-    superseded, goes just below that episode (unless the question asks how things were).
+    """An episode holding a fact the question is about, which a later episode superseded, goes just
+    below that episode; the later episode, when not among the hits, is read and takes its place when
+    the question names the attribute that changed (:data:`ATTRIBUTE_WORDS`). Not for a question about
+    the past (:func:`asks_what_happened`).
     ``read``: memory records already read for the ids ``asked``, with the memories that superseded
     them (a search's ``prefetch``); the others are read here (one round trip)."""
-    if len(hits) < 2 or asks_about_the_past(query):
+    if not hits or asks_what_happened(query):
         return hits
     source = {i: h.episode.id for h in hits for i in _fact_memories(user_id, h.episode)}
     missing = [i for i in source if i not in asked]
@@ -502,13 +586,27 @@ def prefer_current_episodes(
     replaced: dict[str, str] = {}
     for mid, memory in found.items():
         later = found.get(memory.superseded_by or "")
-        if mid not in source or later is None or not (about(query, memory.text) or about(query, later.text)):
+        if mid not in source or later is None:
             continue
-        episode = next((e for e in later.source_episode_ids if e in listed and e != source[mid]), None)
+        if not (_asked_about(query, memory.text) or _asked_about(query, later.text)):
+            continue
+        others = [e for e in later.source_episode_ids if e != source[mid]]
+        # read in when not listed only for a question naming what changed ("what car", not "the blog's traffic")
+        read_in = others[0] if others and _names_attribute(query, memory.text) else None
+        episode = next((e for e in others if e in listed), read_in)
         if episode is not None:
             replaced.setdefault(source[mid], episode)
     by_id = {h.episode.id: h for h in hits}
-    return [by_id[i] for i in after_replacements(list(by_id), replaced)]
+    unlisted = sorted({e for e in replaced.values() if e not in listed})
+    for episode_id, raw in (rt.semantic.records("episode", user_id, unlisted) if unlisted else {}).items():
+        old = next(by_id[o] for o, e in replaced.items() if e == episode_id)
+        by_id[episode_id] = SearchHit(Episode.model_validate_json(raw), old.score, old.match_type)
+    order: list[str] = []
+    for hit in hits:  # a later episode read here goes just above the first hit it replaces
+        newer_ids = [e for o, e in replaced.items() if o == hit.episode.id and e in by_id and e not in listed]
+        order += [e for e in newer_ids if e not in order]
+        order.append(hit.episode.id)
+    return [by_id[i] for i in after_replacements(order, replaced)]
 
 
 def prefer_current(
