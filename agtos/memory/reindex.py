@@ -5,8 +5,8 @@ embedder's vectors (their *space*, :mod:`agtos.storage.vector_spaces`): searches
 search finds those records) and the first write of new vectors drops them. A reindex switches each
 stale index to the current space, then embeds every record of the user that has no vector (episodes
 with the units of their stored turns, memories, conclusions), ``BATCH`` records a round, through
-:func:`agtos.memory.vector_repair.fill_user` (as vectors missed while the embedder was down), then the
-names of the user's live entities without one (the ``entity`` index, alias dedup by similarity): bounded
+:func:`agtos.memory.vector_repair.fill_user` (as vectors missed while the embedder was down), then so
+the names of the user's live entities without one (the ``entity`` index, alias dedup by similarity): bounded
 memory, idempotent (records with a vector are skipped) and resumable (an index keeps its ``reindex``
 note until all its user's records are done). ``/health`` names the users still waiting
 (:func:`stale_line`); searches of their records say so (``degraded``, :data:`agtos.memory.recall.STALE_VECTORS`).
@@ -18,6 +18,7 @@ import contextlib
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -26,7 +27,6 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from agtos.memory.vector_repair import fill_user
-from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas.records import now_ms
 from agtos.storage.keys import RECORD_ID_PATTERN
 from agtos.storage.pending_vectors import PendingVectors
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
 RECORD_NAMESPACES = ("episode", "memory", "conclusion")  # embedded from their texts (turns with episodes)
 ENTITY_NAMESPACE = "entity"  # entity-name vectors (:class:`agtos.memory.entity_graph.EntityGraph`)
-INDEX_NAMESPACES = (*RECORD_NAMESPACES, "turn", ENTITY_NAMESPACE)
+TEXT_INDEX_NAMESPACES = (*RECORD_NAMESPACES, "turn")  # the semantic tier's indexes
+INDEX_NAMESPACES = (*TEXT_INDEX_NAMESPACES, ENTITY_NAMESPACE)
 BATCH = 128  # records noted and embedded a round
 STALE_TTL_S = 15.0  # /health reuses a count this long
 STALE_FIRST_WAIT_S = 1.0  # the longest /health waits for a process's first count
@@ -64,7 +65,7 @@ def vector_indexes(rt: Services) -> dict[str, VectorIndex] | None:
     entities = rt.entities.vector_index()
     if entities is None:
         return None
-    return {ns: rt.semantic.store(ns).vectors for ns in INDEX_NAMESPACES[:-1]} | {ENTITY_NAMESPACE: entities}
+    return {ns: rt.semantic.store(ns).vectors for ns in TEXT_INDEX_NAMESPACES} | {ENTITY_NAMESPACE: entities}
 
 
 def current_space(rt: Services) -> str | None:
@@ -142,10 +143,7 @@ def describe_stale(stale: list[IndexSpace], current: str | None = None) -> str |
 
 def describe_indexes(stale: list[IndexSpace]) -> str | None:
     """``users waiting per index: entity 2, episode 3, turn 3`` (None for none)."""
-    per: dict[str, int] = {}
-    for index in stale:
-        per[index.namespace] = per.get(index.namespace, 0) + 1
-    counts = ", ".join(f"{ns} {n}" for ns, n in sorted(per.items()))
+    counts = ", ".join(f"{ns} {n}" for ns, n in sorted(Counter(i.namespace for i in stale).items()))
     return f"users waiting per index: {counts}" if counts else None
 
 
@@ -175,51 +173,40 @@ def reindex_user(rt: Services, user_id: str, namespaces: list[str], report: Rein
     if indexes is None:
         report.error = "embedder unavailable"
         return False
-    semantic, pending = rt.semantic, PendingVectors(rt.connector, rt.keys)
     report.switched += sum(indexes[ns].switch(user_id) for ns in namespaces)
     for ns in RECORD_NAMESPACES:
-        store = semantic.store(ns)
+        store = rt.semantic.store(ns)
         for ids in _batches(store.bm25.ids(user_id), BATCH):
             missing = store.vectors.missing(user_id, ids)
             if ns == "episode":
                 missing += _lacking_turns(rt, user_id, [i for i in ids if i not in missing])
-            if not missing:
-                continue
-            pending.add_of_users(ns, [(user_id, doc_id) for doc_id in missing], now_ms(), stored=True)
-            filled = fill_user(rt, user_id, len(missing))
-            report.embedded += filled.filled
-            report.skipped += filled.skipped
-            if filled.error:
-                report.error = filled.error
+            if not _fill_noted(rt, user_id, ns, missing, report):
                 return False
-    if not _entity_names(rt, user_id, indexes[ENTITY_NAMESPACE], report):
-        return False
+    # the names of the user's live entities (an entity's aliases name it again), as the repair fills them
+    names = (as_text(entity_id) for _, entity_id in rt.connector.scan_hash(rt.entities.store.index(user_id, "alias")))
+    for ids in _batches(names, BATCH):
+        missing = indexes[ENTITY_NAMESPACE].missing(user_id, list(dict.fromkeys(ids)))
+        if not _fill_noted(rt, user_id, ENTITY_NAMESPACE, missing, report):
+            return False
     for ns in namespaces:
         indexes[ns].reindex_done(user_id)
     return True
 
 
-def _entity_names(rt: Services, user_id: str, index: VectorIndex, report: ReindexReport) -> bool:
-    """Embed the names of the user's live entities that have no vector (``BATCH`` a call); False when
-    the embedder failed (``report.error``). A user who forgot everything meanwhile keeps nothing."""
-    store = rt.entities.store
-    ids = (as_text(entity_id) for _, entity_id in rt.connector.scan_hash(store.index(user_id, "alias")))  # live
-    since = {user_id: rt.privacy.clock_ms()}
-    try:
-        for batch in _batches(ids, BATCH):
-            missing = index.missing(user_id, list(dict.fromkeys(batch)))  # an entity's aliases name it again
-            live = [e for e in store.get_many(user_id, missing).values() if not e.deleted]
-            report.skipped += len(missing) - len(live)
-            if not live:
-                continue
-            try:
-                index.add_many(user_id, [e.id for e in live], rt.semantic.embedder.embed([e.name for e in live]))
-            except (EmbeddingError, ValueError) as exc:  # ValueError: vectors the index refuses (its dimension)
-                report.error = "embedder unavailable" if isinstance(exc, EmbeddingError) else "vectors refused"
-                return False
-            report.embedded += len(live)
-    finally:  # forgot everything meanwhile: the vectors written since are deleted again
-        rt.privacy.late_writes_removed(since)
+def _fill_noted(rt: Services, user_id: str, namespace: str, missing: list[str], report: ReindexReport) -> bool:
+    """Note the user's ``missing`` vectors of ``namespace`` and fill them as the repair does
+    (:func:`~agtos.memory.vector_repair.fill_user`); False when the embedder failed (``report.error``)."""
+    if not missing:
+        return True
+    PendingVectors(rt.connector, rt.keys).add_of_users(
+        namespace, [(user_id, doc_id) for doc_id in missing], now_ms(), stored=True
+    )
+    filled = fill_user(rt, user_id, len(missing))
+    report.embedded += filled.filled
+    report.skipped += filled.skipped
+    if filled.error:
+        report.error = filled.error
+        return False
     return True
 
 
