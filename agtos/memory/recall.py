@@ -538,25 +538,12 @@ def current_fact_episodes(rt: Services, user_id: str, query: str, asked: Collect
     if not attributes:
         return []
     slots = [f"{subject}|{attribute}" for subject in (sorted(asked) or ["user"]) for attribute in attributes]
-    wanted = rt.semantic.history.slot_ids(user_id, slots)
-    read: dict[str, Memory] = {}
-    current: dict[str, Memory] = {}
-    for hop in range(SUPERSEDED_HOPS + 1):
-        missing = [i for i in wanted if i not in read]
-        if missing:
-            read |= {
-                i: Memory.model_validate_json(raw) for i, raw in rt.semantic.records("memory", user_id, missing).items()
-            }
-        following = []
-        for memory in (read[i] for i in wanted if i in read):
-            if memory.current and hop:  # a fact that replaced an earlier value (not one never updated)
-                current[memory.id] = memory
-            elif memory.superseded_by:
-                following.append(memory.superseded_by)
-        if not following:
-            break
-        wanted = following
-    newest = sorted(current.values(), key=lambda m: -m.valid_from)
+    slot_ids = rt.semantic.history.slot_ids(user_id, slots)
+    stated = [Memory.model_validate_json(raw) for raw in rt.semantic.records("memory", user_id, slot_ids).values()]
+    # the facts that replaced an earlier value (not one never updated)
+    later = {m.superseded_by: 0.0 for m in stated if m.superseded_by}
+    current = _replacements(rt, user_id, later, {m.id for m in stated}, SUPERSEDED_HOPS)
+    newest = sorted((m for m, _ in current), key=lambda m: -m.valid_from)
     return list(dict.fromkeys(m.source_episode_ids[-1] for m in newest if m.source_episode_ids))
 
 
@@ -617,6 +604,17 @@ def prefer_current(
     ``hops`` replacements) joins with its full score."""
     have = {m.id for m, _ in memories}
     wanted = {m.superseded_by: s for m, s in memories if m.superseded_by and m.superseded_by not in have}
+    replacements = _replacements(rt, user_id, wanted, have, hops)
+    scored = [(m, s if m.current else s * SUPERSEDED_WEIGHT) for m, s in memories] + replacements
+    return sorted(scored, key=lambda pair: -pair[1])
+
+
+def _replacements(
+    rt: Services, user_id: str, wanted: dict[str, float], have: set[str], hops: int
+) -> list[tuple[Memory, float]]:
+    """The current facts reached from the memory ids ``wanted`` (each with the score it carries) by
+    following up to ``hops`` replacements (``superseded_by``), one round trip a hop; ``have``: the ids
+    read already (updated), not followed again."""
     replacements: list[tuple[Memory, float]] = []
     for _ in range(hops):
         following: dict[str, float] = {}
@@ -628,8 +626,7 @@ def prefer_current(
             elif memory.superseded_by and memory.superseded_by not in have:
                 following[memory.superseded_by] = wanted[memory.id]
         wanted = following
-    scored = [(m, s if m.current else s * SUPERSEDED_WEIGHT) for m, s in memories] + replacements
-    return sorted(scored, key=lambda pair: -pair[1])
+    return replacements
 
 
 def _key(turn: StoredTurn) -> str:
