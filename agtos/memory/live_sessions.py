@@ -27,6 +27,7 @@ from agtos.memory.services import Services
 from agtos.memory.session_ends import LastEnd, SessionEnds
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode, Turn
+from agtos.schemas.records import now_ms
 from agtos.storage.ingest_queue import IngestQueue
 from agtos.storage.keys import InvalidIdentifier, check_record_id, check_user_id
 from agtos.storage.redis_conn import StorageUnavailable
@@ -163,7 +164,7 @@ class LiveSessions:
         try:
             return self.privacy.clock_ms()
         except StorageUnavailable:
-            return int(time.time() * 1000)
+            return now_ms()
 
     def _forgotten_elsewhere(self, user_id: str, wm: WorkingMemory) -> bool:
         """Whether the user forgot everything since ``wm`` (held in this process only, never journalled)
