@@ -15,6 +15,7 @@ from typing import Any
 
 from agtos.config import Settings
 from agtos.memory import memory_crud, recall
+from agtos.memory.conclusion_lock import conclusions_held, delete_conclusion
 from agtos.memory.conversation_ingest import ingest_conversations
 from agtos.memory.dreamer import DreamerScheduler
 from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
@@ -263,7 +264,7 @@ class MemoryCoordinator:
 
     def delete_conclusion(self, user_id: str, conclusion_id: str) -> bool:
         check_record_id(conclusion_id, "conclusion id")
-        return self.conclusions.delete(check_user_id(user_id), conclusion_id)
+        return delete_conclusion(self.services, check_user_id(user_id), conclusion_id)
 
     def dream(self, user_id: str) -> DreamReport:
         """Run the Dreamer for a user now (manual trigger; the session-end path is automatic)."""
@@ -323,7 +324,8 @@ class MemoryCoordinator:
             self.privacy.set_opt_out(user_id, False)
         if fields.model_fields_set or update.opt_out is None:
             self.privacy.require_persistence(user_id)
-            self.profiles.merge(user_id, fields)
+            with conclusions_held(self.services, user_id):  # a profile rebuild between its read and write undid it
+                self.profiles.merge(user_id, fields)
         if update.opt_out:
             self.privacy.set_opt_out(user_id, True)
         return self.get_profile(user_id)

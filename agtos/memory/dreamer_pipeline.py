@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from agtos.memory.conclusion_lock import conclusions_held
 from agtos.providers.llm import LLMError
 from agtos.schemas import Conclusion, Episode, StoredTurn
-from agtos.storage.user_lock import UserLock
 from agtos.tasks.consolidate import explicit_conclusions, llm_conclusions, merge_conclusions, rule_based_conclusions
 from agtos.tasks.profile_builder import profile_update
 
@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 EPISODE_WINDOW = 50
-#: the kind of the per-user lock held while a run merges its conclusions with the stored ones
-MERGE_LOCK = "dreaming"
 _Written = TypeVar("_Written")
 
 
@@ -82,17 +80,20 @@ def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> li
     down is embedded now.
 
     Two runs of one user may overlap (each session end starts one; a queue worker and an API process):
-    the read, merge and write hold the user's :data:`MERGE_LOCK` (:class:`UserLock`, across processes),
-    else a run that read before the other wrote overwrote the sources the other added. The embedder is
+    the read, merge and write hold the user's conclusions lock (:mod:`agtos.memory.conclusion_lock`, across
+    processes, as every other writer of them does), else a run that read before the other wrote overwrote the
+    sources the other added. The embedder is
     called before, outside it, for what was not indexed then (the LLM call is done by then too). Sources
-    are ordered by their episode's time, oldest first (expired episodes first, by id), whichever run stored first."""
+    are ordered by their episode's time, oldest first (expired episodes first, by id), whichever run stored first.
+    A source the run found that is gone by the merge was forgotten meanwhile (the run loaded it moments before):
+    it is left out, and a conclusion resting on such sources alone is not stored (its forget had deleted it)."""
     ids = [c.id for c in found]
     indexed_before = rt.conclusions.index.vectors.vectors(user_id, ids)
     unindexed = [c for c in found if c.id not in indexed_before]
     rows = {c.id: row for row, c in enumerate(unindexed)}
 
     def merge_and_write(vectors: np.ndarray | None) -> list[Conclusion]:
-        with UserLock(rt.connector, rt.keys, MERGE_LOCK).held(user_id, "conclusions"):
+        with conclusions_held(rt, user_id):
             merged = _merged_with_stored(rt, user_id, found)
             indexed = rt.conclusions.index.vectors.vectors(user_id, ids)
             rt.conclusions.save_records([c for c in merged if c.id in indexed])
@@ -131,7 +132,9 @@ def _merged_with_stored(rt: Services, user_id: str, found: list[Conclusion]) -> 
     merged = []
     for conclusion in found:
         old = existing.get(conclusion.id)
-        episodes, turns = conclusion.source_episode_ids, conclusion.source_turn_ids
+        episodes, turns = _still_there(conclusion, times)
+        if conclusion.source_episode_ids and not episodes and old is None:
+            continue  # all it rests on was forgotten since the run loaded it
         update: dict[str, object] = {}
         if old is not None:
             episodes, turns = old.source_episode_ids + episodes, old.source_turn_ids + turns
@@ -142,11 +145,21 @@ def _merged_with_stored(rt: Services, user_id: str, found: list[Conclusion]) -> 
     return merged
 
 
+def _still_there(conclusion: Conclusion, times: dict[str, int]) -> tuple[list[str], list[str]]:
+    """The episodes and turns ``conclusion`` (found by this run) cites that are still stored (in ``times``)."""
+    gone = {e for e in conclusion.source_episode_ids if e not in times}
+    episodes = [e for e in conclusion.source_episode_ids if e not in gone]
+    return episodes, [t for t in conclusion.source_turn_ids if t.rpartition(".t")[0] not in gone]
+
+
 def refresh_profile(rt: Services, user_id: str, episodes: list[Episode]) -> None:
-    current = rt.profiles.get(user_id)
-    update = profile_update(current, rt.conclusions.all(user_id), episodes)
-    if update.model_dump(exclude_unset=True):
-        rt.profiles.merge(user_id, update)
+    """Rebuild the profile's derived lines from the stored conclusions, under the conclusions lock: a forget,
+    lint or PUT writing between its reads and its write was undone by it."""
+    with conclusions_held(rt, user_id):
+        current = rt.profiles.get(user_id)
+        update = profile_update(current, rt.conclusions.all(user_id), episodes)
+        if update.model_dump(exclude_unset=True):
+            rt.profiles.merge(user_id, update)
 
 
 INLINE_STEPS = DreamerSteps(load_recent_episodes, consolidate, store_conclusions, refresh_profile)

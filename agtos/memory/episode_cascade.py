@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from agtos.memory.conclusion_lock import conclusions_held
 from agtos.schemas import Conclusion, Memory
 
 if TYPE_CHECKING:
@@ -52,17 +53,19 @@ def _memories(rt: Services, user_id: str, episode_id: str) -> int:
 
 
 def _conclusions(rt: Services, user_id: str, episode_id: str) -> tuple[int, int]:
-    """Forget the conclusions only ``episode_id`` supports, rewrite the others' sources: (forgotten, rewritten)."""
-    sourced = [c for c in rt.conclusions.all(user_id) if episode_id in c.source_episode_ids]
-    kept: list[Conclusion] = []
-    for conclusion in sourced:
-        rest = [e for e in conclusion.source_episode_ids if e != episode_id]
-        if rest:
-            turns = [t for t in conclusion.source_turn_ids if not t.startswith(f"{episode_id}.")]
-            kept.append(conclusion.model_copy(update={"source_episode_ids": rest, "source_turn_ids": turns}))
-        else:
-            rt.conclusions.delete(user_id, conclusion.id)
-    if kept:
+    """Forget the conclusions only ``episode_id`` supports, rewrite the others' sources: (forgotten, rewritten).
+    Under the conclusions lock: a Dreamer merge between the read and the write had its new sources (and the
+    conclusion it added them to) lost, or wrote the forgotten episode back."""
+    with conclusions_held(rt, user_id):
+        sourced = [c for c in rt.conclusions.all(user_id) if episode_id in c.source_episode_ids]
+        kept: list[Conclusion] = []
+        for conclusion in sourced:
+            rest = [e for e in conclusion.source_episode_ids if e != episode_id]
+            if rest:
+                turns = [t for t in conclusion.source_turn_ids if not t.startswith(f"{episode_id}.")]
+                kept.append(conclusion.model_copy(update={"source_episode_ids": rest, "source_turn_ids": turns}))
+            else:
+                rt.conclusions.delete(user_id, conclusion.id)
         rt.conclusions.save_records(kept)
     return len(sourced) - len(kept), len(kept)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from agtos.config import MaintenanceConfig
+from agtos.memory.conclusion_lock import conclusions_held
 from agtos.memory.contradiction_pipeline import detect_contradictions
 from agtos.memory.dreamer_pipeline import load_recent_episodes, refresh_profile
 from agtos.memory.resource_guard import run_when_safe
@@ -56,6 +57,7 @@ class LintState:
     run_id: str | None = None  # the API run this sweep answers (summary.runId)
     memories: dict[str, Memory] = field(default_factory=dict)  # current memories (semantic facts/preferences)
     memory_merges: list[tuple[str, str]] = field(default_factory=list)  # (survivor id, duplicate id)
+    loaded: dict[str, Conclusion] = field(default_factory=dict)  # the conclusions as read (see ``persist``)
 
     def record(self, name: str, started: float, ids: list[str], **extra: Any) -> None:
         self.steps.append(
@@ -75,6 +77,7 @@ def load(rt: Services, user_id: str) -> LintState:
     validate_table("conclusions", _frame([c.model_dump() for c in conclusions], ["id", "text", "confidence", "type"]))
     validate_table("episodes", _frame([e.model_dump() for e in episodes], ["id", "importance", "type"]))
     state = LintState(user_id, now_ms(), {c.id: c for c in conclusions}, episodes, before=len(conclusions))
+    state.loaded = dict(state.conclusions)
     state.memories = _current_memories(rt, user_id)
     return state
 
@@ -196,15 +199,37 @@ def prune_expired(rt: Services, user_id: str) -> dict[str, int]:
     return {namespace: rt.semantic.store(namespace).prune(user_id) for namespace in ("episode", "turn")}
 
 
+def _root(state: LintState, conclusion_id: str) -> str:
+    """The survivor a conclusion was merged into (itself when it was not merged)."""
+    while (why := state.removed.get(conclusion_id, "")).startswith("merged into "):
+        conclusion_id = why.removeprefix("merged into ")
+    return conclusion_id
+
+
+def _written_meanwhile(rt: Services, state: LintState) -> set[str]:
+    """The merge groups (named by their survivor) with a conclusion another writer (a Dreamer run, an
+    episode's forget, a delete) changed since ``load``: the lint's version of them is out of date."""
+    touched = sorted(state.changed | set(state.removed))
+    now = rt.conclusions.get_many(state.user_id, touched)
+    return {_root(state, i) for i in touched if now.get(i) != state.loaded.get(i)}
+
+
 def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceReport:
     """Write changed conclusions, delete removed ones, rebuild the profile's derived lines from what is
-    left (as the Dreamer and an episode's forget do), store the report, fire contradiction events."""
+    left (as the Dreamer and an episode's forget do), store the report, fire contradiction events.
+    The conclusions are written under the conclusions lock, and those another writer changed since the
+    lint read them (with what was merged with them) are left as that writer left them, for the next sweep:
+    writing the lint's copy lost a Dreamer's new sources or wrote a forgotten episode back."""
     kept = [state.conclusions[i] for i in state.changed if i in state.conclusions]
     validate_table("conclusions", _frame([c.model_dump() for c in kept], ["id", "text", "confidence", "type"]))
     store = rt.conclusions
-    for conclusion_id in state.removed:
-        store.delete(state.user_id, conclusion_id)
-    store.save_records(kept)  # texts are unchanged (merges keep the winner's), so indexes stay valid
+    with conclusions_held(rt, state.user_id):
+        moved = _written_meanwhile(rt, state)
+        for conclusion_id in state.removed:
+            if _root(state, conclusion_id) not in moved:
+                store.delete(state.user_id, conclusion_id)
+        # texts are unchanged (merges keep the winner's), so indexes stay valid
+        store.save_records([c for c in kept if c.id not in moved])
     for survivor_id, duplicate_id in state.memory_merges:  # in pair order: a chain folds into its first
         survivor, duplicate = state.memories[survivor_id], state.memories[duplicate_id]
         state.memories[survivor_id] = rt.semantic.merge_duplicate(survivor, duplicate, origin="lint")
@@ -217,6 +242,7 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
         "conclusionsBefore": state.before,
         "conclusionsAfter": len(state.conclusions),
         "memoriesMerged": len(state.memory_merges),
+        "changedMeanwhile": len(moved),
         **{s["step"]: s["count"] for s in state.steps},
         "contradictionPipeline": state.pipeline,
         "expiredIndexEntries": expired,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agtos.memory.conclusion_lock import delete_conclusion
 from agtos.memory.episode_cascade import forget_derived, forget_entities_of
 from agtos.memory.session_ends import SessionEnds
 from agtos.storage.ingest_queue import IngestQueue
@@ -76,9 +77,7 @@ class Privacy:
             raise ValueError(f"kind must be one of {FORGETTABLE}")
         check_record_id(item_id, f"{kind} id")
         if kind == "conclusion":
-            found = self.c.conclusions.delete(user_id, item_id)
-            if found:  # cached verdicts are keyed by digests of its text paired with others
-                self.c.nli_cache.clear(user_id)
+            found = delete_conclusion(self.c, user_id, item_id)
         elif kind == "entity":
             found = self.c.entities.forget(user_id, item_id)
         else:
