@@ -56,13 +56,13 @@ from agtos.storage.mirror_sync import (
     plan_sync,
 )
 from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.user_lock import try_held
 from agtos.tasks import bm25
 
 DEFAULT_MAX_POSTINGS = 5_000
 WRITE_BATCH = 500
 UPGRADE_LOCK_MS = 60_000  # one process's upgrade of one user's index to the current tokenizer at most
 CURRENT_KEPT = 100_000  # users whose index this process knows current (a set, cleared when full)
-_RELEASE_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 _RENEW_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
 # KEYS: meta, len. ARGV: epoch candidate. The epoch and tokenizer of an index holding documents.
 _UPGRADE_BEGIN_LUA = """
@@ -322,31 +322,31 @@ class BM25Index:
         """Rewrite every document's terms as the current tokenizer makes them, one HSCAN page at a
         time, each batch a compare-and-set (see the module docstring). None: another process holds
         the lock (or took it over from this one); False: it was done meanwhile (or the index deleted)."""
-        lock, token = self._key(user_id, "upgrade"), uuid.uuid4().hex
-        if not self.connector.run(lambda r: r.set(lock, token, nx=True, px=UPGRADE_LOCK_MS)):
-            return None
+        lock = self._key(user_id, "upgrade")
+        with try_held(self.connector, lock, UPGRADE_LOCK_MS) as token:
+            return None if token is None else self._upgrade_held(user_id, lock, token)
+
+    def _upgrade_held(self, user_id: str, lock: str, token: str) -> bool | None:
+        """:meth:`_upgrade_locked`'s work, with its lock held as ``token``."""
         meta = self._key(user_id, "meta")
-        try:
-            begin = [meta, self._key(user_id, "len"), uuid.uuid4().hex]
-            epoch, tok = self.connector.run(lambda r: r.eval(_UPGRADE_BEGIN_LUA, 2, *begin))
-            if epoch is None or int(tok or 1) >= bm25.TOKENIZER_VERSION:
-                return False
-            batch: list[Any] = []
-            lost = False
-            for doc_id, raw in self._scan(user_id, "terms", WRITE_BATCH):
-                old = decode_terms(raw)
-                lost = lost or any(bm25.lost_marks(term) for term in old)
-                batch += [doc_id, raw, encode_terms(upgraded_terms(old, int(tok or 1)))]
-                if len(batch) == 3 * WRITE_BATCH:
-                    if not self._upgrade_batch(user_id, lock, token, epoch, batch):
-                        return None
-                    batch = []
-            if batch and not self._upgrade_batch(user_id, lock, token, epoch, batch):
-                return None
-            end = [meta, self._key(user_id, "upgraded"), epoch, bm25.TOKENIZER_VERSION, int(lost)]
-            return bool(self.connector.run(lambda r: r.eval(_UPGRADE_END_LUA, 2, *end)))
-        finally:
-            self.connector.run(lambda r: r.eval(_RELEASE_LUA, 1, lock, token))
+        begin = [meta, self._key(user_id, "len"), uuid.uuid4().hex]
+        epoch, tok = self.connector.run(lambda r: r.eval(_UPGRADE_BEGIN_LUA, 2, *begin))
+        if epoch is None or int(tok or 1) >= bm25.TOKENIZER_VERSION:
+            return False
+        batch: list[Any] = []
+        lost = False
+        for doc_id, raw in self._scan(user_id, "terms", WRITE_BATCH):
+            old = decode_terms(raw)
+            lost = lost or any(bm25.lost_marks(term) for term in old)
+            batch += [doc_id, raw, encode_terms(upgraded_terms(old, int(tok or 1)))]
+            if len(batch) == 3 * WRITE_BATCH:
+                if not self._upgrade_batch(user_id, lock, token, epoch, batch):
+                    return None
+                batch = []
+        if batch and not self._upgrade_batch(user_id, lock, token, epoch, batch):
+            return None
+        end = [meta, self._key(user_id, "upgraded"), epoch, bm25.TOKENIZER_VERSION, int(lost)]
+        return bool(self.connector.run(lambda r: r.eval(_UPGRADE_END_LUA, 2, *end)))
 
     def _upgrade_batch(self, user_id: str, lock: str, token: str, epoch: bytes, batch: list[Any]) -> bool:
         """Renew the lock and compare-and-set one batch of ``(id, terms read, new terms)``; False

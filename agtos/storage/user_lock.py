@@ -4,6 +4,7 @@ A ``SET NX PX`` key under the user's keys (so tenant- and user-prefixed: ``<pref
 holding a random token; only its holder releases it (a compare-and-delete script), and a holder that
 dies lets it expire after ``lock_ms``. A waiter polls every ``POLL_S`` for at most ``lock_ms``: by then
 the holder's lock has expired, so there is no deadlock, and a holder that overran its time is overtaken.
+:func:`try_held` is the same lock on any key without the wait (the BM25 index's upgrade lock).
 """
 
 from __future__ import annotations
@@ -25,6 +26,25 @@ _RELEASE_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def release(connector: RedisConnector, key: str, token: str) -> None:
+    """Delete the lock ``key`` only while ``token`` (its holder's) is in it."""
+    connector.run(lambda r: r.eval(_RELEASE_LUA, 1, key, token))
+
+
+@contextmanager
+def try_held(connector: RedisConnector, key: str, lock_ms: int) -> Iterator[str | None]:
+    """Take the lock ``key`` if it is free, without waiting: yields the holder's token (released on exit,
+    and what a holder renewing the lock compares with), or None while another holds it."""
+    token = secrets.token_hex(8)
+    if not connector.run(lambda r: r.set(key, token, nx=True, px=lock_ms)):
+        yield None
+        return
+    try:
+        yield token
+    finally:
+        release(connector, key, token)
 
 
 class UserLock:
@@ -50,4 +70,4 @@ class UserLock:
         try:
             yield
         finally:
-            self.connector.run(lambda r: r.eval(_RELEASE_LUA, 1, key, token))
+            release(self.connector, key, token)
