@@ -74,7 +74,7 @@ def test_an_index_of_the_older_tokenizer_is_found_after_the_upgrade(
     terms = dict(connectors[0].scan_hash(upgraded._key("ana", "terms")))
     want_terms = {d: bm25.term_frequencies(t) for d, t in current.items()}
     assert {d: decode_terms(raw) for d, raw in terms.items()} == want_terms
-    assert connectors[0].run(lambda r: r.hget(upgraded._key("ana", "meta"), "tok")) == b"3"
+    assert connectors[0].run(lambda r: r.hget(upgraded._key("ana", "meta"), "tok")) == b"4"
 
 
 def test_an_index_is_upgraded_once_and_a_new_one_records_its_version(
@@ -119,4 +119,4 @@ def test_codes_and_numbers_are_terms_as_written_and_words_are_stemmed() -> None:
     ``x_stem__mutmut_2``, stemming every token, made "node.js" "node.j" and "iphone15s" "iphone15",
     so a search for the model "iphone15" found the "iphone15s" turn)."""
     said = "Ran node.js and gpt-4 on the iphone15s for order 4521 while cooking"
-    assert bm25.tokenize(said) == ["ran", "node.js", "gpt-4", "iphone15s", "order", "4521", "cook"]
+    assert bm25.tokenize(said) == ["run", "node.js", "gpt-4", "iphone15s", "order", "4521", "cook"]  # "ran": v4 lemma

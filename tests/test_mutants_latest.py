@@ -262,7 +262,7 @@ def test_a_possessive_is_indexed_as_its_word() -> None:
     assert tokenize("Kate's dog met Lucy\u2019s cats; it's O'Neill's") == [
         "kate",
         "dog",
-        "met",
+        "meet",  # "met": tokenizer v4 relates it to "meet"
         "luci",
         "cat",
         "o'neill",

@@ -44,8 +44,8 @@ VARIED = {
 }
 VARIED_TERMS = {
     "o1": ["bill", "bill", "bill", "dashboard", "show", "bill", "total", "everi", "bill", "account"],
-    "o2": ["invoic", "host", "account", "paid", "late"],
-    "o3": ["kubernet", "upgrad", "broke", "bill", "servic", "friday"],
+    "o2": ["invoic", "host", "account", "pay", "late"],
+    "o3": ["kubernet", "upgrad", "break", "bill", "servic", "friday"],
     "o4": ["dinner", "friday", "alic", "long", "walk", "along", "river", "alic", "bob"],
     "o5": ["error", "4521", "appear", "twice", "bill", "log", "invoic", "run"],
     "o6": ["alic", "prefer", "python"],

@@ -12,7 +12,8 @@ Layout (see :mod:`agtos.storage.index_keys`), under ``…:{namespace}:_idx:bm25:
 * ``upgraded``  set of the documents whose terms are current while ``tok`` is still older
 
 An index whose terms an older tokenizer made (1: plurals folded only, before Snowball stems; 2: before
-possessives were folded and the marks of non-Latin scripts kept) is upgraded once, from its stored terms
+possessives were folded and the marks of non-Latin scripts kept; 3: before irregular forms were related to
+their lemma, "bought" to "buy") is upgraded once, from its stored terms
 (``bm25.upgraded_term`` of an old term is the new term of its word):
 by the first write, search or mirror load of a process that finds ``tok`` older, under the lock,
 one HSCAN page and one script per batch. Each batch is a compare-and-set: a document is rewritten

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 import Stemmer
 
+from agtos.tasks.lemmas import lemma_terms
 from agtos.tasks.text import STOPWORDS, words
 
 K1 = 1.2
@@ -16,8 +17,9 @@ B = 0.75
 MAX_TERM_LENGTH = 64
 #: recorded with each stored index (``agtos.storage.bm25_index``), whose older terms are upgraded
 #: 1: plurals folded (light_stem); 2: then Snowball English stems (stem); 3: a possessive "'s" (either
-#: apostrophe) folded to its word ("kate's" -> "kate"), the marks of non-Latin scripts kept ("がぎ" not "かき")
-TOKENIZER_VERSION = 3
+#: apostrophe) folded to its word ("kate's" -> "kate"), the marks of non-Latin scripts kept ("がぎ" not "かき");
+#: 4: irregular inflections as their lemma's stem ("bought" -> "buy", "went" -> "go": :mod:`agtos.tasks.lemmas`)
+TOKENIZER_VERSION = 4
 
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -41,10 +43,17 @@ def bare(word: str) -> str:
 def stem(word: str) -> str:
     """A word's index term: its possessive dropped (:func:`bare`), plurals folded (:func:`light_stem`), then its
     Snowball (Porter2) English stem ("cooking", "cooked" → "cook", "adoption" → "adopt", "cities" → "citi",
-    "kate's" → "kate"); codes and numbers ("gpt-4", "4521") untouched. ``stem`` of a version-1 term
-    (:func:`light_stem`) is the term of the word it was made from (:func:`upgraded_term`)."""
+    "kate's" → "kate"), an irregular form's the stem of its lemma ("bought" → "buy", :func:`lemma_term`);
+    codes and numbers ("gpt-4", "4521") untouched. ``stem`` of a version-1 term (:func:`light_stem`) is the
+    term of the word it was made from (:func:`upgraded_term`)."""
     word = bare(word)
-    return _STEMMER.stemWord(light_stem(word)) if word.isalpha() else word
+    return lemma_term(_STEMMER.stemWord(light_stem(word))) if word.isalpha() else word
+
+
+def lemma_term(term: str) -> str:
+    """A Snowball stem as the stem of its lemma where it is an irregular form's ("bought" → "buy", "went" →
+    "go", "children" → "child"); any other term as it is."""
+    return lemma_terms().get(term, term)
 
 
 def tokenize(text: str) -> list[str]:
@@ -54,13 +63,17 @@ def tokenize(text: str) -> list[str]:
     Unlike ``content_words`` numbers are kept (order ids, error codes, years).
     """
     out: list[str] = []
+    lemmas = lemma_terms()
     for word in words(text):
         if word in STOPWORDS:
             continue
         if word.endswith("'s"):  # bare(), inlined: this loop runs for every word indexed
             word = word[:-2]
         if 1 < len(word) <= MAX_TERM_LENGTH and word not in STOPWORDS:
-            out.append(_STEMMER.stemWord(light_stem(word)) if word.isalpha() else word)
+            if word.isalpha():  # stem(), inlined
+                word = _STEMMER.stemWord(light_stem(word))
+                word = lemmas.get(word, word)
+            out.append(word)
     return out
 
 
@@ -70,13 +83,14 @@ def _kept(word: str) -> bool:
 
 def upgraded_term(term: str, version: int) -> str | None:
     """The term this tokenizer makes of the word a ``version`` one stored as ``term`` (None: none, a
-    stopword once its "'s" is off). Version 1 terms are stemmed; version 2 terms are stems already, only
-    those with "'s" (left as written) are stemmed now; Hangul stored as jamo before version 3 is composed
+    stopword once its "'s" is off). Version 1 terms are stemmed; version 2-3 terms are stems already, only
+    those with "'s" (left as written) are stemmed now, the others only related to their lemma
+    (:func:`lemma_term`: version 3 "bought" -> "buy"); Hangul stored as jamo before version 3 is composed
     (NFC). Marks that versions 1-2 dropped cannot be restored: see :func:`legacy_terms`."""
     word = unicodedata.normalize("NFC", bare(term))
     if not _kept(word):
         return None
-    return stem(word) if version < 2 or term.endswith("'s") else word
+    return stem(word) if version < 2 or term.endswith("'s") else lemma_term(word)
 
 
 def legacy_terms(terms: list[str]) -> list[str]:
