@@ -23,6 +23,7 @@ from agtos.storage.vector_index import VectorIndex
 from tests.helpers import delete_prefix
 from tests.hypothesis_profiles import selected as hypothesis_profile  # noqa: F401 - loads it
 from tests.memory_guard import pytest_runtest_teardown  # noqa: F401 - a hook: bounds the process's memory
+from tests.mutmut_reports import pytest_runtest_logreport  # noqa: F401 - a hook: names mutmut's set-up failures
 from tests.redis_process import RedisClusterProcesses, RedisProcess, stack_server_files
 from tests.session_guards import (  # the hooks are registered by being names of this conftest
     OPTIONAL_SKIP_PREFIX,
