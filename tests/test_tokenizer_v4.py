@@ -85,6 +85,7 @@ def upgraded_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterato
         with TestClient(create_app(coordinator=old_coordinator)) as old_client:
             ended(old_client, "ivy", "car", "I bought a Ford Fiesta from a dealer in Tucson.")
             ended(old_client, "ivy", "trip", "We went to Lisbon for the jazz festival.")
+            ended(old_client, "ivy", "hike", "The others walked ahead on the ridge trail.")  # "other": a stopword
             assert found(old_client, "ivy", "buy") == []  # version 3 stored "bought"
         old_coordinator.close()
     coordinator = MemoryCoordinator(settings)
@@ -98,6 +99,7 @@ def test_an_index_of_version_3_is_upgraded_and_found_by_either_form(upgraded_app
     assert found(new, "ivy", "buy") == ["car"]
     assert found(new, "ivy", "bought") == ["car"]
     assert found(new, "ivy", "go") == ["trip"]
+    assert found(new, "ivy", "others") == ["hike"]  # its stored stem "other" stays though "other" is a stopword
     ended(new, "ivy", "shop", "I will buy a bike and go cycling.")  # written by version 4 meanwhile
     assert set(found(new, "ivy", "bought")) == {"car", "shop"}
 

@@ -83,14 +83,17 @@ def _kept(word: str) -> bool:
 
 def upgraded_term(term: str, version: int) -> str | None:
     """The term this tokenizer makes of the word a ``version`` one stored as ``term`` (None: none, a
-    stopword once its "'s" is off). Version 1 terms are stemmed; version 2-3 terms are stems already, only
-    those with "'s" (left as written) are stemmed now, the others only related to their lemma
-    (:func:`lemma_term`: version 3 "bought" -> "buy"); Hangul stored as jamo before version 3 is composed
-    (NFC). Marks that versions 1-2 dropped cannot be restored: see :func:`legacy_terms`."""
+    stopword once its "'s" is off, or a length :func:`tokenize` does not keep). Version 1 terms are stemmed;
+    version 2-3 terms are stems already, only those with "'s" (left as written) are stemmed now, the others
+    only related to their lemma (:func:`lemma_term`: version 3 "bought" -> "buy"); Hangul stored as jamo
+    before version 3 is composed (NFC). A stored stem that is a stopword was made of a word that is not
+    ("others" -> "other") and stays. Marks that versions 1-2 dropped cannot be restored: see
+    :func:`legacy_terms`."""
     word = unicodedata.normalize("NFC", bare(term))
-    if not _kept(word):
+    possessive = term.endswith("'s")
+    if not 1 < len(word) <= MAX_TERM_LENGTH or (possessive and word in STOPWORDS):
         return None
-    return stem(word) if version < 2 or term.endswith("'s") else lemma_term(word)
+    return stem(word) if version < 2 or possessive else lemma_term(word)
 
 
 def legacy_terms(terms: list[str]) -> list[str]:
