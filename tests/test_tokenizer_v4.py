@@ -1,7 +1,8 @@
 """BM25 tokenizer version 4 (issue 14), through HTTP: an irregular inflection is its lemma's term, so "buy"
 finds "bought" and "went" finds "go" (both ways, search and context); an index stored by version 3 is
 upgraded and its documents found by either form; words that are also nouns or verbs of their own ("rose",
-"left") are not merged with the verb they inflect.
+"left") are not merged with the verb they inflect. And a sentence opened by a label ("Update:", "Quick
+update:", "FYI:") is a statement whose fact names its speaker.
 
 Literals: the irregular forms are English grammar (buy/bought, go/went, meet/met, lose/lost, run/ran,
 take/took, child/children); the terms are Snowball's English stems of the lemmas as written ("buy", "go")."""
@@ -102,6 +103,32 @@ def test_an_index_of_version_3_is_upgraded_and_found_by_either_form(upgraded_app
     assert found(new, "ivy", "others") == ["hike"]  # its stored stem "other" stays though "other" is a stopword
     ended(new, "ivy", "shop", "I will buy a bike and go cycling.")  # written by version 4 meanwhile
     assert set(found(new, "ivy", "bought")) == {"car", "shop"}
+
+
+# -- a sentence opened by a label ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("Update: I moved to Denver last week.", "Gina moved to Denver"),
+        ("Quick update: I started a new job at Acme Robotics.", "Gina started a new job at Acme Robotics"),
+        ("FYI: my sister got engaged to Tom in Paris.", "Gina's sister got engaged to Tom in Paris"),
+        ("News: I adopted a beagle named Milo.", "Gina adopted a beagle named Milo"),
+        ("My goal: run a marathon in May.", "Gina's goal: run a marathon in May"),  # no statement after it
+    ],
+    ids=["update", "quick-update", "fyi", "news", "not-a-label"],
+)
+def test_a_labelled_sentence_yields_its_fact(client: TestClient, said: str, fact: str) -> None:
+    turns = [
+        {"role": "user", "content": said, "name": "Gina"},
+        {"role": "assistant", "content": "Oh, that is big news!", "name": "Jon"},
+    ]
+    sent = client.post("/api/memory/sessions/s1/turns", json={"turns": turns}, headers=user("gina"))
+    assert sent.status_code == 200, sent.text
+    answer = client.post("/api/memory/sessions/s1/end", params={"wait": "30"}, headers=user("gina"))
+    assert answer.status_code == 200, answer.text
+    memories = client.get("/api/memory/memories", params={"kind": "fact"}, headers=user("gina")).json()["memories"]
+    texts = [m["text"] for m in memories]
+    assert any(t.startswith(fact) for t in texts), texts
 
 
 def test_the_tables_are_read_by_spacys_ids_of_the_parts_of_speech() -> None:

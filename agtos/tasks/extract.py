@@ -154,6 +154,8 @@ _COMMON_RARITY = math.log(1000)  # rarity of the 1,000th most common English wor
 _INNER_CAPITAL = re.compile(r"(?<=[\w,;:] )(?-i:[A-Z][a-z]+)\b")
 _PERSON = re.compile(r"\b(?:i|you|your|my|our|his|her|their|he|she|they|we|me|us|him|them)\b", re.I)
 _STATEMENT = re.compile(LEAD + r"(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b", re.I)
+#: a label before a statement ("Update: I moved…", "Quick update: my…", "FYI: Sofia got…"): up to three words
+_LABEL = re.compile(r"^[a-z][\w'-]*(?:\s+[\w'-]+){0,2}\s*:\s+", re.I)
 _TRAILING_QUESTION = re.compile(
     r"^(.*?\w)[,;:.!-]+\s+(?:(?:so|and|but)\s+)?(?:can|could|would|will|do|does|did|what|how|which|where|when|"
     r"why|who|is|are|have|has|any|should)\b[^,;]*\?$",
@@ -221,7 +223,7 @@ def casual_to_standard(sentence: str) -> str:
 def statement_of(sentence: str) -> str | None:
     """The part of a sentence that states something: discourse markers, a leading hedge ("I think")
     and a trailing question ("…, have you been?") removed; None for a question or a request."""
-    text = casual_to_standard(sentence).strip()
+    text = unlabelled(casual_to_standard(sentence).strip())
     while (m := _DISCOURSE.match(text)) is not None:
         text = text[m.end() :]
     text = _HEDGE.sub(r"\1", text)
@@ -231,6 +233,16 @@ def statement_of(sentence: str) -> str | None:
             return None
         text = m.group(1)
     return text or None
+
+
+def unlabelled(sentence: str) -> str:
+    """``sentence`` without a label that opens it ("Update: I moved to Denver" -> "I moved to Denver") where
+    what follows is a statement of someone's ("My goal: run a marathon" keeps its label)."""
+    m = _LABEL.match(sentence)
+    if m is None:
+        return sentence
+    rest = sentence[m.end() :]
+    return rest if _STATEMENT.match(rest) or _NAMED_STATEMENT.match(rest) else sentence
 
 
 def propositions(statement: str) -> list[str]:
