@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import srsly  # type: ignore[import-untyped]
+import srsly
 import Stemmer
 
 from agtos.tasks.text import STOPWORDS
