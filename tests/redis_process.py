@@ -8,9 +8,15 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+PORT_TRIES = 5  # first starts of a server whose chosen port was taken before it bound it
+LOG_NAME = "redis-server.log"  # in the server's data directory
 
 
 def redis_server_binary() -> str:
@@ -60,9 +66,14 @@ class RedisProcess:
         extra_args: tuple[str, ...] = (),
         port: int | None = None,
         binary: str | None = None,
+        choose_port: Callable[[], int] | None = None,
     ) -> None:
+        """``port``: that port, always. Otherwise ``choose_port`` (default :func:`free_port`) picks
+        one, and picks again if the first start finds it taken meanwhile (then it is kept for restarts)."""
         self.binary = binary
-        self.port = port or free_port()
+        chooser = choose_port or free_port
+        self._choose_port: Callable[[], int] | None = None if port else chooser
+        self.port = port or chooser()
         self.data_dir = data_dir
         self.appendonly = appendonly
         self.extra_args = extra_args
@@ -73,6 +84,22 @@ class RedisProcess:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisProcess:
+        """Start the server and wait until it answers. A chosen port can be taken between the check
+        and the bind (by any process's outgoing connection: the check's port and the cluster bus
+        port lie in the kernel's ephemeral range); the server then exits at once ("Address already
+        in use") and a first start tries again on another port, up to :data:`PORT_TRIES` times."""
+        for _ in range(PORT_TRIES if self._choose_port else 1):
+            if self._spawn_and_wait():
+                self._choose_port = None  # a restart keeps the port its clients know
+                return self
+            if self._choose_port is None or self.proc is None or self.proc.poll() is None:
+                break  # a fixed port, or a server that runs but does not answer: no other port helps
+            self.port = self._choose_port()
+        raise RuntimeError(f"redis-server on port {self.port} did not start: {self._log_tail()}")
+
+    def _spawn_and_wait(self) -> bool:
+        """Start redis-server on ``self.port``; whether it answered within 10 s (False at once if it
+        exited, or if the server answering on that port is another process's)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             self.binary or redis_server_binary(),
@@ -88,16 +115,35 @@ class RedisProcess:
             str(self.data_dir),
             *self.extra_args,
         ]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        with open(self.data_dir / LOG_NAME, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        once = Retry(NoBackoff(), 0)  # each try once: the loop sees an exited server at once
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2, socket_timeout=2, retry=once)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                if client.ping():
-                    return self
-            except redis.exceptions.ConnectionError:
+                if client.ping():  # (not while it loads its data)
+                    return self._answered_itself(client)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 time.sleep(0.05)
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
+        return False
+
+    def _answered_itself(self, client: redis.Redis) -> bool:
+        """Whether the server answering is this one; if another process's is on the port, this one
+        cannot bind it: wait for it to exit."""
+        assert self.proc is not None
+        if int(client.info("server")["process_id"]) == self.proc.pid:
+            return True
+        self.proc.wait(timeout=10)
+        return False
+
+    def _log_tail(self) -> str:
+        """The server's last log lines (why it did not start)."""
+        try:
+            lines = (self.data_dir / LOG_NAME).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return "no log"
+        return " | ".join(lines[-3:])
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -119,7 +165,7 @@ class RedisClusterProcesses:
         cluster_args = ("--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
         taken: set[int] = set()
         self.nodes = [
-            RedisProcess(data_dir / f"node{i}", extra_args=cluster_args, port=free_cluster_port(taken))
+            RedisProcess(data_dir / f"node{i}", extra_args=cluster_args, choose_port=lambda: free_cluster_port(taken))
             for i in range(masters)
         ]
 
