@@ -103,24 +103,31 @@ def test_a_conclusions_turns_are_ordered_by_position_as_numbers(settings: Settin
         assert found["source_turn_ids"] == [f"{episode}.t2", f"{episode}.t10"], found
 
 
-def test_an_opted_out_session_is_still_read_while_redis_is_down(tmp_path: Path) -> None:
+def test_an_opted_out_session_begun_while_redis_is_down_outlives_the_outage(tmp_path: Path) -> None:
     """An opted-out user's live session lives in this process only ("working memory only, nothing
-    written to Redis"): while Redis is down it is read and appended to as before, not taken for
-    forgotten because the forget-all mark could not be read (test_privacy_families reads it up)."""
-    server = RedisProcess(tmp_path / "redis").start()
+    written to Redis"). She forgot everything earlier; then Redis goes down and she starts a session:
+    it is read and appended to while Redis is down (the forget-all mark cannot be read: not taken for
+    forgotten), and once Redis is back (the mark still there) it is still hers: it began after the
+    forget-all, by this host's clock (begun at 0, the mark was newer and the session was dropped).
+    test_privacy_families covers the forget-all landing while the session lives."""
+    server = RedisProcess(tmp_path / "redis", appendonly=True).start()
     settings = Settings(redis_url=server.url, key_prefix="landed", data_dir=tmp_path, redis_timeout_s=0.3)
     coordinator = MemoryCoordinator(settings)
     try:
         with TestClient(create_app(coordinator=coordinator)) as client:
             assert client.put("/api/memory/privacy", json={"opt_out": True}, headers=user("al")).status_code == 200
+            assert client.post("/api/memory/forget", json={"kind": "all"}, headers=user("al")).status_code == 200
+            server.stop()  # a clean shutdown: the opt-out and the forget-all mark are on disk
             first = {"turns": [{"role": "user", "content": "My locker code is zqalvv."}]}
             assert client.post("/api/memory/sessions/s1/turns", json=first, headers=user("al")).status_code == 200
-            server.kill()
             held = client.get("/api/memory/sessions/s1", headers=user("al"))
             assert held.status_code == 200 and "zqalvv" in held.text, held.text
             more = {"turns": [{"role": "user", "content": "And the gym opens at six."}]}
             assert client.post("/api/memory/sessions/s1/turns", json=more, headers=user("al")).status_code == 200
+            server.start()
+            time.sleep(OPT_OUT_CACHE_S + 0.1)  # the opt-out is read from Redis again
             held = client.get("/api/memory/sessions/s1", headers=user("al"))
+            assert held.status_code == 200, held.text
             assert "zqalvv" in held.text and "gym opens at six" in held.text, held.text
     finally:
         coordinator.close()
