@@ -37,24 +37,29 @@ def chooser(*ports: int) -> tuple[list[int], Callable[[], int]]:
     return handed, choose
 
 
+@pytest.fixture
+def other_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    """Another private redis-server, on a port of its own."""
+    server = RedisProcess(tmp_path / "other").start()
+    yield server
+    server.stop()
+
+
 @pytest.mark.parametrize("by", ["a listener", "another redis-server"])
 def test_a_server_whose_chosen_port_was_taken_starts_on_another_and_keeps_it(
-    tmp_path: Path, taken: int, by: str
+    request: pytest.FixtureRequest, tmp_path: Path, taken: int, by: str
 ) -> None:
-    other = RedisProcess(tmp_path / "other").start() if by == "another redis-server" else None
-    taken = other.port if other is not None else taken
+    taken = request.getfixturevalue("other_redis").port if by == "another redis-server" else taken
     spare = free_port()
     handed, choose = chooser(taken, spare)
-    server = RedisProcess(tmp_path / "redis", choose_port=choose).start()
+    server = RedisProcess(tmp_path / "redis", choose_port=choose)
     try:
-        assert (handed, server.port) == ([taken, spare], spare)
+        assert (handed, server.start().port) == ([taken, spare], spare)
         assert server.proc is not None and redis.Redis(port=spare).info("server")["process_id"] == server.proc.pid
         server.stop()
         assert server.start().port == spare  # a restart: the port its clients know
     finally:
         server.stop()
-        if other is not None:
-            other.stop()
 
 
 def test_a_cluster_node_whose_bus_port_was_taken_starts_on_another_port(tmp_path: Path) -> None:
