@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from agtos.memory.entity_graph import WRITE_RETRIES, EntityConflict, EntityGraph, EntityInvalid
+from agtos.memory.memory_versions import WRITERS
 from agtos.memory.semantic import SemanticMemory
 from agtos.providers.llm import LLMProvider
 from agtos.schemas import Entity, EntityType, Episode, Relationship
@@ -29,6 +31,7 @@ from agtos.schemas.api.request_bodies import MERGED_INTO_ITSELF
 from agtos.storage.entity_store import triple_key
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
+from agtos.storage.user_lock import UserLock
 from agtos.tasks.entity_records import (
     MAX_NAME_CHARS,
     entity_text,
@@ -44,6 +47,7 @@ from agtos.tasks.relations import build_relation_extractor
 log = logging.getLogger(__name__)
 
 SIMILARITY_THRESHOLD = 0.85
+ENTITIES = "entities"  # the name of the user's entity writers' lock (key <prefix>:u:{<user>}:writers:entities)
 
 
 @dataclass
@@ -74,6 +78,7 @@ class EntityMemory(EntityGraph):
         similarity_threshold: float = SIMILARITY_THRESHOLD,
     ) -> None:
         super().__init__(connector, keys, semantic)
+        self.writers = UserLock(connector, keys, WRITERS)
         self.extractor = build_relation_extractor(llm)
         self.similarity_threshold = similarity_threshold
 
@@ -99,22 +104,40 @@ class EntityMemory(EntityGraph):
             for text, mentions, cands in zip(texts, found, candidates, strict=True)
         ]
         vectors = self._new_name_vectors(episodes, candidates, wait_s)
-        with self._lock:
-            for episode, cands, extracted in zip(episodes, candidates, relations, strict=True):
-                ids: dict[str, str] = {}
-                for cand in cands:
-                    entity_id, created = self.observe(episode, cand, vectors.get(cand.name))
-                    if entity_id is not None:
-                        ids[cand.key] = entity_id
-                        report.entities += 1
-                        report.created += created
-                for rel in extracted:
-                    src = ids.get(normalise_entity_name(rel.source))
-                    tgt = ids.get(normalise_entity_name(rel.target))
-                    if src and tgt and src != tgt:
-                        self.relate(episode.user_id, src, tgt, rel.type, rel.confidence, episode.id, episode.timestamp)
-                        report.relationships += 1
+        for episode, cands, extracted in zip(episodes, candidates, relations, strict=True):
+            with self.held(episode.user_id), self._lock:
+                self._ingest_one(episode, cands, extracted, vectors, report)
         return report
+
+    def held(self, user_id: str) -> AbstractContextManager[None]:
+        """The user's entity writers' lock (across processes): an episode's ingestion writes and an
+        episode's forget (:func:`agtos.memory.episode_cascade.forget_entities_of`) read and write under it,
+        so the forget does not delete an entity, or an edge, another episode was just added to. Taken
+        before ``_lock``, never while holding it; not re-entrant."""
+        return self.writers.held(user_id, ENTITIES)
+
+    def _ingest_one(
+        self,
+        episode: Episode,
+        cands: list[EntityCandidate],
+        extracted: Sequence[Any],
+        vectors: dict[str, np.ndarray],
+        report: EntityIngestReport,
+    ) -> None:
+        """One episode's entities and relationships into the graph (counted in ``report``)."""
+        ids: dict[str, str] = {}
+        for cand in cands:
+            entity_id, created = self.observe(episode, cand, vectors.get(cand.name))
+            if entity_id is not None:
+                ids[cand.key] = entity_id
+                report.entities += 1
+                report.created += created
+        for rel in extracted:
+            src = ids.get(normalise_entity_name(rel.source))
+            tgt = ids.get(normalise_entity_name(rel.target))
+            if src and tgt and src != tgt:
+                self.relate(episode.user_id, src, tgt, rel.type, rel.confidence, episode.id, episode.timestamp)
+                report.relationships += 1
 
     def _new_name_vectors(
         self, episodes: Sequence[Episode], candidates: Sequence[list[EntityCandidate]], wait_s: float | None = None

@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from agtos.memory.conclusion_lock import conclusions_held
-from agtos.schemas import Conclusion, Memory
+from agtos.schemas import Conclusion
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -37,19 +37,9 @@ def forget_derived(rt: Services, user_id: str, episode_id: str) -> dict[str, int
 
 
 def _memories(rt: Services, user_id: str, episode_id: str) -> int:
-    store = rt.semantic.store("memory")
-    ids = sorted(set(store.bm25.ids(user_id)) | set(rt.semantic.history.timeline_ids(user_id)))
-    found = [Memory.model_validate_json(raw) for raw in store.get_many(user_id, ids).values()]
-    sourced = [m for m in found if episode_id in m.source_episode_ids]
-    kept: dict[str, str] = {}
-    for memory in sourced:
-        rest = [e for e in memory.source_episode_ids if e != episode_id]
-        if rest:
-            kept[memory.id] = memory.model_copy(update={"source_episode_ids": rest}).model_dump_json()
-        else:
-            rt.semantic.delete_memory(user_id, memory.id)
-    store.put_records(user_id, kept)
-    return len(sourced) - len(kept)
+    """Forget the memories only ``episode_id`` supports, drop it from the others' sources (under the
+    memory writers' lock: a session end merging a source in between was lost, or wrote it back)."""
+    return rt.semantic.versions.drop_episode(user_id, episode_id)
 
 
 def _conclusions(rt: Services, user_id: str, episode_id: str) -> tuple[int, int]:
@@ -73,7 +63,15 @@ def _conclusions(rt: Services, user_id: str, episode_id: str) -> tuple[int, int]
 def forget_entities_of(rt: Services, user_id: str, episode_id: str, still_said: str = "") -> int:
     """Forget the entities only ``episode_id`` names (an episode's, or a memory's posted through the API,
     which fed the graph under its own id) and drop it from the others'; returns how many were forgotten.
-    ``still_said``: a memory's new text, whose entities (by name or alias) keep it, their ids and edits."""
+    ``still_said``: a memory's new text, whose entities (by name or alias) keep it, their ids and edits.
+    Under the user's entity writers' lock: an ingestion adding an episode to an entity between the read
+    and the write had the entity (or an edge) deleted with what it had just added."""
+    with rt.entities.held(user_id):
+        return _forget_entities_of(rt, user_id, episode_id, still_said)
+
+
+def _forget_entities_of(rt: Services, user_id: str, episode_id: str, still_said: str) -> int:
+    """:func:`forget_entities_of`, holding the lock."""
     store, ids, offset = rt.entities.store, [], 0
     while True:  # every id first: forgetting one shifts the pages
         page, total = store.page(user_id, None, offset, ENTITY_PAGE)

@@ -214,6 +214,21 @@ def _written_meanwhile(rt: Services, state: LintState) -> set[str]:
     return {_root(state, i) for i in touched if now.get(i) != state.loaded.get(i)}
 
 
+def _merge_memories_found(rt: Services, state: LintState) -> int:
+    """Fold each duplicate memory found into its survivor, in pair order (a chain folds into its first);
+    a pair either of which another writer changed since ``load`` (an edit, a session end's new source, a
+    forget) is left for the next sweep. Returns how many were left."""
+    left = 0
+    for survivor_id, duplicate_id in state.memory_merges:
+        survivor, duplicate = state.memories[survivor_id], state.memories[duplicate_id]
+        merged = rt.semantic.merge_duplicate(survivor, duplicate, origin="lint")
+        if merged is None:
+            left += 1
+        else:
+            state.memories[survivor_id] = merged
+    return left
+
+
 def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceReport:
     """Write changed conclusions, delete removed ones, rebuild the profile's derived lines from what is
     left (as the Dreamer and an episode's forget do), store the report, fire contradiction events.
@@ -230,9 +245,7 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
                 store.delete(state.user_id, conclusion_id)
         # texts are unchanged (merges keep the winner's), so indexes stay valid
         store.save_records([c for c in kept if c.id not in moved])
-    for survivor_id, duplicate_id in state.memory_merges:  # in pair order: a chain folds into its first
-        survivor, duplicate = state.memories[survivor_id], state.memories[duplicate_id]
-        state.memories[survivor_id] = rt.semantic.merge_duplicate(survivor, duplicate, origin="lint")
+    memories_moved = _merge_memories_found(rt, state)
     if state.changed or state.removed:  # profile lines cite conclusions: a stale, merged or pruned one's goes
         refresh_profile(rt, state.user_id, load_recent_episodes(rt, state.user_id))
     expired = prune_expired(rt, state.user_id)
@@ -241,8 +254,9 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
         "status": "completed",
         "conclusionsBefore": state.before,
         "conclusionsAfter": len(state.conclusions),
-        "memoriesMerged": len(state.memory_merges),
+        "memoriesMerged": len(state.memory_merges) - memories_moved,
         "changedMeanwhile": len(moved),
+        "memoriesChangedMeanwhile": memories_moved,
         **{s["step"]: s["count"] for s in state.steps},
         "contradictionPipeline": state.pipeline,
         "expiredIndexEntries": expired,

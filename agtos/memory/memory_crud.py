@@ -76,14 +76,8 @@ def create(
     """Store a memory the user or agent states directly, or fold it into its near-duplicate."""
     sources = [source] if source else []
     duplicate = _near_duplicate(rt, user_id, text, kind)
-    if duplicate is not None:
-        merged = duplicate.model_copy(
-            update={"source_episode_ids": list(dict.fromkeys(duplicate.source_episode_ids + sources))}
-        )
-        rt.semantic.store("memory").put_records(user_id, {merged.id: merged.model_dump_json()})
-        rt.semantic.history.append(
-            user_id, [MemoryChange(memory_id=merged.id, origin="user", action="merged", text=text)]
-        )
+    merged = None if duplicate is None else rt.semantic.versions.restate(duplicate, sources, text)
+    if merged is not None:  # else none, or it was forgotten or closed since: the words are stored anew
         return MemoryWrite(merged, False, merged.id)
     stamp = now_ms()
     memory = Memory(
@@ -131,16 +125,26 @@ def update(
     new = Memory.model_validate(old.model_dump() | changes)
     if new.text == old.text:  # the stored vector stays
         vector = rt.semantic.store("memory").vectors.vectors(user_id, [mid]).get(mid)
-        return rt.semantic.replace_memory(old, new, vector)
-    memory = rt.semantic.embed_then_write(
-        "memory",
-        [(user_id, mid)],
-        [new.text],
-        lambda rows: rt.semantic.replace_memory(old, new, None if rows is None else rows[0]),
-        _request_wait(rt),
+        return _edited(rt.semantic.replace_memory(old, new, vector), mid)
+    memory = _edited(
+        rt.semantic.embed_then_write(
+            "memory",
+            [(user_id, mid)],
+            [new.text],
+            lambda rows: rt.semantic.replace_memory(old, new, None if rows is None else rows[0]),
+            _request_wait(rt),
+        ),
+        mid,
     )
     forget_entities_of(rt, user_id, mid, memory.text)  # what the old text alone named goes
     _feed_entities(rt, memory)
+    return memory
+
+
+def _edited(memory: Memory | None, mid: str) -> Memory:
+    """The memory an edit wrote; NotFoundError when it was deleted before the edit could be written."""
+    if memory is None:
+        raise NotFoundError(f"no memory {mid!r} for this user")
     return memory
 
 

@@ -1,6 +1,14 @@
 """Memories with their versions: every write of the ``memory`` namespace merges with what is stored,
 closes the facts a later one supersedes (``valid_until``, ``superseded_by``; never deleted) and
-records each change in the memory's history (:class:`~agtos.storage.memory_history.MemoryHistory`)."""
+records each change in the memory's history (:class:`~agtos.storage.memory_history.MemoryHistory`).
+
+Each write reads the stored memories it changes (to merge sources, close facts, fold duplicates) and
+writes them back, and so do an edit, a delete, an episode's forget and the lint's merge; an API
+process and a queue worker may do two of these for one user at once. Every such read-to-write holds
+the user's :data:`WRITERS` lock named :data:`MEMORIES` (a :class:`UserLock`, across processes), so none
+writes over what another wrote in between. No holder calls another (the lock is not re-entrant), and
+the embedder is called outside it (callers pass the vectors).
+"""
 
 from __future__ import annotations
 
@@ -13,20 +21,25 @@ from agtos.schemas import Memory, MemoryChange
 from agtos.schemas.records import ChangeAction, ChangeOrigin
 from agtos.storage.memory_history import MemoryHistory
 from agtos.storage.semantic_store import SemanticStore
+from agtos.storage.user_lock import UserLock
 from agtos.tasks.validity import claims_of, ended_values, slot_keys, superseded_slot_keys, supersedes
 
 #: The most stored memories naming one value that a fact ending it judges: every one up to it (the documents
 #: of the value's BM25 postings, best first), so an earlier fact of no known shape, found by no slot, is closed
 #: however many other memories name the value; it bounds one write's record reads.
 ENDED_VALUE_MATCHES = 10_000
+#: the kind and name of the per-user lock of memory writers (key ``<prefix>:u:{<user>}:writers:memories``)
+WRITERS = "writers"
+MEMORIES = "memories"
 
 
 class MemoryVersions:
     """Writes, edits, deletes and merges of memories over the memory store and its history."""
 
-    def __init__(self, store: Callable[[], SemanticStore], history: MemoryHistory) -> None:
+    def __init__(self, store: Callable[[], SemanticStore], history: MemoryHistory, lock: UserLock) -> None:
         self.store = store  # the memory namespace's store (created on first use)
         self.history = history
+        self.lock = lock  # of kind WRITERS, held under the name MEMORIES
 
     def write(self, memories: list[Memory], vectors: np.ndarray | None, origin: ChangeOrigin = "extracted") -> int:
         """Upsert memories (no TTL) with their index entries, each merged with the stored memory of
@@ -42,61 +55,66 @@ class MemoryVersions:
         return len({(m.user_id, m.id) for m in memories})
 
     def _write(self, memories: list[Memory], vectors: np.ndarray | None, origin: ChangeOrigin) -> int:
+        """Each user's memories merged, closed and written under that user's lock."""
         memory_store = self.store()
-        merged, changes = self._merge_existing(memory_store, memories, origin)
-        for user_id, rows in rows_by_user([m.user_id for m in merged]).items():
-            batch = [merged[i] for i in rows]
-            batch, closed, superseded = self._supersede(memory_store, user_id, batch)
-            memory_store.upsert_many(
-                user_id,
-                [(m.id, m.text, m.model_dump_json()) for m in batch],
-                None if vectors is None else vectors[rows],
-            )
-            memory_store.put_records(user_id, {m.id: m.model_dump_json() for m in closed})
-            self.history.append(user_id, [c for c in changes if c.memory_id in {m.id for m in batch}] + superseded)
-            self.history.set_times(user_id, {m.id: m.valid_from for m in batch})
-            self.history.add_slots(user_id, {m.id: slot_keys(claims_of(m.text)) for m in batch})
-        return len(merged)
+        for user_id, rows in rows_by_user([m.user_id for m in memories]).items():
+            with self.lock.held(user_id, MEMORIES):
+                batch = [memories[i] for i in rows]
+                self._write_user(memory_store, user_id, batch, None if vectors is None else vectors[rows], origin)
+        return len(memories)
+
+    def _write_user(
+        self,
+        store: SemanticStore,
+        user_id: str,
+        memories: list[Memory],
+        vectors: np.ndarray | None,
+        origin: ChangeOrigin,
+    ) -> None:
+        """One user's memories merged with the stored ones, the facts they end closed, all written."""
+        merged, changes = self._merge_existing(store, user_id, memories, origin)
+        batch, closed, superseded = self._supersede(store, user_id, merged)
+        store.upsert_many(user_id, [(m.id, m.text, m.model_dump_json()) for m in batch], vectors)
+        store.put_records(user_id, {m.id: m.model_dump_json() for m in closed})
+        self.history.append(user_id, changes + superseded)
+        self.history.set_times(user_id, {m.id: m.valid_from for m in batch})
+        self.history.add_slots(user_id, {m.id: slot_keys(claims_of(m.text)) for m in batch})
 
     def _merge_existing(
-        self, store: SemanticStore, memories: list[Memory], origin: ChangeOrigin
+        self, store: SemanticStore, user_id: str, memories: list[Memory], origin: ChangeOrigin
     ) -> tuple[list[Memory], list[MemoryChange]]:
         """Keep first-seen time, validity and the union of the source episodes of memories already
         stored; a closed memory stated again later is current again. With the history's entries."""
         merged: list[Memory] = []
         changes: list[MemoryChange] = []
-        by_user: dict[str, list[Memory]] = {}
+        existing = store.get_many(user_id, [m.id for m in memories])
         for memory in memories:
-            by_user.setdefault(memory.user_id, []).append(memory)
-        for user_id, items in by_user.items():
-            existing = store.get_many(user_id, [m.id for m in items])
-            for memory in items:
-                source = memory.source_episode_ids[0] if memory.source_episode_ids else None
-                if memory.id not in existing:
-                    changes.append(change(memory, origin, "created", source_episode_id=source))
-                    merged.append(memory)
-                    continue
-                old = Memory.model_validate_json(existing[memory.id])
-                sources = list(dict.fromkeys(old.source_episode_ids + memory.source_episode_ids))
-                update: dict[str, object] = {
-                    "source_episode_ids": sources,
-                    "created_at": old.created_at,
-                    "importance": max(old.importance, memory.importance),
-                    "valid_from": min(old.valid_from, memory.valid_from),
-                    "utc_offset": old.utc_offset if old.valid_from <= memory.valid_from else memory.utc_offset,
-                    "valid_until": old.valid_until,
-                    "until_utc_offset": old.until_utc_offset,
-                    "superseded_by": old.superseded_by,
-                }
-                reopened = old.valid_until is not None and memory.valid_from >= old.valid_until
-                if reopened:
-                    update |= {"valid_from": memory.valid_from, "utc_offset": memory.utc_offset}
-                    update |= {"valid_until": None, "until_utc_offset": None, "superseded_by": None}
-                memory = memory.model_copy(update=update)
-                if reopened or len(sources) > len(old.source_episode_ids):
-                    action: ChangeAction = "reopened" if reopened else "restated"
-                    changes.append(change(memory, origin, action, source_episode_id=source))
+            source = memory.source_episode_ids[0] if memory.source_episode_ids else None
+            if memory.id not in existing:
+                changes.append(change(memory, origin, "created", source_episode_id=source))
                 merged.append(memory)
+                continue
+            old = Memory.model_validate_json(existing[memory.id])
+            sources = list(dict.fromkeys(old.source_episode_ids + memory.source_episode_ids))
+            update: dict[str, object] = {
+                "source_episode_ids": sources,
+                "created_at": old.created_at,
+                "importance": max(old.importance, memory.importance),
+                "valid_from": min(old.valid_from, memory.valid_from),
+                "utc_offset": old.utc_offset if old.valid_from <= memory.valid_from else memory.utc_offset,
+                "valid_until": old.valid_until,
+                "until_utc_offset": old.until_utc_offset,
+                "superseded_by": old.superseded_by,
+            }
+            reopened = old.valid_until is not None and memory.valid_from >= old.valid_until
+            if reopened:
+                update |= {"valid_from": memory.valid_from, "utc_offset": memory.utc_offset}
+                update |= {"valid_until": None, "until_utc_offset": None, "superseded_by": None}
+            memory = memory.model_copy(update=update)
+            if reopened or len(sources) > len(old.source_episode_ids):
+                action: ChangeAction = "reopened" if reopened else "restated"
+                changes.append(change(memory, origin, action, source_episode_id=source))
+            merged.append(memory)
         return merged, changes
 
     def _supersede(
@@ -143,23 +161,59 @@ class MemoryVersions:
                 changes.append(change(later, "supersession", "supersedes", related_id=earlier.id))
         return [pool[m.id] for m in batch], [pool[i] for i in closed if i not in ids], changes
 
-    def replace(self, old: Memory, new: Memory, vector: np.ndarray | None, origin: ChangeOrigin = "user") -> Memory:
+    def replace(
+        self, old: Memory, new: Memory, vector: np.ndarray | None, origin: ChangeOrigin = "user"
+    ) -> Memory | None:
         """An edit: ``new`` (same id) replaces ``old`` in the record, every index, the slot index and
-        the timeline; the edit is in the history, and a fact it now supersedes is closed."""
+        the timeline; the edit is in the history, and a fact it now supersedes is closed. The fields the
+        edit changes (``old`` to ``new``) are applied to the memory as stored when it is written: what
+        another writer changed since ``old`` was read (a session end's new source, the lint's merge) stays.
+        None, and nothing written, when it is no longer stored (deleted or forgotten since ``old`` was read)."""
         store = self.store()
-        self.history.remove(old.user_id, old.id, slot_keys(claims_of(old.text)))
-        (new,), closed, superseded = self._supersede(store, new.user_id, [new])
-        store.upsert(new.user_id, new.id, new.text, vector, new.model_dump_json())
-        store.put_records(new.user_id, {m.id: m.model_dump_json() for m in closed})
-        self.history.append(new.user_id, [change(new, origin, "edited"), *superseded])
-        self.history.set_times(new.user_id, {new.id: new.valid_from})
-        self.history.add_slots(new.user_id, {new.id: slot_keys(claims_of(new.text))})
-        return new
+        with self.lock.held(new.user_id, MEMORIES):
+            raw = store.get_many(new.user_id, [old.id]).get(old.id)
+            if raw is None:
+                return None
+            stored = Memory.model_validate_json(raw)
+            edited = rebased(old, new, stored)
+            if edited.text != new.text:  # another edit changed the words this one keeps: their vector
+                vector = store.vectors.vectors(new.user_id, [new.id]).get(new.id)
+            self.history.remove(stored.user_id, stored.id, slot_keys(claims_of(stored.text)))
+            (edited,), closed, superseded = self._supersede(store, edited.user_id, [edited])
+            store.upsert(edited.user_id, edited.id, edited.text, vector, edited.model_dump_json())
+            store.put_records(edited.user_id, {m.id: m.model_dump_json() for m in closed})
+            self.history.append(edited.user_id, [change(edited, origin, "edited"), *superseded])
+            self.history.set_times(edited.user_id, {edited.id: edited.valid_from})
+            self.history.add_slots(edited.user_id, {edited.id: slot_keys(claims_of(edited.text))})
+        return edited
+
+    def restate(self, memory: Memory, sources: list[str], text: str) -> Memory | None:
+        """``memory`` said again in other words (``text``, a POST of its near-duplicate): ``sources`` join
+        its source episodes and its history records the words. None, and nothing written, when it is no
+        longer stored or no longer current (forgotten or closed since the caller found it)."""
+        store = self.store()
+        with self.lock.held(memory.user_id, MEMORIES):
+            raw = store.get_many(memory.user_id, [memory.id]).get(memory.id)
+            stored = None if raw is None else Memory.model_validate_json(raw)
+            if stored is None or not stored.current:
+                return None
+            merged = stored.model_copy(
+                update={"source_episode_ids": list(dict.fromkeys(stored.source_episode_ids + sources))}
+            )
+            store.put_records(merged.user_id, {merged.id: merged.model_dump_json()})
+            self.history.append(
+                merged.user_id, [MemoryChange(memory_id=merged.id, origin="user", action="merged", text=text)]
+            )
+        return merged
 
     def delete(self, user_id: str, memory_id: str, origin: ChangeOrigin = "user") -> bool:
         """Remove a memory and its history from Redis and every index; the facts it had superseded
         are current again (their histories say so)."""
-        store = self.store()
+        with self.lock.held(user_id, MEMORIES):
+            return self._delete(self.store(), user_id, memory_id, origin)
+
+    def _delete(self, store: SemanticStore, user_id: str, memory_id: str, origin: ChangeOrigin) -> bool:
+        """:meth:`delete`, its caller holding the lock."""
         raw = store.get_many(user_id, [memory_id]).get(memory_id)
         if not store.delete(user_id, memory_id):
             return False
@@ -177,13 +231,41 @@ class MemoryVersions:
         self.history.forget(user_id, memory_id)
         return True
 
-    def merge_duplicate(self, survivor: Memory, duplicate: Memory, origin: ChangeOrigin = "lint") -> Memory:
+    def drop_episode(self, user_id: str, episode_id: str) -> int:
+        """A forgotten episode: the memories it alone supports are deleted, the others no longer name it
+        (memories the user wrote name no episode); returns how many were deleted."""
+        store = self.store()
+        with self.lock.held(user_id, MEMORIES):
+            ids = sorted(set(store.bm25.ids(user_id)) | set(self.history.timeline_ids(user_id)))
+            found = [Memory.model_validate_json(raw) for raw in store.get_many(user_id, ids).values()]
+            sourced = [m for m in found if episode_id in m.source_episode_ids]
+            kept: dict[str, str] = {}
+            for memory in sourced:
+                rest = [e for e in memory.source_episode_ids if e != episode_id]
+                if rest:
+                    kept[memory.id] = memory.model_copy(update={"source_episode_ids": rest}).model_dump_json()
+                else:
+                    self._delete(store, user_id, memory.id, "user")
+            store.put_records(user_id, kept)
+        return len(sourced) - len(kept)
+
+    def merge_duplicate(self, survivor: Memory, duplicate: Memory, origin: ChangeOrigin = "lint") -> Memory | None:
         """Fold ``duplicate`` into ``survivor`` (same user, near-identical words): the survivor keeps
         its text and id and gains the duplicate's source episodes; the duplicate leaves every index;
         facts it had superseded are superseded by the survivor. Both histories record the merge
-        (the duplicate's keeps only that entry, without words)."""
+        (the duplicate's keeps only that entry, without words). None, and nothing done, when either is
+        no longer stored as given (edited, forgotten or restated since the caller read it)."""
         user_id = survivor.user_id
         store = self.store()
+        with self.lock.held(user_id, MEMORIES):
+            now = store.get_many(user_id, [survivor.id, duplicate.id])
+            if any(m.id not in now or Memory.model_validate_json(now[m.id]) != m for m in (survivor, duplicate)):
+                return None
+            return self._merge(store, survivor, duplicate, origin)
+
+    def _merge(self, store: SemanticStore, survivor: Memory, duplicate: Memory, origin: ChangeOrigin) -> Memory:
+        """:meth:`merge_duplicate`, its caller holding the lock."""
+        user_id = survivor.user_id
         merged = survivor.model_copy(
             update={
                 "source_episode_ids": list(dict.fromkeys(survivor.source_episode_ids + duplicate.source_episode_ids)),
@@ -209,6 +291,12 @@ class MemoryVersions:
             ],
         )
         return merged
+
+
+def rebased(old: Memory, new: Memory, stored: Memory) -> Memory:
+    """``stored`` with the fields that ``new`` changed from ``old`` set as ``new`` has them."""
+    was = old.model_dump()
+    return Memory.model_validate(stored.model_dump() | {k: v for k, v in new.model_dump().items() if v != was[k]})
 
 
 def change(memory: Memory, origin: ChangeOrigin, action: ChangeAction, **extra: str | None) -> MemoryChange:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from agtos.memory.memory_versions import MemoryVersions, rows_by_user
+from agtos.memory.memory_versions import WRITERS, MemoryVersions, rows_by_user
 from agtos.providers.embeddings import Embedder, EmbeddingError
 from agtos.providers.http_embedders import HTTPEmbedder
 from agtos.schemas import Episode, Memory
@@ -38,6 +38,7 @@ from agtos.storage.semantic_store import (
     sync_with_reads,
 )
 from agtos.storage.turns import TURN_NAMESPACE, TurnStore, parse_turn_doc_id
+from agtos.storage.user_lock import UserLock
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_spaces import embedder_identity, stale_reads, waits
 from agtos.tasks.ranking import fuse_expansions
@@ -120,7 +121,7 @@ class SemanticMemory:
         self._stores: dict[str, SemanticStore] = {}
         self._lock = threading.Lock()
         self.history = MemoryHistory(connector, keys)  # memories' changes, timeline and slot index
-        self.versions = MemoryVersions(lambda: self.store("memory"), self.history)
+        self.versions = MemoryVersions(lambda: self.store("memory"), self.history, UserLock(connector, keys, WRITERS))
 
     # -- components -------------------------------------------------------------------
     def release_embedder(self) -> None:
@@ -268,16 +269,17 @@ class SemanticMemory:
 
     def replace_memory(
         self, old: Memory, new: Memory, vector: np.ndarray | None, origin: ChangeOrigin = "user"
-    ) -> Memory:
-        """An edit (:meth:`MemoryVersions.replace`)."""
+    ) -> Memory | None:
+        """An edit (:meth:`MemoryVersions.replace`); None when the memory is no longer stored."""
         return self.versions.replace(old, new, vector, origin)
 
     def delete_memory(self, user_id: str, memory_id: str, origin: ChangeOrigin = "user") -> bool:
         """Remove a memory and its history (:meth:`MemoryVersions.delete`)."""
         return self.versions.delete(user_id, memory_id, origin)
 
-    def merge_duplicate(self, survivor: Memory, duplicate: Memory, origin: ChangeOrigin = "lint") -> Memory:
-        """Fold ``duplicate`` into ``survivor`` (:meth:`MemoryVersions.merge_duplicate`)."""
+    def merge_duplicate(self, survivor: Memory, duplicate: Memory, origin: ChangeOrigin = "lint") -> Memory | None:
+        """Fold ``duplicate`` into ``survivor``, unless either changed since it was read
+        (:meth:`MemoryVersions.merge_duplicate`)."""
         return self.versions.merge_duplicate(survivor, duplicate, origin)
 
     def delete(self, namespace: str, user_id: str, doc_id: str) -> bool:
