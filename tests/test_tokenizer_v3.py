@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 import Stemmer
@@ -98,25 +99,45 @@ def version_2(text: str) -> list[str]:
     return [_ENGLISH.stemWord(bm25.light_stem(w)) if w.isalpha() else w for w in tokens]
 
 
+@contextmanager
+def upgraded_client(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    version: int,
+    tokenize: Callable[[str], list[str]],
+    write_old: Callable[[TestClient], None],
+) -> Iterator[TestClient]:
+    """``write_old`` through an API process of tokenizer ``version`` (its terms), then a client of a process of
+    this version over the same Redis."""
+    with monkeypatch.context() as old:
+        old.setattr(bm25, "tokenize", tokenize)
+        old.setattr(bm25, "TOKENIZER_VERSION", version)
+        old_coordinator = MemoryCoordinator(settings)
+        with TestClient(create_app(coordinator=old_coordinator)) as old_client:
+            write_old(old_client)
+        old_coordinator.close()
+    coordinator = MemoryCoordinator(settings)
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as new_client:
+            yield new_client
+    finally:
+        coordinator.close()
+
+
+def _written_by_version_2(old_client: TestClient) -> None:
+    ended(old_client, "ivy", "dog", "My neighbour Kate's dog chewed through the garden fence again.")
+    ended(old_client, "ivy", "meal", f"At the market I bought {DAAL} for tonight.")
+    ended(old_client, "ivy", "cooking", "I was cooking an incredible pasta with fresh basil.")
+    ended(old_client, "leo", "cooking", "I was cooking an incredible pasta with fresh basil.")
+    assert found(old_client, "ivy", "Kate") == []  # version 2 stored "kate's"
+
+
 @pytest.fixture
 def upgraded_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     """Sessions ended by an API process of version 2 (its terms), then one of this version over the same
     Redis."""
-    with monkeypatch.context() as old:
-        old.setattr(bm25, "tokenize", version_2)
-        old.setattr(bm25, "TOKENIZER_VERSION", 2)
-        old_coordinator = MemoryCoordinator(settings)
-        with TestClient(create_app(coordinator=old_coordinator)) as old_client:
-            ended(old_client, "ivy", "dog", "My neighbour Kate's dog chewed through the garden fence again.")
-            ended(old_client, "ivy", "meal", f"At the market I bought {DAAL} for tonight.")
-            ended(old_client, "ivy", "cooking", "I was cooking an incredible pasta with fresh basil.")
-            ended(old_client, "leo", "cooking", "I was cooking an incredible pasta with fresh basil.")
-            assert found(old_client, "ivy", "Kate") == []  # version 2 stored "kate's"
-        old_coordinator.close()
-    coordinator = MemoryCoordinator(settings)
-    with TestClient(create_app(coordinator=coordinator)) as new_client:
-        yield new_client
-    coordinator.close()
+    with upgraded_client(settings, monkeypatch, 2, version_2, _written_by_version_2) as client:
+        yield client
 
 
 def test_an_index_of_version_2_is_upgraded_and_found(upgraded_app: TestClient) -> None:

@@ -16,12 +16,10 @@ import Stemmer
 from fastapi.testclient import TestClient
 
 from agtos.config import Settings
-from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
 from agtos.tasks import bm25, lemmas
 from agtos.tasks.text import STOPWORDS, words
 from tests.helpers import user
-from tests.test_tokenizer_v3 import ended, found
+from tests.test_tokenizer_v3 import ended, found, upgraded_client
 
 PAIRS = [  # (lemma, said with its irregular form)
     ("buy", "I bought a Ford Fiesta from a dealer in Tucson."),
@@ -75,24 +73,19 @@ def version_3(text: str) -> list[str]:
     return out
 
 
+def _written_by_version_3(old_client: TestClient) -> None:
+    ended(old_client, "ivy", "car", "I bought a Ford Fiesta from a dealer in Tucson.")
+    ended(old_client, "ivy", "trip", "We went to Lisbon for the jazz festival.")
+    ended(old_client, "ivy", "hike", "The others walked ahead on the ridge trail.")  # "other": a stopword
+    assert found(old_client, "ivy", "buy") == []  # version 3 stored "bought"
+
+
 @pytest.fixture
 def upgraded_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     """Sessions ended by an API process of version 3 (its terms), then one of this version over the same
     Redis."""
-    with monkeypatch.context() as old:
-        old.setattr(bm25, "tokenize", version_3)
-        old.setattr(bm25, "TOKENIZER_VERSION", 3)
-        old_coordinator = MemoryCoordinator(settings)
-        with TestClient(create_app(coordinator=old_coordinator)) as old_client:
-            ended(old_client, "ivy", "car", "I bought a Ford Fiesta from a dealer in Tucson.")
-            ended(old_client, "ivy", "trip", "We went to Lisbon for the jazz festival.")
-            ended(old_client, "ivy", "hike", "The others walked ahead on the ridge trail.")  # "other": a stopword
-            assert found(old_client, "ivy", "buy") == []  # version 3 stored "bought"
-        old_coordinator.close()
-    coordinator = MemoryCoordinator(settings)
-    with TestClient(create_app(coordinator=coordinator)) as new_client:
-        yield new_client
-    coordinator.close()
+    with upgraded_client(settings, monkeypatch, 3, version_3, _written_by_version_3) as client:
+        yield client
 
 
 def test_an_index_of_version_3_is_upgraded_and_found_by_either_form(upgraded_app: TestClient) -> None:
