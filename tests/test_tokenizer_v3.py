@@ -103,18 +103,20 @@ def version_2(text: str) -> list[str]:
 def upgraded_client(
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
-    version: int,
-    tokenize: Callable[[str], list[str]],
-    write_old: Callable[[TestClient], None],
+    old: tuple[int, Callable[[str], list[str]]],
+    sessions: list[tuple[str, str, str]],
+    unfound: tuple[str, str],
 ) -> Iterator[TestClient]:
-    """``write_old`` through an API process of tokenizer ``version`` (its terms), then a client of a process of
-    this version over the same Redis."""
-    with monkeypatch.context() as old:
-        old.setattr(bm25, "tokenize", tokenize)
-        old.setattr(bm25, "TOKENIZER_VERSION", version)
+    """``sessions`` (who, session, said) ended by an API process of the ``old`` tokenizer (version, tokenize),
+    where ``unfound`` (who, query) finds nothing; then a client of a process of this version over the same Redis."""
+    with monkeypatch.context() as patched:
+        patched.setattr(bm25, "tokenize", old[1])
+        patched.setattr(bm25, "TOKENIZER_VERSION", old[0])
         old_coordinator = MemoryCoordinator(settings)
         with TestClient(create_app(coordinator=old_coordinator)) as old_client:
-            write_old(old_client)
+            for who, session, said in sessions:
+                ended(old_client, who, session, said)
+            assert found(old_client, *unfound) == []
         old_coordinator.close()
     coordinator = MemoryCoordinator(settings)
     try:
@@ -124,19 +126,18 @@ def upgraded_client(
         coordinator.close()
 
 
-def _written_by_version_2(old_client: TestClient) -> None:
-    ended(old_client, "ivy", "dog", "My neighbour Kate's dog chewed through the garden fence again.")
-    ended(old_client, "ivy", "meal", f"At the market I bought {DAAL} for tonight.")
-    ended(old_client, "ivy", "cooking", "I was cooking an incredible pasta with fresh basil.")
-    ended(old_client, "leo", "cooking", "I was cooking an incredible pasta with fresh basil.")
-    assert found(old_client, "ivy", "Kate") == []  # version 2 stored "kate's"
+_BY_VERSION_2 = [
+    ("ivy", "dog", "My neighbour Kate's dog chewed through the garden fence again."),
+    ("ivy", "meal", f"At the market I bought {DAAL} for tonight."),
+    ("ivy", "cooking", "I was cooking an incredible pasta with fresh basil."),
+    ("leo", "cooking", "I was cooking an incredible pasta with fresh basil."),
+]
 
 
 @pytest.fixture
 def upgraded_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    """Sessions ended by an API process of version 2 (its terms), then one of this version over the same
-    Redis."""
-    with upgraded_client(settings, monkeypatch, 2, version_2, _written_by_version_2) as client:
+    """Sessions ended by an API process of version 2 (it stored "kate's"), then one of this version."""
+    with upgraded_client(settings, monkeypatch, (2, version_2), _BY_VERSION_2, ("ivy", "Kate")) as client:
         yield client
 
 

@@ -73,18 +73,17 @@ def version_3(text: str) -> list[str]:
     return out
 
 
-def _written_by_version_3(old_client: TestClient) -> None:
-    ended(old_client, "ivy", "car", "I bought a Ford Fiesta from a dealer in Tucson.")
-    ended(old_client, "ivy", "trip", "We went to Lisbon for the jazz festival.")
-    ended(old_client, "ivy", "hike", "The others walked ahead on the ridge trail.")  # "other": a stopword
-    assert found(old_client, "ivy", "buy") == []  # version 3 stored "bought"
+_BY_VERSION_3 = [
+    ("ivy", "car", "I bought a Ford Fiesta from a dealer in Tucson."),
+    ("ivy", "trip", "We went to Lisbon for the jazz festival."),
+    ("ivy", "hike", "The others walked ahead on the ridge trail."),  # "other": a stopword
+]
 
 
 @pytest.fixture
 def upgraded_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    """Sessions ended by an API process of version 3 (its terms), then one of this version over the same
-    Redis."""
-    with upgraded_client(settings, monkeypatch, 3, version_3, _written_by_version_3) as client:
+    """Sessions ended by an API process of version 3 (it stored "bought"), then one of this version."""
+    with upgraded_client(settings, monkeypatch, (3, version_3), _BY_VERSION_3, ("ivy", "buy")) as client:
         yield client
 
 
