@@ -268,7 +268,14 @@ class EntityMemory(EntityGraph):
         raise EntityInvalid("entity changed concurrently too often; try again")
 
     def forget(self, user_id: str, entity_id: str) -> bool:
-        """Privacy hard delete: the record (even if soft-deleted), its edges, index entries and vector."""
+        """Privacy hard delete: the record (even if soft-deleted), its edges, index entries and vector.
+        Under the entity writers' lock: an ingestion relating another entity to it after its edges were
+        read wrote an edge naming the forgotten entity."""
+        with self.held(user_id):
+            return self.forget_holding(user_id, entity_id)
+
+    def forget_holding(self, user_id: str, entity_id: str) -> bool:
+        """:meth:`forget` for a caller that holds :meth:`held` (an episode's forget)."""
         with self._lock:
             raw = self.store.get_raw(user_id, entity_id)
             if raw is None:
@@ -326,10 +333,13 @@ class EntityMemory(EntityGraph):
 
     def merge(self, user_id: str, survivor_id: str, duplicate_id: str) -> MergeReport:
         """Fold ``duplicate_id`` into ``survivor_id``: aliases, episodes and edges move over
-        (re-pointed; self-loops dropped; same triples merged), then the duplicate is removed."""
+        (re-pointed; self-loops dropped; same triples merged), then the duplicate is removed.
+        Under the entity writers' lock: an ingestion relating the duplicate after its edges were moved
+        wrote an edge to the deleted duplicate (lost), and an episode's forget that had read both before
+        the merge left that episode on the survivor."""
         if survivor_id == duplicate_id:
             raise EntityInvalid(MERGED_INTO_ITSELF)
-        with self._lock:
+        with self.held(user_id), self._lock:
             self.require(user_id, survivor_id)
             dup, _ = self.require(user_id, duplicate_id)
             moved, merged, dropped = self._move_edges(user_id, dup.id, survivor_id)

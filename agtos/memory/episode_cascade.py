@@ -85,7 +85,7 @@ def _forget_entities_of(rt: Services, user_id: str, episode_id: str, still_said:
             if any(_said(name, still_said) for name in [entity.name, *entity.aliases]):
                 continue
             if entity.episode_ids == [episode_id]:
-                forgotten += int(rt.entities.forget(user_id, entity.id))
+                forgotten += int(rt.entities.forget_holding(user_id, entity.id))
             elif episode_id in entity.episode_ids:
                 rt.entities.drop_episode(user_id, entity.id, episode_id)
     return forgotten
