@@ -180,6 +180,32 @@ def test_an_episode_forgotten_while_its_entity_is_merged_is_not_kept_by_the_surv
     assert _edges(a.client, initech) == []
 
 
+def test_an_episode_forgotten_while_a_merge_moves_its_entity_leaves_the_survivor(
+    processes: tuple[Process, Process],
+) -> None:
+    """The merge of Acme Corp (on [mon]) into Initech (process a) had read Acme and was moving its edges
+    when mon was forgotten (process b): without the lock the forget deleted Acme and Alice, and the merge
+    wrote Initech on [vendor, mon] (mon back). Now the forget comes after the merge and drops mon."""
+    a, b = processes
+    mon, vendor = _ended(a.client, "mon", ALICE), _ended(a.client, "vendor", VENDOR)
+    found = _entities(a.client)
+    acme, initech = found[ACME]["id"], found[INITECH]["id"]
+    store = a.coordinator.entities.store
+    edge_ids = store.edge_ids
+    hook = Hook("", lambda entity_id: entity_id == acme, _forget(b.client, "episode", mon))
+
+    def reading(user_id: str, entity_id: str) -> tuple[list[str], list[str]]:
+        hook(entity_id)
+        return edge_ids(user_id, entity_id)
+
+    store.edge_ids = reading  # type: ignore[method-assign]
+    assert _merge(a.client, initech, acme)() == 200
+    assert hook.result() == [200]
+    found = _entities(a.client)
+    assert set(found) == {"User", INITECH} and found[INITECH]["episodeIds"] == [vendor], found
+    assert _edges(a.client, initech) == []
+
+
 def test_an_ingestion_adding_to_an_entity_merged_meanwhile_adds_to_the_survivor(
     processes: tuple[Process, Process],
 ) -> None:
