@@ -78,6 +78,8 @@ def test_a_restatement_of_a_memory_closed_or_deleted_since_it_was_found_writes_n
     found = stored(sem, "m-london")
     restated = sem.versions.restate(found, ["chat-7"], "user lives in LONDON")
     assert restated is not None and restated.source_episode_ids == ["ep-1", "chat-7"]
+    said = [(c.action, c.origin, c.text) for c in sem.history.history("alice", "m-london")]
+    assert said[-1] == ("merged", "user", "user lives in LONDON")  # the words as said again
     sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR, ("ep-2",))], None)  # closes London
     assert sem.versions.restate(found, ["chat-8"], "User lives in London") is None
     assert stored(sem, "m-london").source_episode_ids == ["ep-1", "chat-7"]
