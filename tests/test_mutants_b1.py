@@ -100,3 +100,15 @@ def test_an_edit_keeping_words_another_edit_changed_keeps_that_edits_vector(sem:
     assert edited is not None and (edited.text, edited.importance) == (new_text, 0.9)
     kept = sem.store("memory").vectors.vectors("alice", ["m-tea"])["m-tea"]
     assert float(np.dot(kept, new_vec)) > 0.99 > float(np.dot(kept, old_vec))
+
+
+def test_deleting_the_fact_that_closed_another_clears_the_closing_offset(sem: SemanticMemory) -> None:
+    """Berlin, said at UTC+2, closed London (until MAR at +120 minutes); deleting Berlin reopens London
+    with no end and no end offset."""
+    sem.write_memories([mem("m-london", "User lives in London", JAN)], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR).model_copy(update={"utc_offset": 120})], None)
+    closed = stored(sem, "m-london")
+    assert (closed.valid_until, closed.until_utc_offset, closed.superseded_by) == (MAR, 120, "m-berlin")
+    assert sem.delete_memory("alice", "m-berlin") is True
+    london = stored(sem, "m-london")
+    assert (london.valid_until, london.until_utc_offset, london.superseded_by) == (None, None, None)
