@@ -112,3 +112,16 @@ def test_deleting_the_fact_that_closed_another_clears_the_closing_offset(sem: Se
     assert sem.delete_memory("alice", "m-berlin") is True
     london = stored(sem, "m-london")
     assert (london.valid_until, london.until_utc_offset, london.superseded_by) == (None, None, None)
+
+
+def test_a_memory_stated_again_keeps_the_offset_of_its_first_statement(sem: SemanticMemory) -> None:
+    """Said at UTC+1 in January and at UTC-5 in March: it is from January at +60 minutes, in either
+    order of learning."""
+    tea = mem("m-tea", "User drinks green tea", JAN, ("ep-1",)).model_copy(update={"utc_offset": 60})
+    later = mem("m-tea", "User drinks green tea", MAR, ("ep-2",)).model_copy(update={"utc_offset": -300})
+    sem.write_memories([tea], None)
+    sem.write_memories([later], None)
+    assert (stored(sem, "m-tea").valid_from, stored(sem, "m-tea").utc_offset) == (JAN, 60)
+    sem.write_memories([later.model_copy(update={"id": "m-tea-2"})], None)
+    sem.write_memories([tea.model_copy(update={"id": "m-tea-2"})], None)
+    assert (stored(sem, "m-tea-2").valid_from, stored(sem, "m-tea-2").utc_offset) == (JAN, 60)
