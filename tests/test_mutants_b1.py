@@ -125,3 +125,22 @@ def test_a_memory_stated_again_keeps_the_offset_of_its_first_statement(sem: Sema
     sem.write_memories([later.model_copy(update={"id": "m-tea-2"})], None)
     sem.write_memories([tea.model_copy(update={"id": "m-tea-2"})], None)
     assert (stored(sem, "m-tea-2").valid_from, stored(sem, "m-tea-2").utc_offset) == (JAN, 60)
+    sem.write_memories([tea.model_copy(update={"id": "m-tea-3"})], None)  # the same moment: the first kept
+    sem.write_memories([tea.model_copy(update={"id": "m-tea-3", "utc_offset": -300})], None)
+    assert stored(sem, "m-tea-3").utc_offset == 60
+
+
+def test_a_closed_fact_stated_again_keeps_its_end_offset_and_reopened_takes_the_new_one(sem: SemanticMemory) -> None:
+    """London (JAN) closed by Berlin said at UTC+2 (MAR, +120); London said again in JAN stays closed
+    with its end offset; said again in MAY at UTC-5 it is reopened from MAY at -300 with no end offset."""
+    sem.write_memories([mem("m-london", "User lives in London", JAN, ("ep-1",))], None)
+    sem.write_memories([mem("m-berlin", "User lives in Berlin", MAR).model_copy(update={"utc_offset": 120})], None)
+    sem.write_memories([mem("m-london", "User lives in London", JAN, ("ep-3",))], None)
+    london = stored(sem, "m-london")
+    assert (london.valid_until, london.until_utc_offset, london.superseded_by) == (MAR, 120, "m-berlin")
+    may = 1_715_760_000_000  # 2024-05-15 08:00 UTC
+    again = mem("m-london", "User lives in London", may, ("ep-4",)).model_copy(update={"utc_offset": -300})
+    sem.write_memories([again], None)
+    london = stored(sem, "m-london")
+    assert (london.valid_from, london.utc_offset) == (may, -300)
+    assert (london.valid_until, london.until_utc_offset, london.superseded_by) == (None, None, None)
