@@ -16,7 +16,7 @@ from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Entity, Relationship
 from agtos.schemas.records import now_ms
 from agtos.storage.entity_store import NAMESPACE, EntityStore, WriteResult, triple_key
-from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.storage.keys import GlobalKeys, record_id_pattern
 from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.vector_index import VectorIndex
@@ -107,7 +107,7 @@ class EntityGraph:
     # -- loading ----------------------------------------------------------------------
     def load(self, user_id: str, entity_id: str) -> tuple[Entity, str] | None:
         """A live entity and its stored JSON (for compare-and-set), or None."""
-        if not RECORD_ID_PATTERN.fullmatch(entity_id or ""):
+        if not record_id_pattern().fullmatch(entity_id or ""):
             return None
         raw = self.store.get_raw(user_id, entity_id)
         if raw is None:

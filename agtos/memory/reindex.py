@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from agtos.memory.vector_repair import fill_user
 from agtos.schemas.records import now_ms
-from agtos.storage.keys import RECORD_ID_PATTERN
+from agtos.storage.keys import record_id_pattern
 from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import as_text
 from agtos.storage.turns import turn_doc_id
@@ -218,7 +218,7 @@ def _lacking_turns(rt: Services, user_id: str, episode_ids: list[str]) -> list[s
         turn_doc_id(u.episode_id, u.position, u.chunk): u.episode_id
         for u in turn_units(turns.of_episodes(user_id, episode_ids))
     }
-    indexed = [doc_id for doc_id in units if RECORD_ID_PATTERN.fullmatch(doc_id)]  # as TurnStore.save
+    indexed = [doc_id for doc_id in units if record_id_pattern().fullmatch(doc_id)]  # as TurnStore.save
     return list(dict.fromkeys(units[doc_id] for doc_id in turns.vectors.missing(user_id, indexed)))
 
 

@@ -26,7 +26,7 @@ from agtos.memory.ingestion_pipeline import EMBEDDER_DEGRADED, IngestionReport, 
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Conclusion, Entity, Episode, Memory
 from agtos.schemas.records import now_ms
-from agtos.storage.keys import RECORD_ID_PATTERN
+from agtos.storage.keys import record_id_pattern
 from agtos.storage.pending_vectors import PendingRecord
 from agtos.storage.turns import turn_doc_id
 from agtos.tasks.text import episode_text
@@ -230,7 +230,7 @@ def _index_ingested(
             user_id, [m.id for m in memories], rows[n_episodes : n_episodes + n_memories]
         )
     unit_ids = [turn_doc_id(u.episode_id, u.position, u.chunk) for u in units]
-    picked = [i for i, doc_id in enumerate(unit_ids) if RECORD_ID_PATTERN.fullmatch(doc_id)]  # as TurnStore.save
+    picked = [i for i, doc_id in enumerate(unit_ids) if record_id_pattern().fullmatch(doc_id)]  # as TurnStore.save
     if picked:
         unit_rows = rows[n_episodes + n_memories :]
         semantic.turns.vectors.add_many(user_id, [unit_ids[i] for i in picked], unit_rows[picked])

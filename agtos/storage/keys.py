@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 
 from agtos.schemas.identifiers import ID_MAX_LENGTH, ID_RULES, RECORD_ID, USER_ID
 
@@ -19,8 +20,18 @@ def _bounded(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"(?=.{{1,{ID_MAX_LENGTH}}}\Z){pattern}", re.DOTALL)
 
 
-USER_ID_PATTERN = _bounded(USER_ID)  # not "." or "..": no path-like ids
-RECORD_ID_PATTERN = _bounded(RECORD_ID)  # not only dots: ".." is a path segment
+# Compiled on first use, not at import: mutmut's forkserver imports the modules before it switches a
+# mutant on, so a pattern compiled at import would never see ``_bounded``'s mutants (docs/testing.md).
+@cache
+def user_id_pattern() -> re.Pattern[str]:
+    """A user id, for ``fullmatch``: not "." or "..", no path-like ids."""
+    return _bounded(USER_ID)
+
+
+@cache
+def record_id_pattern() -> re.Pattern[str]:
+    """A session, episode or record id, for ``fullmatch``: not only dots, ".." is a path segment."""
+    return _bounded(RECORD_ID)
 
 
 class InvalidIdentifier(ValueError):
@@ -28,13 +39,13 @@ class InvalidIdentifier(ValueError):
 
 
 def check_user_id(user_id: str) -> str:
-    if not USER_ID_PATTERN.fullmatch(user_id or ""):
+    if not user_id_pattern().fullmatch(user_id or ""):
         raise InvalidIdentifier(f"user id must be {ID_RULES[USER_ID]}")
     return user_id
 
 
 def check_record_id(value: str, what: str = "id") -> str:
-    if not RECORD_ID_PATTERN.fullmatch(value or ""):
+    if not record_id_pattern().fullmatch(value or ""):
         raise InvalidIdentifier(f"{what} must be {ID_RULES[RECORD_ID]}")
     return value
 

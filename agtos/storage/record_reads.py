@@ -8,7 +8,7 @@ import re
 import redis
 
 from agtos.schemas import Episode, Memory
-from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.storage.keys import GlobalKeys, record_id_pattern
 from agtos.storage.redis_conn import RedisConnector
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
@@ -32,7 +32,7 @@ class RecordReads:
             return [k.decode() for k in r.scan_iter(match=pattern, count=1_000)]
 
         ids = (k[len(prefix) :] for k in self.connector.run(scan))
-        return sorted(prefix + i for i in ids if RECORD_ID_PATTERN.fullmatch(i) and not i.startswith("_"))
+        return sorted(prefix + i for i in ids if record_id_pattern().fullmatch(i) and not i.startswith("_"))
 
     def memories(self, user_id: str, keys: list[str]) -> list[Memory]:
         """The memories stored at ``keys`` that belong to ``user_id`` (one MGET)."""

@@ -189,7 +189,7 @@ if score and tonumber(score) <= tonumber(ARGV[2]) then return redis.call('ZREM',
 return 0
 """
 
-INDEX_SEP = ":"  # in neither a user id nor a session id (keys.USER_ID_PATTERN, RECORD_ID_PATTERN)
+INDEX_SEP = ":"  # in neither a user id nor a session id (keys.user_id_pattern, record_id_pattern)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import redis
 
 from agtos.schemas import StoredTurn
 from agtos.storage.bm25_index import BM25Index
-from agtos.storage.keys import RECORD_ID_PATTERN, GlobalKeys
+from agtos.storage.keys import GlobalKeys, record_id_pattern
 from agtos.storage.redis_conn import RedisConnector, as_text
 from agtos.storage.semantic_store import SearchResult, SemanticStore, Window
 from agtos.storage.vector_index import VectorIndex
@@ -140,7 +140,7 @@ class TurnStore(SemanticStore):
         rows: dict[str, list[int]] = {}
         for row, unit in enumerate(units):
             doc_id = _unit_id(unit)
-            if RECORD_ID_PATTERN.fullmatch(doc_id):
+            if record_id_pattern().fullmatch(doc_id):
                 rows.setdefault(unit.user_id, []).append(row)
             else:  # only an episode id near the 128-character limit: the turn is kept, not indexed
                 log.warning("turn %r not indexed: its doc id would be longer than 128 characters", doc_id)

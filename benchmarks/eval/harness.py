@@ -71,7 +71,7 @@ import redis
 from agtos.config import SEARCH_MODES, Settings
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Turn
-from agtos.storage.keys import RECORD_ID_PATTERN, USER_ID_PATTERN
+from agtos.storage.keys import record_id_pattern, user_id_pattern
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks.text import content_words, episode_text
 from benchmarks.eval.dataset import Dataset, DatasetError, Haystack, Question, load_dataset
@@ -103,12 +103,12 @@ def _safe_id(value: str, pattern: Any, prefix: str, max_len: int = 128) -> str:
 
 def agtos_user_id(haystack_id: str) -> str:
     """The agtos user one haystack is replayed as (the haystack id when it is a valid user id)."""
-    return _safe_id(haystack_id, USER_ID_PATTERN, "eval.")
+    return _safe_id(haystack_id, user_id_pattern(), "eval.")
 
 
 def agtos_session_id(session_id: str) -> str:
     """The dataset's session id when agtos accepts it, else a stable hash of it."""
-    return session_id if RECORD_ID_PATTERN.fullmatch(session_id) else _safe_id(session_id, RECORD_ID_PATTERN, "s-")
+    return session_id if record_id_pattern().fullmatch(session_id) else _safe_id(session_id, record_id_pattern(), "s-")
 
 
 # -- ingestion --------------------------------------------------------------------------
