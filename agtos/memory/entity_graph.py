@@ -58,16 +58,19 @@ class EntityGraph:
 
     # -- vectors ----------------------------------------------------------------------
     def vector_index(self) -> VectorIndex | None:
-        """The ``entity`` vector namespace, or None without an embedder."""
-        with self._lock:
-            if self._vectors is None:
-                try:
-                    dim = self.semantic.embedder.dim
-                except EmbeddingError:
-                    return None
-                identity = self.semantic.embedder_identity
-                self._vectors = VectorIndex(self.connector, self.keys, "entity", dim, identity=identity)
-            return self._vectors
+        """The ``entity`` vector namespace, or None without an embedder. The embedder's dimension is
+        had outside ``_lock`` (a first use loads the model or probes the service): the writers call
+        this before taking it, so none holds it through that (issue 15)."""
+        if self._vectors is None:
+            try:
+                dim = self.semantic.embedder.dim
+            except EmbeddingError:
+                return None
+            with self._lock:
+                if self._vectors is None:
+                    identity = self.semantic.embedder_identity
+                    self._vectors = VectorIndex(self.connector, self.keys, "entity", dim, identity=identity)
+        return self._vectors
 
     def embed_names(self, names: Sequence[str], wait_s: float | None = None) -> dict[str, np.ndarray]:
         """One embedding call for ``names``; empty when the embedder is unavailable. ``wait_s``: a

@@ -104,6 +104,7 @@ class EntityMemory(EntityGraph):
             for text, mentions, cands in zip(texts, found, candidates, strict=True)
         ]
         vectors = self._new_name_vectors(episodes, candidates, wait_s)
+        self.vector_index()  # made before the locks (a first use may load or probe the embedder)
         for episode, cands, extracted in zip(episodes, candidates, relations, strict=True):
             with self.held(episode.user_id), self._lock:
                 self._ingest_one(episode, cands, extracted, vectors, report)
@@ -217,7 +218,14 @@ class EntityMemory(EntityGraph):
     # -- edits ------------------------------------------------------------------------
     def update(self, user_id: str, entity_id: str, changes: dict[str, Any]) -> Entity:
         """Edit name/type/aliases/confidence. A rename keeps the old name as an alias unless
-        ``aliases`` is given too. Raises EntityNotFound, EntityInvalid or EntityConflict."""
+        ``aliases`` is given too. Raises EntityNotFound, EntityInvalid or EntityConflict.
+
+        A new name is embedded before the lock is taken (the request names it): the embedding call,
+        slow when the embedder is, does not hold up the process's other entity writers (issue 15)."""
+        old, _ = self.require(user_id, entity_id)
+        name = self._edited(old, changes).name  # checked (EntityInvalid) before anything is embedded
+        vectors = self.embed_names([name]) if name != old.name else {}
+        self.vector_index()  # made (a first use may load or probe the embedder) before the lock
         with self._lock:
             for _ in range(WRITE_RETRIES):
                 old, raw = self.require(user_id, entity_id)
@@ -231,8 +239,8 @@ class EntityMemory(EntityGraph):
                         result.owner,
                     )
                 if result.status == "ok":
-                    if new.name != old.name:
-                        self._name_vector(user_id, new.id, self.embed_names([new.name]).get(new.name))
+                    if new.name != old.name:  # none when renamed meanwhile from the name asked: repaired later
+                        self._name_vector(user_id, new.id, vectors.get(new.name))
                     return new
         raise EntityInvalid("entity changed concurrently too often; try again")
 
@@ -258,6 +266,7 @@ class EntityMemory(EntityGraph):
 
     def delete(self, user_id: str, entity_id: str) -> Entity:
         """Soft delete: ``deleted=true``, dropped from every index and from dedup lookups."""
+        self.vector_index()  # made before the lock (a first use may load or probe the embedder)
         with self._lock:
             for _ in range(WRITE_RETRIES):
                 old, raw = self.require(user_id, entity_id)
@@ -271,11 +280,13 @@ class EntityMemory(EntityGraph):
         """Privacy hard delete: the record (even if soft-deleted), its edges, index entries and vector.
         Under the entity writers' lock: an ingestion relating another entity to it after its edges were
         read wrote an edge naming the forgotten entity."""
+        self.vector_index()  # made before the locks (a first use may load or probe the embedder)
         with self.held(user_id):
             return self.forget_holding(user_id, entity_id)
 
     def forget_holding(self, user_id: str, entity_id: str) -> bool:
         """:meth:`forget` for a caller that holds :meth:`held` (an episode's forget)."""
+        self.vector_index()  # made before the process's lock (a first use may load or probe the embedder)
         with self._lock:
             raw = self.store.get_raw(user_id, entity_id)
             if raw is None:
@@ -339,6 +350,7 @@ class EntityMemory(EntityGraph):
         the merge left that episode on the survivor."""
         if survivor_id == duplicate_id:
             raise EntityInvalid(MERGED_INTO_ITSELF)
+        self.vector_index()  # made before the locks (a first use may load or probe the embedder)
         with self.held(user_id), self._lock:
             self.require(user_id, survivor_id)
             dup, _ = self.require(user_id, duplicate_id)
