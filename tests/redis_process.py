@@ -59,6 +59,8 @@ def free_cluster_port(taken: set[int] | None = None) -> int:
 class RedisProcess:
     """Start, stop and restart a private redis-server on a fixed loopback port."""
 
+    answer_within_s = 10.0  # how long a start waits for the server's first answer
+
     def __init__(
         self,
         data_dir: Path,
@@ -87,18 +89,26 @@ class RedisProcess:
         """Start the server and wait until it answers. A chosen port can be taken between the check
         and the bind (by any process's outgoing connection: the check's port and the cluster bus
         port lie in the kernel's ephemeral range); the server then exits at once ("Address already
-        in use") and a first start tries again on another port, up to :data:`PORT_TRIES` times."""
-        for _ in range(PORT_TRIES if self._choose_port else 1):
-            if self._spawn_and_wait():
-                self._choose_port = None  # a restart keeps the port its clients know
-                return self
-            if self._choose_port is None or self.proc is None or self.proc.poll() is None:
-                break  # a fixed port, or a server that runs but does not answer: no other port helps
-            self.port = self._choose_port()
+        in use") and a first start tries again on another port, up to :data:`PORT_TRIES` times.
+
+        A start that fails leaves no server behind: one that runs but never answered (or whose wait
+        was interrupted) is killed before the error goes on."""
+        try:
+            for _ in range(PORT_TRIES if self._choose_port else 1):
+                if self._spawn_and_wait():
+                    self._choose_port = None  # a restart keeps the port its clients know
+                    return self
+                if self._choose_port is None or self.proc is None or self.proc.poll() is None:
+                    break  # a fixed port, or a server that runs but does not answer: no other port helps
+                self.port = self._choose_port()
+        except BaseException:
+            self.kill()
+            raise
+        self.kill()
         raise RuntimeError(f"redis-server on port {self.port} did not start: {self._log_tail()}")
 
     def _spawn_and_wait(self) -> bool:
-        """Start redis-server on ``self.port``; whether it answered within 10 s (False at once if it
+        """Start redis-server on ``self.port``; whether it answered within :attr:`answer_within_s` (False at once if it
         exited, or if the server answering on that port is another process's)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
@@ -119,7 +129,7 @@ class RedisProcess:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         once = Retry(NoBackoff(), 0)  # each try once: the loop sees an exited server at once
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2, socket_timeout=2, retry=once)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + self.answer_within_s
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 if client.ping():  # (not while it loads its data)
@@ -174,19 +184,25 @@ class RedisClusterProcesses:
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/0"
 
     def start(self) -> RedisClusterProcesses:
-        clients = [redis.Redis(port=node.start().port) for node in self.nodes]
-        bounds = [16384 * i // len(clients) for i in range(len(clients) + 1)]
-        for client, lo, hi in zip(clients, bounds, bounds[1:], strict=False):
-            client.execute_command("CLUSTER", "ADDSLOTS", *range(lo, hi))
-        for node in self.nodes[1:]:
-            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if all(b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO") for c in clients):
-                time.sleep(0.5)  # let every node learn every other's slots
-                return self
-            time.sleep(0.1)
-        raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
+        """Start every node and form the cluster. If a node does not start, or the cluster does not
+        form, the nodes already started are stopped before the error goes on (none is left running)."""
+        try:
+            clients = [redis.Redis(port=node.start().port) for node in self.nodes]
+            bounds = [16384 * i // len(clients) for i in range(len(clients) + 1)]
+            for client, lo, hi in zip(clients, bounds, bounds[1:], strict=False):
+                client.execute_command("CLUSTER", "ADDSLOTS", *range(lo, hi))
+            for node in self.nodes[1:]:
+                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if all(b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO") for c in clients):
+                    time.sleep(0.5)  # let every node learn every other's slots
+                    return self
+                time.sleep(0.1)
+            raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
+        except BaseException:
+            self.stop()
+            raise
 
     def key_counts(self) -> list[int]:
         return [int(redis.Redis(port=node.port).dbsize()) for node in self.nodes]
