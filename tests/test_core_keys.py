@@ -21,6 +21,7 @@ def test_global_and_user_key_names() -> None:
     assert uk.episode_timeline() == "pfx:u:{alice}:episodes:by_time"
     assert uk.session_turns("s1") == "pfx:u:{alice}:session:s1:turns"
     assert uk.session_ended("s1") == "pfx:u:{alice}:session:s1:ended"
+    assert uk.episode_turns("ep-1") == "pfx:u:{alice}:turns:ep-1"
     assert uk.active_sessions() == "pfx:u:{alice}:sessions:active"
     assert uk.profile() == "pfx:u:{alice}:profile"
     assert uk.record("memory", "m.1") == "pfx:u:{alice}:memory:m.1"
