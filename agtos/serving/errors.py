@@ -16,10 +16,12 @@ from starlette.staticfiles import StaticFiles
 from agtos.memory.privacy_controls import NotFoundError, OptedOutError
 from agtos.schemas.api import ErrorOut, ValidationErrorOut
 from agtos.schemas.identifiers import ID_RULES
+from agtos.serving.lock_waits import REQUEST_LOCK_WAIT_S
 from agtos.serving.strict_json import DUPLICATE_KEY, NOT_UTF8
 from agtos.storage.keys import InvalidIdentifier
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.storage.session_journal import IdempotencyConflict, JournalFull
+from agtos.storage.user_lock import LockBusy
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,8 @@ ERROR_DESCRIPTIONS = {
     "a JSON object that names a key twice",
     429: "Rate limit of this API key exceeded (Retry-After says when to retry)",
     500: "Internal error",
-    503: "Memory storage (Redis) is unavailable (Retry-After says when to retry)",
+    503: "Memory storage (Redis) is unavailable, or (a write) another writer of this user's records kept their lock "
+    f"for the whole wait of {REQUEST_LOCK_WAIT_S:g} s and nothing was written (Retry-After says when to retry)",
 }
 STORAGE_RETRY_AFTER_S = 2  # a 503's Retry-After while Redis is down: a restart or failover takes seconds
 RETRY_AFTER = {
@@ -155,6 +158,12 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=503,
             content={"message": "memory storage (Redis) is unavailable; try again later"},
             headers={"Retry-After": str(STORAGE_RETRY_AFTER_S)},
+        )
+
+    @app.exception_handler(LockBusy)
+    async def _lock_busy(_: Request, exc: LockBusy) -> JSONResponse:
+        return JSONResponse(
+            status_code=503, content={"message": str(exc)}, headers={"Retry-After": str(exc.retry_after_s)}
         )
 
     @app.exception_handler(IdempotencyConflict)

@@ -4,15 +4,20 @@ A ``SET NX PX`` key under the user's keys (so tenant- and user-prefixed: ``<pref
 holding a random token; only its holder releases it (a compare-and-delete script), and a holder that
 dies lets it expire after ``lock_ms``. A waiter polls every ``POLL_S`` for at most ``lock_ms``: by then
 the holder's lock has expired, so there is no deadlock, and a holder that overran its time is overtaken.
+An HTTP request waits less (:func:`waiting_at_most`): for the first lock it takes, before it has written
+anything, at most its own bound, and then answers 503 (:class:`LockBusy`) rather than hang for a minute
+or write beside a holder it overtook.
 :func:`try_held` is the same lock on any key without the wait (the BM25 index's upgrade lock).
 """
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
@@ -20,6 +25,30 @@ from agtos.storage.redis_conn import RedisConnector
 #: how long a holder keeps it at most; a waiter waits as long
 LOCK_MS = 60_000
 POLL_S = 0.02
+#: a request's bound on its wait for its first lock (:func:`waiting_at_most`); None: the whole ``lock_ms``
+_FIRST_WAIT_S: ContextVar[float | None] = ContextVar("agtos_first_lock_wait_s", default=None)
+
+
+class LockBusy(RuntimeError):
+    """Another holder kept a user's lock for the whole of a request's bounded wait; nothing was written.
+    ``retry_after_s``: whole seconds until that holder's lock expires at the latest (at least 1)."""
+
+    def __init__(self, what: str, retry_after_s: int) -> None:
+        super().__init__(f"another writer of this user's {what} holds their lock; try again in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+@contextmanager
+def waiting_at_most(seconds: float) -> Iterator[None]:
+    """Within it (a request's work, in its own context), the first :meth:`UserLock.held` waits at most
+    ``seconds`` for another holder and then raises :class:`LockBusy`; the locks taken after it (the work
+    has begun writing: stopping it there would leave it half done) wait the whole ``lock_ms`` as elsewhere."""
+    token = _FIRST_WAIT_S.set(seconds)
+    try:
+        yield
+    finally:
+        _FIRST_WAIT_S.reset(token)
+
 
 # KEYS: the lock; ARGV: the holder's token. Deletes it only while that holder has it.
 _RELEASE_LUA = """
@@ -59,15 +88,28 @@ class UserLock:
     @contextmanager
     def held(self, user_id: str, name: str) -> Iterator[None]:
         """Hold the lock, waiting while another holds it (at most ``lock_ms``, after which that
-        holder's lock has expired). ``StorageUnavailable`` when Redis is down."""
+        holder's lock has expired). ``StorageUnavailable`` when Redis is down; ``LockBusy`` when the wait is
+        bounded (:func:`waiting_at_most`) and another holder kept the lock for all of it."""
         key = self.keys.user(user_id).record(self.kind, name)
         token = secrets.token_hex(8)
-        deadline = time.monotonic() + self.lock_ms / 1000
+        bound = _FIRST_WAIT_S.get()
+        deadline = time.monotonic() + (self.lock_ms / 1000 if bound is None else bound)
         while not self.connector.run(lambda r: r.set(key, token, nx=True, px=self.lock_ms)):
             if time.monotonic() > deadline:
+                if bound is not None:  # a request: nothing written yet, and the holder keeps its lock
+                    raise LockBusy(name, self._retry_after_s(key))
                 break  # a stuck holder: its lock is past its time, as ours will be
             time.sleep(POLL_S)
+        if bound is not None:
+            _FIRST_WAIT_S.set(None)  # the request writes from here on: its next locks are waited for in full
         try:
             yield
         finally:
             release(self.connector, key, token)
+
+    def _retry_after_s(self, key: str) -> int:
+        """Whole seconds until the lock ``key`` expires (at least 1; ``lock_ms`` for a key without expiry)."""
+        left_ms = int(self.connector.run(lambda r: r.pttl(key)))
+        if left_ms == -1:  # no expiry: not set by a UserLock
+            left_ms = self.lock_ms
+        return max(1, math.ceil(left_ms / 1000))

@@ -28,6 +28,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.lock_waits import first_lock_bounded
 from agtos.serving.routers.insight import conclusions_out
 from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
@@ -114,7 +115,7 @@ def delete_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId
 @router.post("/{entity_id}/merge", response_model=EntityMergeOut, responses=errors(404, 409, 413))
 def merge_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId, body: MergeRequest) -> EntityMergeOut:
     """Fold ``duplicate_id`` into this entity: aliases, episodes and relationships move over."""
-    with _entity_errors():
+    with _entity_errors(), first_lock_bounded():
         report = coordinator.entities.merge(user_id, entity_id, body.duplicate_id)
     return EntityMergeOut(
         entity=EntityOut.model_validate(report.survivor),

@@ -19,6 +19,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.lock_waits import first_lock_bounded
 from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
 
@@ -55,7 +56,9 @@ def delete_conclusion(
     user_id: UserId,
     conclusion_id: Annotated[str, id_path("the conclusion's id")],
 ) -> ConclusionDeletedOut:
-    if not coordinator.delete_conclusion(user_id, conclusion_id):
+    with first_lock_bounded():
+        deleted = coordinator.delete_conclusion(user_id, conclusion_id)
+    if not deleted:
         raise HTTPException(404, f"no conclusion {conclusion_id!r} for this user")
     return ConclusionDeletedOut(deleted=conclusion_id)
 
@@ -63,7 +66,8 @@ def delete_conclusion(
 @router.post("/dream", response_model=DreamOut)
 def dream(coordinator: Coordinator, user_id: UserId) -> DreamOut:
     """Consolidate the user's recent episodes now (it also runs by itself at every session end)."""
-    report = coordinator.dream(user_id)
+    with first_lock_bounded():  # its first lock is the merge's, after the LLM: nothing written before it
+        report = coordinator.dream(user_id)
     return DreamOut(
         user_id=report.user_id,
         episodes=report.episodes,

@@ -20,6 +20,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId, id_path
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.lock_waits import first_lock_bounded
 from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
 
@@ -53,9 +54,10 @@ def create_memory(coordinator: Coordinator, user_id: UserId, body: MemoryIn, res
     """Store a fact or preference (201), or fold it into the stored memory whose words it repeats
     (token-set Jaccard ≥ the lint's threshold: 200 with ``mergedInto``). A fact that a stored one of
     the same subject and attribute contradicts closes the earlier one (``validUntil``, ``supersededBy``)."""
-    written = coordinator.create_memory(
-        user_id, body.text, MemoryKind(body.kind), body.source, body.valid_from, body.valid_until
-    )
+    with first_lock_bounded():
+        written = coordinator.create_memory(
+            user_id, body.text, MemoryKind(body.kind), body.source, body.valid_from, body.valid_until
+        )
     if not written.created:
         response.status_code = status.HTTP_200_OK
     return MemoryWriteOut(
@@ -96,10 +98,8 @@ def get_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -
 def update_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId, body: MemoryUpdate) -> MemoryOut:
     """Change the text (re-indexed), kind or validity; the edit is kept in the history."""
     clear_until = "valid_until" in body.model_fields_set and body.valid_until is None
-    return memory_out(
-        coordinator,
-        user_id,
-        coordinator.update_memory(
+    with first_lock_bounded():
+        memory = coordinator.update_memory(
             user_id,
             memory_id,
             body.text,
@@ -107,14 +107,15 @@ def update_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId
             body.valid_from,
             body.valid_until,
             clear_until,
-        ),
-    )
+        )
+    return memory_out(coordinator, user_id, memory)
 
 
 @router.delete("/{memory_id}", response_model=MemoryDeletedOut, responses=errors(403, 404))
 def delete_memory(coordinator: Coordinator, user_id: UserId, memory_id: MemoryId) -> MemoryDeletedOut:
     """Remove it and its history from Redis and every index; facts it had superseded are current again."""
-    coordinator.delete_memory(user_id, memory_id)
+    with first_lock_bounded():
+        coordinator.delete_memory(user_id, memory_id)
     return MemoryDeletedOut(deleted=memory_id)
 
 

@@ -19,6 +19,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.lock_waits import first_lock_bounded
 from agtos.serving.offload import in_read_thread, in_thread
 from agtos.serving.responses import json_model
 from agtos.serving.strict_json import StrictJSONRoute
@@ -94,7 +95,9 @@ def get_profile(coordinator: Coordinator, user_id: UserId) -> ProfileOut:
 @router.put("/profile", response_model=ProfileOut, responses=errors(403, 413))
 def put_profile(coordinator: Coordinator, user_id: UserId, update: ProfileUpdate) -> ProfileOut:
     """Merge the given fields into the profile (fields not sent stay as they are)."""
-    return ProfileOut(profile=coordinator.update_profile(user_id, update), available=True)
+    with first_lock_bounded():
+        profile = coordinator.update_profile(user_id, update)
+    return ProfileOut(profile=profile, available=True)
 
 
 @router.post("/context", response_model=ContextOut, responses=errors(413))

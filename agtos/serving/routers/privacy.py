@@ -14,6 +14,7 @@ from agtos.schemas.api import (
 )
 from agtos.serving.deps import Coordinator, UserId
 from agtos.serving.errors import USER_ERRORS, errors
+from agtos.serving.lock_waits import first_lock_bounded
 from agtos.serving.strict_json import StrictJSONRoute
 
 router = APIRouter(prefix="/api/memory", tags=["privacy"], responses=USER_ERRORS, route_class=StrictJSONRoute)
@@ -25,7 +26,11 @@ def forget(coordinator: Coordinator, user_id: UserId, body: ForgetRequest) -> Fo
     if body.kind == "all":
         return ForgetAllOut.model_validate(coordinator.privacy.forget_all(user_id))
     assert body.id is not None
-    return ForgetItemOut.model_validate(coordinator.privacy.forget_item(user_id, body.kind, body.id))
+    if body.kind == "episode":  # its record goes before its first lock: it waits for each lock in full
+        return ForgetItemOut.model_validate(coordinator.privacy.forget_item(user_id, body.kind, body.id))
+    with first_lock_bounded():
+        forgotten = coordinator.privacy.forget_item(user_id, body.kind, body.id)
+    return ForgetItemOut.model_validate(forgotten)
 
 
 @router.get("/privacy", response_model=PrivacyOut)
