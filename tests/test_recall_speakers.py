@@ -56,6 +56,8 @@ SMALL_TALK = [
         ("Where does Mary Ann work?", ["Mary Ann", "Mary"], "Where does work?"),  # the longest name first
         ("Where does Ann Marie work?", ["ann", "Ann Marie"], "Where does work?"),  # longest first, whatever the case
         ("What is the name of Jon's dog?", [], "What is the name of Jon's dog?"),
+        (":", ["\u0301", "Jon"], ":"),  # a name of one combining mark folds to nothing: not a name
+        ("Where does Jon live?", [" \u0301 "], "Where does Jon live?"),
     ],
 )
 def test_without_speakers(query: str, names: list[str], expected: str) -> None:
@@ -66,6 +68,27 @@ def test_named_speakers() -> None:
     names = ["gina", "Jon", "June", "Will"]
     assert named_speakers("What are Gina's and Jon’s pets, and will June come?", names) == {"gina", "jon"}
     assert named_speakers("Which plant did someone recommend?", names) == set()
+
+
+def test_a_speaker_named_by_a_lone_combining_mark_leaves_recall_answering(
+    chat: tuple[TestClient, MemoryCoordinator],
+) -> None:
+    """A turn's ``name`` is any string up to 128 characters: one combining accent (U+0301) folds to nothing,
+    and its pattern matched the empty string, so every later query ending in punctuation answered 500."""
+    client, _ = chat
+    marked = {"X-User-Id": "combining-mark-speaker"}
+    turns = [
+        {"role": "user", "name": "\u0301", "content": "I live in Oslo now, near the harbour."},
+        {"role": "assistant", "content": "Oslo is lovely in the summer."},
+    ]
+    assert client.post("/api/memory/sessions/mark/turns", json={"turns": turns}, headers=marked).status_code == 200
+    assert client.post("/api/memory/sessions/mark/end", headers=marked).json()["saved"]
+    searched = client.get("/api/memory/search", params={"q": "- Oslo"}, headers=marked)
+    assert searched.status_code == 200, searched.text
+    assert "Oslo" in searched.json()["results"][0]["highlights"][0]["text"]
+    for route, body in (("/api/memory/ask", {"question": ":"}), ("/api/memory/context", {"query": ":"})):
+        answered = client.post(route, json=body, headers=marked)
+        assert answered.status_code == 200, (route, answered.text)
 
 
 def session_turns(n: int) -> list[dict[str, Any]]:

@@ -170,8 +170,11 @@ def _composed(text: str) -> str:
 
 
 def _names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+    # a name that folds to nothing (a lone combining mark) would make a pattern that matches the empty string
     wanted = sorted(
-        {_composed(n.strip()) for n in names if n and n.strip().lower() not in _CALENDAR}, key=len, reverse=True
+        {_composed(n.strip()) for n in names if fold(n).strip() and n.strip().lower() not in _CALENDAR},
+        key=len,
+        reverse=True,
     )
     if not wanted:
         return None
