@@ -171,6 +171,8 @@ def test_revocation_reaches_every_process_on_the_next_request(app_for: AppFor, s
 
 def test_each_key_has_its_own_token_bucket(app_for: AppFor) -> None:
     client = app_for(rate_limit_per_s=0.5, rate_limit_burst=3)  # 3 at once, then one every 2 s
+    # built before the first request: building an app takes seconds on a loaded box, time enough to refill a token
+    other_process = app_for(rate_limit_per_s=0.5, rate_limit_burst=3)
     store = store_of(client)
     alice, _ = store.create("user", "alice")
     bob, _ = store.create("user", "bob")
@@ -179,7 +181,6 @@ def test_each_key_has_its_own_token_bucket(app_for: AppFor) -> None:
     assert limited.status_code == 429 and limited.headers["retry-after"] == "2"
     assert limited.json()["message"] == "rate limit of this API key exceeded; retry in 2 s"
     assert client.get("/api/memory/episodes", headers=bearer(bob)).status_code == 200  # bob's bucket is full
-    other_process = app_for(rate_limit_per_s=0.5, rate_limit_burst=3)
     assert other_process.get("/api/memory/episodes", headers=bearer(alice)).status_code == 429  # shared in Redis
     time.sleep(2.1)
     assert client.get("/api/memory/episodes", headers=bearer(alice)).status_code == 200
