@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import Stemmer
 
-from agtos.tasks.lemmas import lemma_terms
+from agtos.tasks.lemmas import lemma_targets, lemma_terms
 from agtos.tasks.text import STOPWORDS, words
 
 K1 = 1.2
@@ -18,8 +18,9 @@ MAX_TERM_LENGTH = 64
 #: recorded with each stored index (``agtos.storage.bm25_index``), whose older terms are upgraded
 #: 1: plurals folded (light_stem); 2: then Snowball English stems (stem); 3: a possessive "'s" (either
 #: apostrophe) folded to its word ("kate's" -> "kate"), the marks of non-Latin scripts kept ("がぎ" not "かき");
-#: 4: irregular inflections as their lemma's stem ("bought" -> "buy", "went" -> "go": :mod:`agtos.tasks.lemmas`)
-TOKENIZER_VERSION = 4
+#: 4: irregular inflections as their lemma's stem ("bought" -> "buy", "went" -> "go": :mod:`agtos.tasks.lemmas`);
+#: 5: the "-men" plurals spaCy relates by its noun rule ("women" -> "woman", "firemen" -> "fireman"), "oxen" -> "ox"
+TOKENIZER_VERSION = 5
 
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -85,7 +86,9 @@ def upgraded_term(term: str, version: int) -> str | None:
     """The term this tokenizer makes of the word a ``version`` one stored as ``term`` (None: none, a
     stopword once its "'s" is off, or a length :func:`tokenize` does not keep). Version 1 terms are stemmed;
     version 2-3 terms are stems already, only those with "'s" (left as written) are stemmed now, the others
-    only related to their lemma (:func:`lemma_term`: version 3 "bought" -> "buy"); Hangul stored as jamo
+    only related to their lemma (:func:`lemma_term`: version 3 "bought" -> "buy"), and so are version 4 terms
+    ("women" -> "woman") but those that are a lemma's term already (:func:`lemma_targets`: "marchesi" was
+    stored as "marches", which the table maps on to "marchesa"); Hangul stored as jamo
     before version 3 is composed (NFC). A stored stem that is a stopword was made of a word that is not
     ("others" -> "other") and stays. Marks that versions 1-2 dropped cannot be restored: see
     :func:`legacy_terms`."""
@@ -93,7 +96,9 @@ def upgraded_term(term: str, version: int) -> str | None:
     possessive = term.endswith("'s")
     if not 1 < len(word) <= MAX_TERM_LENGTH or (possessive and word in STOPWORDS):
         return None
-    return stem(word) if version < 2 or possessive else lemma_term(word)
+    if version < 2 or possessive:
+        return stem(word)
+    return word if version >= 4 and word in lemma_targets() else lemma_term(word)
 
 
 def legacy_terms(terms: list[str]) -> list[str]:

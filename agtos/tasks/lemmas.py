@@ -11,6 +11,12 @@ A form is left alone where its stem is also the stem of a noun or verb of its ow
 word lists ("rose", "left", "saw", "found", "drew"): mapping it would merge unrelated words and names.
 The exceptions are the forms listed there as the participle itself used as a noun ("the lost", "a
 given", "a thought"), :data:`INFLECTED_NOUNS`.
+
+spaCy's exception lists leave the "-men" plurals to its noun suffix rule (``lemma_rules``: "men" -> "man"):
+"women" -> "woman", "firemen" -> "fireman" are mapped as spaCy maps them (:data:`NOUN_RULE`: the plural of
+each "-man" noun base, unless it is a word of its own, "dolmen", "omen"). A form so mapped whose stem is the
+lemma of another form ("germen", of "germina") is left alone: a version-4 term is related in one lookup
+(version 5).
 """
 
 from __future__ import annotations
@@ -37,10 +43,13 @@ POS_IDS = {
 #: parts of speech whose exceptions are mapped, and whose base words block a form of the same stem
 MAPPED = ("verb", "noun")
 #: forms listed among the noun bases as themselves in the same sense: a participle ("the lost") or a plural
-INFLECTED_NOUNS = frozenset({"chosen", "drunk", "given", "hidden", "lost", "men", "proven", "teeth", "thought"})
+INFLECTED_NOUNS = frozenset({"chosen", "drunk", "given", "hidden", "lost", "men", "oxen", "proven", "teeth", "thought"})
+#: spaCy's noun suffix rule that its exception lists rely on for a plural: (form's suffix, lemma's suffix)
+NOUN_RULE = ("men", "man")
 
 _LOCK = threading.Lock()
 _TERMS: dict[str, str] | None = None
+_LEMMAS: frozenset[str] | None = None
 
 
 def lookups_path() -> Path:
@@ -51,26 +60,37 @@ def lookups_path() -> Path:
     return Path(spec.origin).parent / LOOKUPS
 
 
+def ruled_nouns(nouns: Iterable[str]) -> dict[str, list[str]]:
+    """The plurals :data:`NOUN_RULE` makes of the noun bases ``nouns`` ("woman" -> "women"). A form that is a
+    base word of its own ("dolmen", of "dolman") is kept out by :func:`irregular_terms`' filter, as spaCy's
+    lemmatizer keeps it."""
+    suffix, lemma_suffix = NOUN_RULE
+    return {noun[: -len(lemma_suffix)] + suffix: [noun] for noun in nouns if noun.endswith(lemma_suffix)}
+
+
 def irregular_terms(
     exceptions: Mapping[str, Mapping[str, Sequence[str]]],
     bases: Mapping[str, Iterable[str]],
 ) -> dict[str, str]:
-    """``{stem of a form: stem of its lemma}`` from ``exceptions`` (part of speech -> form -> lemmas), each
-    form with one lemma whose stem differs from its own, that is no stopword, and whose stem is not that of
-    a base word (``bases``: part of speech -> words) of its own (unless in :data:`INFLECTED_NOUNS`)."""
+    """``{stem of a form: stem of its lemma}`` from ``exceptions`` (part of speech -> form -> lemmas) and the
+    plurals of :func:`ruled_nouns`, each form with one lemma whose stem differs from its own, that is no
+    stopword, and whose stem is not that of a base word (``bases``: part of speech -> words) of its own
+    (unless in :data:`INFLECTED_NOUNS`); a ruled form's stem also not the lemma term of another form."""
     stem = Stemmer.Stemmer("english", 0)  # its own, uncached: the 90,000 base words are stemmed once
+    ruled = ruled_nouns(bases.get("noun", ()))
     pairs: dict[str, set[str]] = {}
-    for pos in MAPPED:
-        for form, lemmas in exceptions.get(pos, {}).items():
-            if not form.isalpha() or form in STOPWORDS:
-                continue
-            targets = {stem.stemWord(lemma) for lemma in lemmas}
-            term = stem.stemWord(form)
-            if len(targets) == 1 and term not in targets:
-                pairs.setdefault(term, set()).update(targets)
+    for form, lemmas in [*(p for pos in MAPPED for p in exceptions.get(pos, {}).items()), *ruled.items()]:
+        if not form.isalpha() or form in STOPWORDS:
+            continue
+        targets = {stem.stemWord(lemma) for lemma in lemmas}
+        term = stem.stemWord(form)
+        if len(targets) == 1 and term not in targets:
+            pairs.setdefault(term, set()).update(targets)
     words = [word for pos in MAPPED for word in bases.get(pos, ()) if word.isalpha()]
     blocked = set(stem.stemWords(words)) - INFLECTED_NOUNS
-    return {term: next(iter(t)) for term, t in pairs.items() if len(t) == 1 and term not in blocked}
+    terms = {term: next(iter(t)) for term, t in pairs.items() if len(t) == 1 and term not in blocked}
+    chained = set(stem.stemWords(list(ruled))) & set(terms.values())
+    return {term: lemma for term, lemma in terms.items() if term not in chained}
 
 
 def load_terms(path: Path) -> dict[str, str]:
@@ -80,6 +100,14 @@ def load_terms(path: Path) -> dict[str, str]:
     exceptions = {pos: exc.get(key, {}) for pos, key in POS_IDS.items()}
     bases = {pos: index.get(key, []) for pos, key in POS_IDS.items()}
     return irregular_terms(exceptions, bases)
+
+
+def lemma_targets() -> frozenset[str]:
+    """The terms the table maps forms to (a version-4 term among them is already its lemma's)."""
+    global _LEMMAS
+    if _LEMMAS is None:
+        _LEMMAS = frozenset(lemma_terms().values())
+    return _LEMMAS
 
 
 def lemma_terms() -> dict[str, str]:
