@@ -76,11 +76,15 @@ class EntityMemory(EntityGraph):
         semantic: SemanticMemory,
         llm: LLMProvider | None = None,
         similarity_threshold: float = SIMILARITY_THRESHOLD,
+        request_wait_s: float | None = None,
     ) -> None:
         super().__init__(connector, keys, semantic)
         self.writers = UserLock(connector, keys, WRITERS)
         self.extractor = build_relation_extractor(llm)
         self.similarity_threshold = similarity_threshold
+        # an edit's (PUT's) bound on a remote embedder for a new name (AGTOS_EMBEDDING_REQUEST_TIMEOUT_S, as
+        # a memory's PUT): then the name is written without its vector, which the repair sweep fills
+        self.request_wait_s = request_wait_s
 
     # -- ingestion --------------------------------------------------------------------
     def ingest(
@@ -221,10 +225,13 @@ class EntityMemory(EntityGraph):
         ``aliases`` is given too. Raises EntityNotFound, EntityInvalid or EntityConflict.
 
         A new name is embedded before the lock is taken (the request names it): the embedding call,
-        slow when the embedder is, does not hold up the process's other entity writers (issue 15)."""
+        slow when the embedder is, does not hold up the process's other entity writers, and waits on a
+        remote embedder at most ``request_wait_s`` (then, as when the embedder is down, the name is
+        written and its vector waits for the repair sweep). The vector written is checked against the
+        name stored after it (:meth:`_renamed_vector`: another process may rename it at once) (issue 15)."""
         old, _ = self.require(user_id, entity_id)
         name = self._edited(old, changes).name  # checked (EntityInvalid) before anything is embedded
-        vectors = self.embed_names([name]) if name != old.name else {}
+        vectors = self.embed_names([name], self.request_wait_s) if name != old.name else {}
         self.vector_index()  # made (a first use may load or probe the embedder) before the lock
         with self._lock:
             for _ in range(WRITE_RETRIES):
@@ -240,7 +247,7 @@ class EntityMemory(EntityGraph):
                     )
                 if result.status == "ok":
                     if new.name != old.name:  # none when renamed meanwhile from the name asked: repaired later
-                        self._name_vector(user_id, new.id, vectors.get(new.name))
+                        self._renamed_vector(user_id, new, vectors.get(new.name))
                     return new
         raise EntityInvalid("entity changed concurrently too often; try again")
 
