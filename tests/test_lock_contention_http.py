@@ -31,6 +31,7 @@ from agtos.serving import lock_waits
 from agtos.serving.app import create_app
 from tests.helpers import delete_prefix, end_session, isolation_settings, user
 from tests.redis_process import RedisProcess
+from tests.test_lock_starvation import HoldersInTurn
 
 WAIT_S = 0.5  # the requests' bound on their first lock here (10 s in the app)
 HOLD_MS = 6_000  # the test's holder's lock: longer than WAIT_S
@@ -233,6 +234,30 @@ def test_a_lock_taken_after_the_request_began_writing_is_waited_for_not_refused_
 
     assert edited.status_code == 200, edited.text
     assert took >= 1.5, took  # it waited for the holder
+    assert client.get(f"{MEMORIES}/{mid}", headers=user(u)).json()["text"] == "User cooks pasta on Fridays"
+    names = {e["name"] for e in client.get("/api/entities", headers=user(u)).json()["entities"]}
+    assert "Maria Lopez" not in names, names
+
+
+def test_a_later_lock_handed_on_by_holders_in_turn_is_waited_for_until_the_last_released(
+    api: Client, raw_redis: redis.Redis
+) -> None:
+    """The entity lock of a ``PUT`` that changes the text (taken after the memory's write, so waited for in
+    full) held by other processes in turn: eight holders of 0.25 s, each shorter than the lock's ``lock_ms``
+    (0.5 s here), 2 s in all. The request answers 200 only after the last released it,
+    with both halves done. Before the fix it overtook after ``lock_ms`` and wrote beside the third holder."""
+    client, prefix, coordinator = api
+    u = _new_user()
+    mid = _memory(client, u, "User works with Maria Lopez at Acme Corp")["id"]
+    key = lock_key(prefix, u, "writers", "entities")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coordinator.services.entities.writers, "lock_ms", 500)
+        with HoldersInTurn(raw_redis, key, count=8, hold_s=0.25, px_ms=500) as holders:
+            edited, _ = _send(client, u, ("PUT", f"{MEMORIES}/{mid}", {"text": "User cooks pasta on Fridays"}))
+            answered = time.monotonic()
+
+    assert edited.status_code == 200, edited.text
+    assert answered >= holders.releasing_at, holders.releasing_at - answered  # not beside any of them
     assert client.get(f"{MEMORIES}/{mid}", headers=user(u)).json()["text"] == "User cooks pasta on Fridays"
     names = {e["name"] for e in client.get("/api/entities", headers=user(u)).json()["entities"]}
     assert "Maria Lopez" not in names, names

@@ -2,8 +2,11 @@
 
 A ``SET NX PX`` key under the user's keys (so tenant- and user-prefixed: ``<prefix>:user:<id>:<kind>:<name>``)
 holding a random token; only its holder releases it (a compare-and-delete script), and a holder that
-dies lets it expire after ``lock_ms``. A waiter polls every ``POLL_S`` for at most ``lock_ms``: by then
-the holder's lock has expired, so there is no deadlock, and a holder that overran its time is overtaken.
+dies lets it expire after ``lock_ms``. A waiter polls every ``POLL_S`` until the lock is free, so it never
+writes beside a live holder: while others take the lock in turn (each a new token) it waits on, logging a
+warning each ``lock_ms`` it has waited, and a holder whose key expires later than ``lock_ms`` is waited
+for until it expires. Only a holder that kept the same token for the waiter's whole ``lock_ms`` on a key
+without expiry (not set by a ``UserLock``: a legacy or foreign key, which would never go) is overtaken.
 An HTTP request waits less (:func:`waiting_at_most`): for the first lock it takes, before it has written
 anything, at most its own bound, and then answers 503 (:class:`LockBusy`) rather than hang for a minute
 or write beside a holder it overtook.
@@ -12,6 +15,7 @@ or write beside a holder it overtook.
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import time
@@ -21,6 +25,8 @@ from contextvars import ContextVar
 
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
+
+log = logging.getLogger(__name__)
 
 #: how long a holder keeps it at most; a waiter waits as long
 LOCK_MS = 60_000
@@ -87,25 +93,73 @@ class UserLock:
 
     @contextmanager
     def held(self, user_id: str, name: str) -> Iterator[None]:
-        """Hold the lock, waiting while another holds it (at most ``lock_ms``, after which that
-        holder's lock has expired). ``StorageUnavailable`` when Redis is down; ``LockBusy`` when the wait is
-        bounded (:func:`waiting_at_most`) and another holder kept the lock for all of it."""
+        """Hold the lock, waiting while another holds it (see the module: a holder's key expires after
+        ``lock_ms``; only a key without expiry that kept one token for ``lock_ms`` is overtaken).
+        ``StorageUnavailable`` when Redis is down; ``LockBusy`` when the wait is bounded
+        (:func:`waiting_at_most`) and another holder kept the lock for all of it."""
         key = self.keys.user(user_id).record(self.kind, name)
         token = secrets.token_hex(8)
         bound = _FIRST_WAIT_S.get()
-        deadline = time.monotonic() + (self.lock_ms / 1000 if bound is None else bound)
-        while not self.connector.run(lambda r: r.set(key, token, nx=True, px=self.lock_ms)):
-            if time.monotonic() > deadline:
-                if bound is not None:  # a request: nothing written yet, and the holder keeps its lock
-                    raise LockBusy(name, self._retry_after_s(key))
-                break  # a stuck holder: its lock is past its time, as ours will be
-            time.sleep(POLL_S)
+        if not self._taken(key, token):
+            if bound is None:
+                self._wait(key, token, name)
+            else:
+                self._wait_at_most(key, token, name, bound)
         if bound is not None:
             _FIRST_WAIT_S.set(None)  # the request writes from here on: its next locks are waited for in full
         try:
             yield
         finally:
             release(self.connector, key, token)
+
+    def _taken(self, key: str, token: str) -> bool:
+        return bool(self.connector.run(lambda r: r.set(key, token, nx=True, px=self.lock_ms)))
+
+    def _wait_at_most(self, key: str, token: str, name: str, bound: float) -> None:
+        """A request's first lock: taken within ``bound`` seconds, else :class:`LockBusy` (nothing written yet,
+        and the holder keeps its lock)."""
+        deadline = time.monotonic() + bound
+        while not self._taken(key, token):
+            if time.monotonic() > deadline:
+                raise LockBusy(name, self._retry_after_s(key))
+            time.sleep(POLL_S)
+
+    def _wait(self, key: str, token: str, name: str) -> None:
+        """Wait until the lock is taken (returns holding it) or its holder is stuck (returns not holding it:
+        the same token for ``lock_ms`` on a key without expiry). Each holder seen is given ``lock_ms`` afresh;
+        a starved wait logs a warning each ``lock_ms``."""
+        wait_s = self.lock_ms / 1000
+        started = time.monotonic()
+        warn_at = started + wait_s
+        holder: bytes | str | None = None  # the token holding it when last polled
+        holders = 0  # how many holders in turn this wait has seen
+        deadline = started
+        while not self._taken(key, token):
+            seen = self.connector.run(lambda r: r.get(key))
+            now = time.monotonic()
+            if seen is None:  # released between the two calls: try again at once
+                continue
+            if seen != holder:  # another holder: it may keep the lock for its lock_ms
+                holder, holders, deadline = seen, holders + 1, now + wait_s
+            elif now > deadline:
+                left_ms = int(self.connector.run(lambda r: r.pttl(key)))
+                if left_ms == -1:  # never expires: not a UserLock's key, and stuck
+                    log.warning(
+                        "overtook the lock %s: one holder kept it over %d ms with no expiry (not a UserLock's key)",
+                        key,
+                        self.lock_ms,
+                    )
+                    return
+                deadline = now + wait_s  # a live holder whose key expires later: it still goes by itself
+            if now > warn_at:
+                log.warning(
+                    "waited %.0f s for the lock %s, held by %d holder(s) in turn meanwhile; waiting on",
+                    now - started,
+                    key,
+                    holders,
+                )
+                warn_at += wait_s
+            time.sleep(POLL_S)
 
     def _retry_after_s(self, key: str) -> int:
         """Whole seconds until the lock ``key`` expires (at least 1; ``lock_ms`` for a key without expiry)."""
