@@ -677,11 +677,14 @@ def format_resolved(resolved: ResolvedDate) -> str:
     return format_day(day)
 
 
-_POSSESSIVE = re.compile(r"['’]s\b")
+#: the rest of a word an expression ends inside (:func:`agtos.tasks.text.words` reads "yesterday's" and
+#: "Friday-night" as one word): letters after an apostrophe or a hyphen; not digits ("May 2-3" is a range)
+_WORD_REST = re.compile(r"(?:['’ʼ-]+[^\W\d_]+)+")
 
 
 def annotate(text: str, dates: list[ResolvedDate]) -> str:
-    """``text`` with ``[= <date>]`` after each resolved expression (``[≈ <range>]`` after a rough one)."""
+    """``text`` with ``[= <date>]`` after each resolved expression (``[≈ <range>]`` after a rough one), after
+    the whole word it ends inside ("next week's [= week of 15 May 2023] party")."""
     out, last = [], 0
     for resolved in sorted(dates, key=lambda d: d.start):
         end = resolved.start + len(resolved.text)
@@ -689,8 +692,12 @@ def annotate(text: str, dates: list[ResolvedDate]) -> str:
             continue  # not this text's expression (edited or overlapping): leave it out
         absolute = format_resolved(resolved)
         if absolute != resolved.text:  # "in 2019" needs no "[= 2019]"
-            possessive = _POSSESSIVE.match(text, end)  # "yesterday's [= 7 May 2023] party", not "yesterday [= …]'s"
-            end = possessive.end() if possessive else end
+            # after the whole word: "yesterday's [= 7 May 2023] party", "Friday-night [= 5 May 2023] pizza", not
+            # "yesterday [= …]'s", "Friday [= …]-night" (a word cut in two is no longer the word a summary says);
+            # a word that holds the next expression too keeps a note for each ("Monday [= …]-Friday [= …]")
+            rest = _WORD_REST.match(text, end)
+            if rest and not any(end <= other.start < rest.end() for other in dates):
+                end = rest.end()
             out += [text[last:end], f" [{'≈' if approximate(resolved) else '='} {absolute}]"]
             last = end
     return "".join(out) + text[last:]
