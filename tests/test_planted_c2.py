@@ -10,6 +10,7 @@ English grammar and the docstrings.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from agtos.schemas import Conclusion
 from agtos.serving.app import create_app
 from tests import test_planted_lint as planted_lint
 from tests import test_tokenizer_v4
-from tests.helpers import user
+from tests.helpers import run_maintenance, user
 from tests.test_conclusion_writers_race import Hook, _app, _dreamt, _stored
 from tests.test_dreamer_race import HOLD_S, TEXT, WAIT_S, _citing_newest, _end
 from tests.test_tokenizer_v3 import ended, found
@@ -57,6 +58,38 @@ def test_a_run_merging_while_a_forget_rewrites_sources_waits_for_the_write(setti
         assert coordinator.dreamer.wait(WAIT_S)
         stored = _stored(client)
     assert stored is not None and stored["source_episode_ids"] == [tue, *wed], stored
+
+
+def test_a_run_resting_only_on_episodes_forgotten_before_its_merge_leaves_the_stored_conclusion_alone(
+    settings: Settings,
+) -> None:
+    """mon's run stored the conclusion on [mon] (confidence 0.8), which the lint then marked stale (0.72).
+    tue's run found it again citing tue alone (confidence 0.55), and tue was forgotten while the run waited
+    for the LLM, before its merge. Nothing the run learnt from tue may land: the stored conclusion is left
+    as it was. With ``and old is None`` in the run's skip (dp3, until 2026-12-07) the run wrote its copy
+    onto mon's sources: confidence 0.55, a new updated_at, stale reset."""
+    cfg = MaintenanceConfig(staleThresholdDays=0, guard_retries=0, guard_delay_s=0.0)
+    with _app(settings.with_overrides(maintenance=cfg), _citing_newest()) as app:
+        stub, _, client = app
+        mon = _dreamt(app, "mon")
+        assert run_maintenance(client, "dora")["status"] == "completed"
+        before = _stored(client)
+        assert before is not None and (before["source_episode_ids"], before["stale"]) == ([mon], True), before
+        forgotten: list[int] = []
+
+        def citing_the_newest_once_forgotten(body: dict[str, Any]) -> str:
+            listing = body["messages"][-1]["content"]
+            newest = next(line[2:].split(" ")[0] for line in listing.splitlines() if line.startswith("- "))
+            forget = {"kind": "episode", "id": newest}
+            forgotten.append(client.post("/api/memory/forget", json=forget, headers=user("dora")).status_code)
+            found = {"text": TEXT, "type": "inductive", "confidence": 0.55, "source_episode_ids": [newest]}
+            return json.dumps({"conclusions": [{**found, "source_turn_ids": [f"{newest}.t0"]}]})
+
+        stub.queue_chat(citing_the_newest_once_forgotten)
+        _dreamt(app, "tue")
+        after = _stored(client)
+    assert forgotten == [200]
+    assert after == before
 
 
 def test_a_lint_leaves_a_whole_chain_of_merges_whose_first_was_deleted_meanwhile(

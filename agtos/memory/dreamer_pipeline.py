@@ -86,7 +86,9 @@ def store_conclusions(rt: Services, user_id: str, found: list[Conclusion]) -> li
     called before, outside it, for what was not indexed then (the LLM call is done by then too). Sources
     are ordered by their episode's time, oldest first (expired episodes first, by id), whichever run stored first.
     A source the run found that is gone by the merge was forgotten meanwhile (the run loaded it moments before):
-    it is left out, and a conclusion resting on such sources alone is not stored (its forget had deleted it)."""
+    it is left out, and a conclusion resting on such sources alone is not stored (its forget had deleted it), nor
+    written onto one already stored (its confidence, ``updated_at`` or ``stale`` would carry the forgotten
+    evidence into what is kept): that one stays as it was. One citing no episode at all is stored as before."""
     ids = [c.id for c in found]
     indexed_before = rt.conclusions.index.vectors.vectors(user_id, ids)
     unindexed = [c for c in found if c.id not in indexed_before]
@@ -133,8 +135,8 @@ def _merged_with_stored(rt: Services, user_id: str, found: list[Conclusion]) -> 
     for conclusion in found:
         old = existing.get(conclusion.id)
         episodes, turns = _still_there(conclusion, times)
-        if conclusion.source_episode_ids and not episodes and old is None:
-            continue  # all it rests on was forgotten since the run loaded it
+        if conclusion.source_episode_ids and not episodes:
+            continue  # all it rests on was forgotten since the run loaded it: nothing of it lands, a stored one stays
         update: dict[str, object] = {}
         if old is not None:
             episodes, turns = old.source_episode_ids + episodes, old.source_turn_ids + turns
