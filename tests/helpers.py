@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -15,8 +16,10 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.config import MaintenanceConfig, Settings
+from agtos.memory.coordinator import MemoryCoordinator
 from agtos.providers.embeddings import EmbeddingError
 from agtos.schemas import Conclusion
+from agtos.serving.app import create_app
 
 
 def user(user_id: str) -> dict[str, str]:
@@ -72,6 +75,20 @@ def isolation_settings(redis_url: str, prefix: str, tmp: Path) -> Settings:
         background_work_policy="always",
         maintenance=MaintenanceConfig(guard_retries=0, guard_delay_s=0.0),
     )
+
+
+@contextmanager
+def isolated_app(redis_url: str, tmp: Path) -> Iterator[tuple[TestClient, MemoryCoordinator, str]]:
+    """An app over a key prefix of its own (:func:`isolation_settings`), entered: its client, its coordinator
+    and the prefix. Afterwards the coordinator is closed and every key of the prefix deleted."""
+    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
+    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, tmp))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            yield client, coordinator, prefix
+    finally:
+        coordinator.close()
+        delete_prefix(redis_url, prefix)
 
 
 def key_owner(prefix: str, key: str) -> str | None:

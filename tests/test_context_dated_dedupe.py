@@ -18,26 +18,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
-from tests.helpers import delete_prefix, end_session, isolation_settings, user
+from tests.helpers import end_session, isolated_app, user
 
 
 @pytest.fixture(scope="module")
 def client(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("c5c"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as test_client:
-            yield test_client
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("c5c")) as (test_client, _, _):
+        yield test_client
 
 
 def said_on_may_8(client: TestClient, who: str, gina: str, jon: str) -> tuple[str, str]:

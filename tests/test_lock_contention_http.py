@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving import lock_waits
 from agtos.serving.app import create_app
-from tests.helpers import delete_prefix, end_session, isolation_settings, user
+from tests.helpers import end_session, isolated_app, isolation_settings, user
 from tests.redis_process import RedisProcess
 from tests.test_lock_starvation import HoldersInTurn
 
@@ -48,16 +48,10 @@ def lock_key(prefix: str, user_id: str, kind: str, name: str) -> str:
 @pytest.fixture(scope="module")
 def api(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """One app for the module (the models load once), each test its own users; requests wait ``WAIT_S``."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("locks")))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lock_waits, "REQUEST_LOCK_WAIT_S", WAIT_S)
-        try:
-            with TestClient(create_app(coordinator=coordinator)) as client:
-                yield client, prefix, coordinator
-        finally:
-            coordinator.close()
-            delete_prefix(redis_url, prefix)
+        with isolated_app(redis_url, tmp_path_factory.mktemp("locks")) as (client, coordinator, prefix):
+            yield client, prefix, coordinator
 
 
 def _new_user() -> str:
