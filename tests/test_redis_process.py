@@ -10,18 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests import test_redis_process_ports
 from tests.redis_process import RedisClusterProcesses, RedisProcess, free_port
 
 Started = list[tuple[int, "subprocess.Popen[bytes]"]]
 
 
-@pytest.fixture
-def taken() -> Iterator[int]:
-    """A loopback port this test listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        yield int(sock.getsockname()[1])
+taken = test_redis_process_ports.taken  # fixture: a loopback port another listener holds
 
 
 @pytest.fixture
