@@ -17,9 +17,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 import redis
@@ -27,6 +25,7 @@ import redis
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.user_lock import UserLock
+from tests import test_query_ingest
 
 LOCK_MS = 400  # the waiter's lock_ms here (60 s in agtos)
 LOGGER = "agtos.storage.user_lock"
@@ -85,11 +84,7 @@ class HoldersInTurn(threading.Thread):
         assert self.handed_on == len(self.tokens) - 1  # each took the lock over from the one before
 
 
-@pytest.fixture
-def connector(redis_url: str, tmp_path: Path) -> Iterator[RedisConnector]:
-    conn = RedisConnector(redis_url, tmp_path)
-    yield conn
-    conn.close()
+connector = test_query_ingest.connector  # fixture: a RedisConnector on the test's Redis DB
 
 
 @pytest.fixture
