@@ -100,7 +100,9 @@ class Services:
         )
         # NER of the ingestion pipeline (loads lazily): spaCy, or AGTOS_NER_MODEL_DIR's transformers model
         self.recognizer: Any = build_recognizer(eager=False, model_dir=settings.ner_model_dir)
-        self.entities = EntityMemory(conn, keys, self.semantic, self.llm)
+        self.entities = EntityMemory(
+            conn, keys, self.semantic, self.llm, request_wait_s=settings.embedding.request_timeout_s
+        )
         self._conclusions: ConclusionStore | None = None
         self._nli_model: NLIModel | None = None
         # in-process coordination
