@@ -177,3 +177,11 @@ def test_keys_without_expiry_handed_on_are_overtaken_only_lock_ms_after_the_last
         entered, holding = _entered(lock, raw_redis, key)
     assert holding == b"holder-4", holding  # the last, stuck one (the earlier ones were live)
     assert entered >= holders.last_from + LOCK_MS / 1000 - 0.05, entered - holders.last_from
+
+
+def test_a_request_waits_the_readmes_10_s_for_its_first_lock() -> None:
+    """The README's bound (10 s before a 503). test_lock_contention_http patches it to 0.5 s to show every route
+    reads it at request time; this pins the documented value itself (a changed constant fails here)."""
+    from agtos.serving import lock_waits
+
+    assert lock_waits.REQUEST_LOCK_WAIT_S == 10.0
