@@ -4,7 +4,6 @@ ones it happens to meet): after a sweep, no index hash of the user names the exp
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,22 +12,15 @@ import redis
 from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
-from tests.helpers import delete_prefix, isolation_settings, run_maintenance, talk, user, user_key_names
+from tests.helpers import isolated_app, run_maintenance, talk, user, user_key_names
 
 U = "expiring"
 
 
 @pytest.fixture
 def app(redis_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, MemoryCoordinator, str]]:
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, tmp_path))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            yield client, coordinator, prefix
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path) as built:
+        yield built
 
 
 def index_fields(raw: redis.Redis, prefix: str) -> set[str]:
