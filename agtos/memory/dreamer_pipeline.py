@@ -119,7 +119,10 @@ def _embed_then_upsert(
 
 
 def _merged_with_stored(rt: Services, user_id: str, found: list[Conclusion]) -> list[Conclusion]:
-    """``found`` merged with the stored versions (read now), sources in their episodes' time order."""
+    """``found`` merged with the stored versions (read now), sources in their episodes' time order. All of them
+    are updated (and the new ones created) at one time, the run's (the latest of its own stamps): the order
+    of what one run found must not follow the millisecond each was made in (:func:`profile_order`)."""
+    stamp = max((c.updated_at for c in found), default=0)
     existing = rt.conclusions.get_many(user_id, [c.id for c in found])
     cited = {e for c in [*found, *existing.values()] for e in c.source_episode_ids}
     times = rt.episodes.times(user_id, sorted(cited))
@@ -137,10 +140,10 @@ def _merged_with_stored(rt: Services, user_id: str, found: list[Conclusion]) -> 
         episodes, turns = _still_there(conclusion, times)
         if conclusion.source_episode_ids and not episodes:
             continue  # all it rests on was forgotten since the run loaded it: nothing of it lands, a stored one stays
-        update: dict[str, object] = {}
+        update: dict[str, object] = {"created_at": stamp, "updated_at": stamp}
         if old is not None:
             episodes, turns = old.source_episode_ids + episodes, old.source_turn_ids + turns
-            update = {"created_at": old.created_at, "category": conclusion.category or old.category}
+            update["created_at"], update["category"] = old.created_at, conclusion.category or old.category
         update["source_episode_ids"] = sorted(set(episodes), key=episode_order)
         update["source_turn_ids"] = sorted(set(turns), key=turn_order)
         merged.append(conclusion.model_copy(update=update))
@@ -159,9 +162,27 @@ def refresh_profile(rt: Services, user_id: str, episodes: list[Episode]) -> None
     lint or PUT writing between its reads and its write was undone by it."""
     with conclusions_held(rt, user_id):
         current = rt.profiles.get(user_id)
-        update = profile_update(current, rt.conclusions.all(user_id), episodes)
+        conclusions = rt.conclusions.all(user_id)
+        said = rt.episodes.times(
+            user_id, sorted({c.source_episode_ids[-1] for c in conclusions if c.source_episode_ids})
+        )
+        update = profile_update(current, profile_order(conclusions, said), episodes)
         if update.model_dump(exclude_unset=True):
             rt.profiles.merge(user_id, update)
+
+
+def profile_order(conclusions: list[Conclusion], said: dict[str, int]) -> list[Conclusion]:
+    """The profile's order: the latest run's first (``updated_at``), then the more confident, then the more
+    recently said (the time of its latest episode, ``said``, then its latest turn's position there); equal
+    in all of these, as listed (:meth:`ConclusionStore.all`). Never the millisecond a run made each one in."""
+
+    def key(c: Conclusion) -> tuple[int, float, int, int]:
+        last = c.source_episode_ids[-1] if c.source_episode_ids else ""
+        turns = [t.rpartition(".t") for t in c.source_turn_ids]
+        position = max((int(n) for episode, _, n in turns if episode == last and n.isdigit()), default=-1)
+        return -c.updated_at, -c.confidence, -said.get(last, -1), -position
+
+    return sorted(conclusions, key=key)
 
 
 INLINE_STEPS = DreamerSteps(load_recent_episodes, consolidate, store_conclusions, refresh_profile)

@@ -53,9 +53,15 @@ class ConclusionStore:
         return self.get_many(user_id, [conclusion_id]).get(conclusion_id)
 
     def all(self, user_id: str) -> list[Conclusion]:
-        ids = members(self.connector.run(lambda r: r.zrevrange(self._timeline(user_id), 0, -1)))
+        """Newest written first (the timeline's time: one Dreamer run writes all it found at one time), then
+        the more confident; equal in both, the timeline's own order (by id, descending)."""
+        timeline: list[tuple[bytes, float]] = self.connector.run(
+            lambda r: r.zrevrange(self._timeline(user_id), 0, -1, withscores=True)  # type: ignore[arg-type,return-value]
+        )
+        ids = members(member for member, _ in timeline)
         found = self.get_many(user_id, ids)
-        return [found[i] for i in ids if i in found]
+        stored = [(score, found[i]) for i, (_, score) in zip(ids, timeline, strict=True) if i in found]
+        return [c for _, c in sorted(stored, key=lambda pair: (-pair[0], -pair[1].confidence))]
 
     def recent(self, user_id: str, limit: int, kind: str | None = None) -> list[Conclusion]:
         items = self.all(user_id)

@@ -42,13 +42,14 @@ def _cited(conclusion: Conclusion) -> list[str]:
 
 
 def _single_valued(conclusions: list[Conclusion]) -> list[Conclusion]:
-    """Of the home and job statements about one person, the latest learned only."""
+    """Of the home and job statements about one person, the latest learned only (learned by the same run:
+    the first in ``conclusions``' order)."""
     latest: dict[tuple[str, str], Conclusion] = {}
     rest = []
     for c in conclusions:
         if c.category in SINGLE_VALUED:
             key = (c.category, c.text.split(" ", 1)[0])
-            if key not in latest or c.created_at >= latest[key].created_at:
+            if key not in latest or c.created_at > latest[key].created_at:
                 latest[key] = c
         else:
             rest.append(c)
