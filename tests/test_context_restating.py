@@ -3,18 +3,14 @@ turns) keeps only the sentences the chosen turn lines do not say already, each u
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
 from agtos.tasks.context import ContextItem, fit_budget, unsaid
 from agtos.tasks.text import content_words
-from tests.helpers import delete_prefix, isolation_settings, user
+from tests.helpers import isolated_app, user
 
 USER = "restating-alice"
 TURNS = [
@@ -78,17 +74,11 @@ def test_fit_budget_writes_the_summary_without_what_the_turn_lines_said() -> Non
 
 @pytest.fixture(scope="module")
 def client(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("restate"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as test_client:
-            posted = test_client.post("/api/memory/sessions/s1/turns", json={"turns": TURNS}, headers=user(USER))
-            assert posted.status_code == 200, posted.text
-            assert test_client.post("/api/memory/sessions/s1/end", headers=user(USER)).json()["saved"]
-            yield test_client
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("restate")) as (test_client, _, _):
+        posted = test_client.post("/api/memory/sessions/s1/turns", json={"turns": TURNS}, headers=user(USER))
+        assert posted.status_code == 200, posted.text
+        assert test_client.post("/api/memory/sessions/s1/end", headers=user(USER)).json()["saved"]
+        yield test_client
 
 
 def test_a_context_says_each_sentence_of_a_session_once(client: TestClient) -> None:
