@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import string
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,9 @@ from fastapi.testclient import TestClient
 
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.memory.export import export_snapshot
-from agtos.serving.app import create_app
 from agtos.tasks.polarity import polarity
 from agtos.tasks.text import normalise
-from tests.helpers import delete_prefix, isolation_settings, key_owner, run_maintenance, talk, user
+from tests.helpers import isolated_app, key_owner, run_maintenance, talk, user
 
 FAMILY = ("al", "alice", "a", "a.b", "a@b", "a_b", "a-b", "bob", "bob-2")
 NAMESPACES = ("episode", "memory", "conclusion", "turn")
@@ -133,17 +131,11 @@ def populate(env: Env, user_id: str, full: bool) -> None:
 @pytest.fixture(scope="module")
 def env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """One app and prefix holding the whole family (filled once: each test wipes a different user)."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("trace")))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            state = Env(client, coordinator, redis.Redis.from_url(redis_url), prefix)
-            for user_id in FAMILY:
-                populate(state, user_id, full=user_id in WIPED)
-            yield state
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("trace")) as (client, coordinator, prefix):
+        state = Env(client, coordinator, redis.Redis.from_url(redis_url), prefix)
+        for user_id in FAMILY:
+            populate(state, user_id, full=user_id in WIPED)
+        yield state
 
 
 def snapshot(env: Env, gone: str) -> dict[str, Any]:
