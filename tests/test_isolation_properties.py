@@ -28,7 +28,6 @@ import json
 import re
 import string
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,9 +39,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
 from agtos.storage.keys import InvalidIdentifier, check_user_id
-from tests.helpers import delete_prefix, isolation_settings, user, user_key_names
+from tests.helpers import isolated_app, user, user_key_names
 
 MARKER = re.compile(r"zq([a-z]+)k\d+")  # zq<owner code>k<n>: whose marker a token is
 RECORD_ID = re.compile(r"\b(?:ep|con|ent|mem|rel)-[0-9a-f]{8,}\b")
@@ -81,14 +79,8 @@ def _scan_text(response: Any) -> str:
 @pytest.fixture(scope="module")
 def iso_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, str]]:
     """One app and key prefix for every state-machine run (each run has its own users)."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("iso")))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            yield client, prefix
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("iso")) as (client, _, prefix):
+        yield client, prefix
 
 
 class Users(RuleBasedStateMachine):
