@@ -22,20 +22,14 @@ from fastapi.testclient import TestClient
 from agtos.config import LLMSlot
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.serving.app import create_app
-from tests.helpers import delete_prefix, end_session, isolation_settings, user
+from tests.helpers import delete_prefix, end_session, isolated_app, isolation_settings, user
 from tests.stub_servers import StubModelServer
 
 
 @pytest.fixture(scope="module")
 def client(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("k1"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as test_client:
-            yield test_client
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("k1")) as (test_client, _, _):
+        yield test_client
 
 
 def session(sid: str, start: str, lines: list[tuple[str, str]]) -> dict[str, Any]:
