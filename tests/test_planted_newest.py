@@ -12,10 +12,8 @@ embedding stub of ``tests/test_embedder_switch.py``. Expected values are literal
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +27,7 @@ from agtos.serving.app import create_app
 from agtos.storage.ingest_queue import GROUP, IngestQueue
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
-from tests.helpers import delete_prefix, end_session, gina_jon_turns, isolation_settings, talk, user
+from tests.helpers import end_session, gina_jon_turns, isolated_app, talk, user
 from tests.test_embedder_switch import (  # noqa: F401 - cli, embed_server, serve: fixtures
     ALICE,
     BOB,
@@ -98,18 +96,12 @@ FORMULA_USER = "q1-formula-3"  # Jon's sign-off formula said in exactly three se
 @pytest.fixture(scope="module")
 def formulas(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """The app with the job's session and three small-talk sessions replayed (tests/test_recall_q1.py's)."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("formula"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            assert end_session(client, FORMULA_USER, "job", gina_jon_turns(JUNE_1, JOB))["saved"]
-            for n in (1, 2, 3):
-                said = gina_jon_turns(JUNE_1 + timedelta(days=n), SMALL_TALK)
-                assert end_session(client, FORMULA_USER, f"formula-{n}", said)["saved"]
-            yield client
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("formula")) as (client, _, _):
+        assert end_session(client, FORMULA_USER, "job", gina_jon_turns(JUNE_1, JOB))["saved"]
+        for n in (1, 2, 3):
+            said = gina_jon_turns(JUNE_1 + timedelta(days=n), SMALL_TALK)
+            assert end_session(client, FORMULA_USER, f"formula-{n}", said)["saved"]
+        yield client
 
 
 def test_a_formula_said_in_three_sessions_does_not_outrank_the_answer(formulas: TestClient) -> None:
