@@ -10,18 +10,14 @@ once through ``POST /api/memory/sessions/{id}/turns`` and ``…/end``; everythin
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
-from tests.helpers import delete_prefix, end_session, gina_jon_turns, isolation_settings, user
+from tests.helpers import end_session, gina_jon_turns, isolated_app, user
 from tests.test_recall_evidence import RENOVATION
 
 USER = "p4-gina-and-jon"
@@ -79,22 +75,16 @@ SESSIONS: dict[str, tuple[datetime, list[tuple[str, str]]]] = {
 @pytest.fixture(scope="module")
 def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, Any]]]:
     """The app with :data:`SESSIONS` replayed; yields the client and each session's ended episode."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("p4"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            episodes = {}
-            for sid, (start, lines) in SESSIONS.items():
-                turns = gina_jon_turns(start, lines)
-                for turn, (name, _) in zip(turns, lines, strict=True):
-                    turn |= {"name": name, "role": "user" if name in ("Gina", "Ann") else "assistant"}
-                ended = end_session(client, USER, sid, turns)
-                assert ended["saved"], ended
-                episodes[sid] = ended["episode"]
-            yield client, episodes
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("p4")) as (client, _, _):
+        episodes = {}
+        for sid, (start, lines) in SESSIONS.items():
+            turns = gina_jon_turns(start, lines)
+            for turn, (name, _) in zip(turns, lines, strict=True):
+                turn |= {"name": name, "role": "user" if name in ("Gina", "Ann") else "assistant"}
+            ended = end_session(client, USER, sid, turns)
+            assert ended["saved"], ended
+            episodes[sid] = ended["episode"]
+        yield client, episodes
 
 
 def search(client: TestClient, q: str, **params: Any) -> list[dict[str, Any]]:
