@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
-import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import fastapi.routing
@@ -36,9 +34,7 @@ from fastapi.testclient import TestClient
 import agtos.serving.auth as auth
 import agtos.serving.offload as offload
 from agtos.memory import recall
-from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Turn
-from agtos.serving.app import create_app
 from agtos.storage.bm25_index import BM25Index
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
@@ -47,7 +43,7 @@ from agtos.storage.turns import TurnStore
 from agtos.storage.vector_index import VectorIndex
 from agtos.tasks.verbatim_turns import stored_turns, turn_units
 from benchmarks.round_trips import RoundTrips
-from tests.helpers import delete_prefix, end_session, isolation_settings, user
+from tests.helpers import end_session, isolated_app, user
 from tests.redis_process import RedisClusterProcesses
 from tests.test_bitemporal import JAN_8_2024, MAR_15_2024, session
 from tests.test_recall_evidence import QUESTION, USER, session_turns
@@ -61,25 +57,19 @@ MAY_14_2024 = 1_715_673_600_000  # 2024-05-14 08:00 UTC
 @pytest.fixture(scope="module")
 def app(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, RoundTrips]]:
     """Five sessions of the two-person chat (session 8's evidence among them), ended inline."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("trips"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            for n in (1, 2, 5, 8, 13):
-                sid = f"week-{n:02d}"
-                ended = end_session(client, USER, sid, session_turns(n))
-                assert ended["saved"], ended
-            session(client, LEO, "s-wp", JAN_8_2024, "My food blog runs on WordPress and traffic is flat.")
-            session(client, LEO, "s-ghost", MAR_15_2024, "I finally migrated the blog from WordPress to Ghost.")
-            said = (
-                "Traffic to my food blog doubled after the newsletter.",
-                "I send the newsletter every Friday morning.",
-            )
-            session(client, LEO, "s-news", MAY_14_2024, *said)
-            yield client, RoundTrips(coordinator.connector.client)
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("trips")) as (client, coordinator, _):
+        for n in (1, 2, 5, 8, 13):
+            sid = f"week-{n:02d}"
+            ended = end_session(client, USER, sid, session_turns(n))
+            assert ended["saved"], ended
+        session(client, LEO, "s-wp", JAN_8_2024, "My food blog runs on WordPress and traffic is flat.")
+        session(client, LEO, "s-ghost", MAR_15_2024, "I finally migrated the blog from WordPress to Ghost.")
+        said = (
+            "Traffic to my food blog doubled after the newsletter.",
+            "I send the newsletter every Friday morning.",
+        )
+        session(client, LEO, "s-news", MAY_14_2024, *said)
+        yield client, RoundTrips(coordinator.connector.client)
 
 
 def counted(trips: RoundTrips, call: Any) -> list[str]:
