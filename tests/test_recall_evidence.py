@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import itertools
 import re
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
 from agtos.tasks.dates import named_days
 from agtos.tasks.tokens import count_tokens
-from tests.helpers import delete_prefix, end_session, gina_jon_turns, isolation_settings, user
+from tests.helpers import end_session, gina_jon_turns, isolated_app, user
 
 USER = "gina-and-jon"
 START = datetime(2023, 3, 6, 19, 0, tzinfo=UTC)  # a Monday; session n is n weeks later
@@ -94,20 +90,14 @@ def session_turns(n: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str]]]:
     """The app with the 20 sessions replayed; yields the client and each session's episode id."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("evidence"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            episodes = {}
-            for n in range(1, len(TOPICS) + 1):
-                sid = f"week-{n:02d}"
-                ended = end_session(client, USER, sid, session_turns(n))
-                assert ended["saved"], ended
-                episodes[sid] = ended["episode"]["id"]
-            yield client, episodes
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("evidence")) as (client, _, _):
+        episodes = {}
+        for n in range(1, len(TOPICS) + 1):
+            sid = f"week-{n:02d}"
+            ended = end_session(client, USER, sid, session_turns(n))
+            assert ended["saved"], ended
+            episodes[sid] = ended["episode"]["id"]
+        yield client, episodes
 
 
 def search(client: TestClient, q: str, **params: Any) -> list[dict[str, Any]]:
