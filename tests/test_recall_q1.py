@@ -8,18 +8,14 @@ Hand-written two-speaker sessions (Gina and Jon, dated days of June 2023) are re
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
-from tests.helpers import delete_prefix, end_session, gina_jon_turns, isolation_settings, user
+from tests.helpers import end_session, gina_jon_turns, isolated_app, user
 
 FORMULA_USER = "q1-formula"  # the job and the sign-off sessions
 SPEAKER_USER = "q1-speakers"  # Gina's work and Jon's work
@@ -66,18 +62,12 @@ SESSIONS: dict[str, dict[str, tuple[datetime, list[tuple[str, str]]]]] = {
 @pytest.fixture(scope="module")
 def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """The app with :data:`SESSIONS` replayed."""
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("q1"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            for user_id, sessions in SESSIONS.items():
-                for sid, (start, lines) in sessions.items():
-                    ended = end_session(client, user_id, sid, gina_jon_turns(start, lines))
-                    assert ended["saved"], ended
-            yield client
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("q1")) as (client, _, _):
+        for user_id, sessions in SESSIONS.items():
+            for sid, (start, lines) in sessions.items():
+                ended = end_session(client, user_id, sid, gina_jon_turns(start, lines))
+                assert ended["saved"], ended
+        yield client
 
 
 def search(client: TestClient, user_id: str, q: str, **params: Any) -> list[str]:
