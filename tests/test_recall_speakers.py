@@ -8,10 +8,8 @@ evidence. The search leaves out of the query the names of the people who speak; 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +17,8 @@ from fastapi.testclient import TestClient
 
 from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
 from agtos.tasks.ranking import named_speakers, without_speakers
-from tests.helpers import delete_prefix, gina_jon_turns, isolation_settings, user
+from tests.helpers import gina_jon_turns, isolated_app, user
 
 USER = "gina-and-jon-pets"
 START = datetime(2023, 3, 6, 19, 0, tzinfo=UTC)
@@ -99,21 +96,15 @@ def session_turns(n: int) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, MemoryCoordinator]]:
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("speakers"))))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            for n in range(1, SESSIONS + 1):
-                sid = f"day-{n:02d}"
-                posted = client.post(
-                    f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
-                )
-                assert posted.status_code == 200, posted.text
-                assert client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
-            yield client, coordinator
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    with isolated_app(redis_url, tmp_path_factory.mktemp("speakers")) as (client, coordinator, _):
+        for n in range(1, SESSIONS + 1):
+            sid = f"day-{n:02d}"
+            posted = client.post(
+                f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
+            )
+            assert posted.status_code == 200, posted.text
+            assert client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
+        yield client, coordinator
 
 
 def test_the_speakers_are_read_from_the_latest_sessions(chat: tuple[TestClient, MemoryCoordinator]) -> None:
