@@ -7,10 +7,8 @@ carry (``Jon``), and a profile line is not relevant for only sharing a speaker's
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +17,9 @@ from fastapi.testclient import TestClient
 from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Memory, Role, StoredTurn
-from agtos.serving.app import create_app
 from agtos.tasks.context import ContextItem, fit_budget, format_section
 from agtos.tasks.tokens import count_tokens
-from tests.helpers import delete_prefix, gina_jon_turns, isolation_settings, user
+from tests.helpers import gina_jon_turns, isolated_app, user
 
 USER = "gina-and-jon-nicknames"
 START = datetime(2023, 5, 1, 18, 0, tzinfo=UTC)
@@ -91,19 +88,8 @@ def session_turns(n: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def coordinator(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryCoordinator]:
-    prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
-    made = MemoryCoordinator(isolation_settings(redis_url, prefix, Path(tmp_path_factory.mktemp("names"))))
-    try:
-        yield made
-    finally:
-        made.close()
-        delete_prefix(redis_url, prefix)
-
-
-@pytest.fixture(scope="module")
-def client(coordinator: MemoryCoordinator) -> Iterator[TestClient]:
-    with TestClient(create_app(coordinator=coordinator)) as test_client:
+def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, MemoryCoordinator]]:
+    with isolated_app(redis_url, tmp_path_factory.mktemp("names")) as (test_client, made, _):
         for n in range(1, 7):
             sid = f"evening-{n}"
             posted = test_client.post(
@@ -111,7 +97,17 @@ def client(coordinator: MemoryCoordinator) -> Iterator[TestClient]:
             )
             assert posted.status_code == 200, posted.text
             assert test_client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
-        yield test_client
+        yield test_client, made
+
+
+@pytest.fixture(scope="module")
+def client(chat: tuple[TestClient, MemoryCoordinator]) -> TestClient:
+    return chat[0]
+
+
+@pytest.fixture(scope="module")
+def coordinator(chat: tuple[TestClient, MemoryCoordinator]) -> MemoryCoordinator:
+    return chat[1]
 
 
 def context(client: TestClient, query: str, budget: int) -> dict[str, Any]:
