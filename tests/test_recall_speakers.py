@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from agtos.memory import recall
 from agtos.memory.coordinator import MemoryCoordinator
 from agtos.tasks.ranking import named_speakers, without_speakers
-from tests.helpers import gina_jon_turns, isolated_app, user
+from tests.helpers import end_session, gina_jon_turns, isolated_app, user
 
 USER = "gina-and-jon-pets"
 START = datetime(2023, 3, 6, 19, 0, tzinfo=UTC)
@@ -98,12 +98,7 @@ def session_turns(n: int) -> list[dict[str, Any]]:
 def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, MemoryCoordinator]]:
     with isolated_app(redis_url, tmp_path_factory.mktemp("speakers")) as (client, coordinator, _):
         for n in range(1, SESSIONS + 1):
-            sid = f"day-{n:02d}"
-            posted = client.post(
-                f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
-            )
-            assert posted.status_code == 200, posted.text
-            assert client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
+            assert end_session(client, USER, f"day-{n:02d}", session_turns(n))["saved"]
         yield client, coordinator
 
 
