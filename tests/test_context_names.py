@@ -19,7 +19,7 @@ from agtos.memory.coordinator import MemoryCoordinator
 from agtos.schemas import Memory, Role, StoredTurn
 from agtos.tasks.context import ContextItem, fit_budget, format_section
 from agtos.tasks.tokens import count_tokens
-from tests.helpers import gina_jon_turns, isolated_app, user
+from tests.helpers import end_session, gina_jon_turns, isolated_app, user
 
 USER = "gina-and-jon-nicknames"
 START = datetime(2023, 5, 1, 18, 0, tzinfo=UTC)
@@ -91,12 +91,7 @@ def session_turns(n: int) -> list[dict[str, Any]]:
 def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, MemoryCoordinator]]:
     with isolated_app(redis_url, tmp_path_factory.mktemp("names")) as (test_client, made, _):
         for n in range(1, 7):
-            sid = f"evening-{n}"
-            posted = test_client.post(
-                f"/api/memory/sessions/{sid}/turns", json={"turns": session_turns(n)}, headers=user(USER)
-            )
-            assert posted.status_code == 200, posted.text
-            assert test_client.post(f"/api/memory/sessions/{sid}/end", headers=user(USER)).json()["saved"]
+            assert end_session(test_client, USER, f"evening-{n}", session_turns(n))["saved"]
         yield test_client, made
 
 
