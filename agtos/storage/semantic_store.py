@@ -496,12 +496,8 @@ class SemanticStore:
             return Ranked([(d, s, "keyword", None) for d, s in keyword_hits])
         similarity = dict(vector_hits)
         keyword_ids = {d for d, _ in keyword_hits}
-        # equal BM25 scores (the same words as often in as long a text: "User loves mint tea", "User loves
-        # green tea") are ranked by their similarity to the query, not by their ids (random, or a hash of
-        # user and text): two users given the same sessions get the same results (issue 14, c3e)
-        keyword_ranked = sorted(keyword_hits, key=lambda hit: (-hit[1], -similarity.get(hit[0], -2.0)))
         fused = reciprocal_rank_fusion(
-            [[d for d, _ in vector_hits], [d for d, _ in keyword_ranked]],
+            [[d for d, _ in vector_hits], [d for d, _ in keyword_hits]],
             k=self.rrf_k,
             weights=list(self.rrf_weights),
         )
