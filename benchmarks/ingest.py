@@ -583,6 +583,7 @@ def render(results: dict[str, Any]) -> str:
         f"{raw['turns_cpu_s'] / stored * 1e3:.0f} ms for the embedder on the turn texts, "
         f"{raw['texts_cpu_s'] / stored * 1e3:.0f} ms on every text ({stored} of the {turns} turns were in saved "
         "sessions; the raw figures count those).",
+        *served_line(results["paths"], raw_turns, raw["turns_cpu_s"] / stored),
         "",
         *(
             f"- {p['name']}: {p['turns_per_s']:.1f} turns/s = {ratio(p['turns_per_s'], raw_turns)} of the raw "
@@ -639,6 +640,20 @@ def render(results: dict[str, Any]) -> str:
     lines += stage_comparison(results["paths"])
     notes = [p["note"] for p in results["paths"] if p.get("note")]
     return "\n".join([*lines, "", *(f"- {n}" for n in notes), ""])
+
+
+def served_line(paths: list[dict[str, Any]], raw_turns: float, raw_cpu_per_turn: float) -> list[str]:
+    """The path `agtos serve` (and `make run`) ingests by, queue mode with one turn per POST, said apart."""
+    served = next((p for p in paths if p["name"].startswith("HTTP session API, queue mode")), None)
+    if served is None:
+        return []
+    return [
+        "",
+        f"**Under `agtos serve` (queue mode, what `make run` starts), one turn per POST: {served['turns_per_s']:.1f} "
+        f"turns/s = {ratio(served['turns_per_s'], raw_turns)} of the raw embedder in wall time, "
+        f"{ratio(raw_cpu_per_turn, served['cpu_s'] / served['turns'])} in process CPU per turn** (the inline "
+        "figure above is `create_app()` without a worker, where each session end runs in its request).",
+    ]
 
 
 def stage_comparison(paths: list[dict[str, Any]]) -> list[str]:

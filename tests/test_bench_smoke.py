@@ -119,6 +119,12 @@ def test_readme_block_renders_from_the_results(results: Path, monkeypatch: pytes
     assert "| 400 |" in block  # the lint table's row
     assert f"| {BACKFILL_ROW} |" in block and "| 2 / 2 | 2 listed; 2/2 found" in block.split(BACKFILL_ROW)[1]
     assert "The batch path beside the HTTP back-fill, stage by stage (2 sessions each" in block
+    served = next(p for p in _load(results, "ingest.json")["paths"] if p["name"].startswith("HTTP session API, queue"))
+    # the path `agtos serve` ingests by is said apart from the inline one, with its own figure
+    assert (
+        "**Under `agtos serve` (queue mode, what `make run` starts), one turn per POST: "
+        f"{served['turns_per_s']:.1f} turns/s" in block
+    )
 
 
 def _mode(r1: float, r5: float, r10: float, mrr: float, update: float) -> dict[str, Any]:
