@@ -311,6 +311,9 @@ class Settings(_Section):
     ingest_max_attempts: int = env("AGTOS_INGEST_MAX_ATTEMPTS", 5, ge=1)
     ingest_retry_delay_s: float = env("AGTOS_INGEST_RETRY_DELAY_S", 5.0, ge=0)
     ingest_claim_idle_s: float = env("AGTOS_INGEST_CLAIM_IDLE_S", 120.0, gt=0)  # then a dead worker's job moves on
+    # a writer waiting for a user's lock that live holders keep (each at most 60 s) gives up after this long
+    # (a queued job is handed back and retried, not counted towards the dead letters)
+    lock_wait_max_s: float = env("AGTOS_LOCK_WAIT_MAX_S", 600.0, ge=0, description="0: waits without end")
     dreamer_retries: int = env("AGTOS_DREAMER_RETRIES", 5, ge=0)
     dreamer_retry_delay_s: float = env("AGTOS_DREAMER_RETRY_DELAY_S", 60.0, ge=0)
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)

@@ -33,6 +33,7 @@ from agtos.memory.vector_repair import fill_after_ingestion
 from agtos.schemas import IngestItem, Turn
 from agtos.storage.ingest_queue import IngestQueue, QueueEntry, entry_ms
 from agtos.storage.redis_conn import StorageUnavailable
+from agtos.storage.user_lock import LockWaitTooLong
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -283,10 +284,12 @@ class IngestWorker:
         except Exception as exc:
             log.warning("ingest job %s (attempt %d) failed: %s", entry.id, entry.deliveries, exc, exc_info=True)
             error = f"{type(exc).__name__}: {exc}"
-            if entry.deliveries >= self.max_attempts:
+            # live holders kept a user's lock: not the job's failure, so this delivery is not counted
+            uncount = entry.deliveries if isinstance(exc, LockWaitTooLong) else None
+            if uncount is None and entry.deliveries >= self.max_attempts:
                 self.queue.dead_letter(entry, f"failed {entry.deliveries} times", error)
             else:
-                self.queue.retry_later(entry.id, self.consumer, self.retry_delay_ms, self.claim_idle_ms, error)
+                self.queue.retry_later(entry.id, self.consumer, self.retry_delay_ms, self.claim_idle_ms, error, uncount)
             return
         self.queue.ack(entry.id, time.monotonic() - started)
 

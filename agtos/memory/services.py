@@ -34,6 +34,7 @@ from agtos.storage.profiles import ProfileStore
 from agtos.storage.record_reads import RecordReads
 from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.session_journal import JournalLimits, SessionJournal
+from agtos.storage.user_lock import limit_waits
 from agtos.storage.users import UserDirectory
 from agtos.tasks.contradiction import NLIModel, build_nli
 from agtos.tasks.expansion import expand_query
@@ -54,6 +55,7 @@ class Services:
         embedder: Embedder | None = None,
     ) -> None:
         self.settings = settings
+        limit_waits(settings.lock_wait_max_s)  # process-wide: every UserLock's wait
         self.keys = keys = GlobalKeys(settings.key_prefix)
         self.connector = conn = connector or RedisConnector(
             settings.redis_url, settings.data_dir, settings.redis_timeout_s

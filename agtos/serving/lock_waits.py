@@ -7,7 +7,8 @@ user's lock for :data:`REQUEST_LOCK_WAIT_S`, the request answers 503 with ``Retr
 until that lock expires at the latest) and writes nothing, well within a client's timeout (30 s for
 ``agtos.client``, which retries a 503 after its ``Retry-After``), instead of waiting out the lock's
 60 s expiry and then writing beside a holder that still has it. Session ends and an episode's
-``/forget`` write before their first lock and keep the whole wait.
+``/forget`` write before their first lock and keep the whole wait (while live holders keep the lock: up to
+``AGTOS_LOCK_WAIT_MAX_S``, then 503 as well: ``LockWaitTooLong`` is a ``LockBusy``).
 """
 
 from __future__ import annotations

@@ -139,16 +139,21 @@ class IngestQueue:
         if ids:
             self.connector.run(lambda r: r.xclaim(self.stream, GROUP, consumer, 0, ids, justid=True))
 
-    def retry_later(self, entry_id: str, consumer: str, delay_ms: int, claim_idle_ms: int, error: str) -> None:
+    def retry_later(
+        self, entry_id: str, consumer: str, delay_ms: int, claim_idle_ms: int, error: str, uncount: int | None = None
+    ) -> None:
         """Hand a failed entry back: it becomes claimable (by any worker) after ``delay_ms``.
 
         ``XCLAIM … IDLE`` ages the entry without counting a delivery (``JUSTID``); the next
-        ``XAUTOCLAIM`` counts it."""
+        ``XAUTOCLAIM`` counts it. ``uncount``: the entry's deliveries, this one not counted (it failed
+        for a reason not its own: it waited too long for a lock), so it never goes to the dead letters
+        for it."""
         idle = max(0, claim_idle_ms - delay_ms)
+        retries = None if uncount is None else max(0, uncount - 1)
 
         def op(r: redis.Redis) -> None:
             r.hset(self.errors, entry_id, error[:ERROR_CHARS])
-            r.xclaim(self.stream, GROUP, consumer, 0, [entry_id], idle=idle, justid=True)
+            r.xclaim(self.stream, GROUP, consumer, 0, [entry_id], idle=idle, retrycount=retries, justid=True)
             r.hincrby(self.stats_key, "retries", 1)
 
         self.connector.run(op)

@@ -7,6 +7,8 @@ writes beside a live holder: while others take the lock in turn (each a new toke
 warning each ``lock_ms`` it has waited, and a holder whose key expires later than ``lock_ms`` is waited
 for until it expires. Only a holder that kept the same token for the waiter's whole ``lock_ms`` on a key
 without expiry (not set by a ``UserLock``: a legacy or foreign key, which would never go) is overtaken.
+A waiter gives up after the process's limit (:func:`limit_waits`, ``AGTOS_LOCK_WAIT_MAX_S``) with
+:class:`LockWaitTooLong`, without the lock and without writing: a queued job is handed back and retried.
 An HTTP request waits less (:func:`waiting_at_most`): for the first lock it takes, before it has written
 anything, at most its own bound, and then answers 503 (:class:`LockBusy`) rather than hang for a minute
 or write beside a holder it overtook.
@@ -33,6 +35,8 @@ LOCK_MS = 60_000
 POLL_S = 0.02
 #: a request's bound on its wait for its first lock (:func:`waiting_at_most`); None: the whole ``lock_ms``
 _FIRST_WAIT_S: ContextVar[float | None] = ContextVar("agtos_first_lock_wait_s", default=None)
+#: how long any waiter waits at most (:func:`limit_waits`); None: without end
+_wait_limit_s: float | None = None
 
 
 class LockBusy(RuntimeError):
@@ -42,6 +46,18 @@ class LockBusy(RuntimeError):
     def __init__(self, what: str, retry_after_s: int) -> None:
         super().__init__(f"another writer of this user's {what} holds their lock; try again in {retry_after_s} s")
         self.retry_after_s = retry_after_s
+
+
+class LockWaitTooLong(LockBusy):
+    """A waiter outside a request's bound waited the process's limit (:func:`limit_waits`) while live holders
+    kept a user's lock, and gave up without it: nothing was written under it."""
+
+
+def limit_waits(seconds: float | None) -> None:
+    """Every later wait for a lock in this process gives up after ``seconds`` (None or 0: never), raising
+    :class:`LockWaitTooLong` (the services set it from ``AGTOS_LOCK_WAIT_MAX_S``)."""
+    global _wait_limit_s
+    _wait_limit_s = seconds or None
 
 
 @contextmanager
@@ -96,7 +112,8 @@ class UserLock:
         """Hold the lock, waiting while another holds it (see the module: a holder's key expires after
         ``lock_ms``; only a key without expiry that kept one token for ``lock_ms`` is overtaken).
         ``StorageUnavailable`` when Redis is down; ``LockBusy`` when the wait is bounded
-        (:func:`waiting_at_most`) and another holder kept the lock for all of it."""
+        (:func:`waiting_at_most`) and another holder kept the lock for all of it; ``LockWaitTooLong`` past
+        the process's limit (:func:`limit_waits`)."""
         key = self.keys.user(user_id).record(self.kind, name)
         token = secrets.token_hex(8)
         bound = _FIRST_WAIT_S.get()
@@ -127,9 +144,10 @@ class UserLock:
     def _wait(self, key: str, token: str, name: str) -> None:
         """Wait until the lock is taken (returns holding it) or its holder is stuck (returns not holding it:
         the same token for ``lock_ms`` on a key without expiry). Each holder seen is given ``lock_ms`` afresh;
-        a starved wait logs a warning each ``lock_ms``."""
+        a starved wait logs a warning each ``lock_ms``, and past the process's limit raises ``LockWaitTooLong``."""
         wait_s = self.lock_ms / 1000
         started = time.monotonic()
+        give_up_at = None if _wait_limit_s is None else started + _wait_limit_s
         warn_at = started + wait_s
         holder: bytes | str | None = None  # the token holding it when last polled
         holders = 0  # how many holders in turn this wait has seen
@@ -159,6 +177,11 @@ class UserLock:
                     holders,
                 )
                 warn_at += wait_s
+            if give_up_at is not None and now > give_up_at:
+                log.warning(
+                    "gave up the lock %s after %.0f s, held by %d holder(s) in turn", key, now - started, holders
+                )
+                raise LockWaitTooLong(name, self._retry_after_s(key))
             time.sleep(POLL_S)
 
     def _retry_after_s(self, key: str) -> int:
