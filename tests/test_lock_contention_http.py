@@ -291,11 +291,33 @@ def test_a_dead_holders_lock_is_taken_when_it_expires_within_the_wait(api: Clien
     assert raw_redis.exists(key) == 0  # released: the holder's key expired, the request's own was deleted
 
 
+def test_a_held_key_without_expiry_answers_retry_after_60(api: Client, raw_redis: redis.Redis) -> None:
+    """A lock key without expiry (not set by agtos: it has no time left to count) is held "60 s at most" in the
+    README's words (its one holder is overtaken after 60 s): the 503 says ``Retry-After: 60``, in its message
+    too. Bug caught: ``Retry-After`` from such a key's PTTL (-1) alone: 1 s, a client retrying each second."""
+    client, prefix, _ = api
+    u = _new_user()
+    mid = _memory(client, u, "User drinks green tea every morning")["id"]
+    key = lock_key(prefix, u, "writers", "memories")
+    assert raw_redis.set(key, HOLDER, nx=True)
+    try:
+        refused, _ = _send(client, u, ("PUT", f"{MEMORIES}/{mid}", {"text": "User drinks black tea every morning"}))
+        assert raw_redis.get(key) == HOLDER.encode() and raw_redis.pttl(key) == -1  # left as it was
+    finally:
+        raw_redis.delete(key)
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "60"
+    assert refused.json()["message"].endswith("try again in 60 s"), refused.json()
+
+
 def test_a_lock_held_when_redis_died_expires_after_the_restart_and_the_next_writer_proceeds(tmp_path: Path) -> None:
     """Redis (append-only) is killed while another process holds the user's memory lock: a write then answers
     503 (storage, ``Retry-After: 2``), never 500. After the restart the lock is back with its expiry; a client
-    that sends the write again on each 503 gets 503s with ``Retry-After`` until the lock expires, then 200."""
-    server = RedisProcess(tmp_path / "redis", appendonly=True).start()
+    that sends the write again on each 503 gets 503s with ``Retry-After`` until the lock expires, then 200.
+    The server fsyncs each write before answering (``appendfsync always``): with the default ``everysec`` a
+    write that arrives while the previous second's fsync is still running is written up to 2 s later, after
+    its reply, so a kill can lose the lock's ``SET`` (the one failure seen, on a busy disk)."""
+    server = RedisProcess(tmp_path / "redis", appendonly=True, extra_args=("--appendfsync", "always")).start()
     prefix = f"agtos-test-{uuid.uuid4().hex[:10]}"
     coordinator = MemoryCoordinator(isolation_settings(server.url, prefix, tmp_path))
     raw = redis.Redis.from_url(server.url)
@@ -328,7 +350,7 @@ def test_a_lock_held_when_redis_died_expires_after_the_restart_and_the_next_writ
                 time.sleep(0.05)  # a storage 503 answers at once (a held lock's after WAIT_S)
             assert answers[-1] == 200, response.text
             assert time.monotonic() >= expires - 0.2  # not before the dead holder's lock expired
-            assert client.get(f"{MEMORIES}/{mid}", headers=user(u)).json()["text"] == edit[2]["text"]  # type: ignore[index]
+            assert client.get(f"{MEMORIES}/{mid}", headers=user(u)).json()["text"] == edit[2]["text"]
     finally:
         coordinator.close()
         server.stop()
