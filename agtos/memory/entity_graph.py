@@ -102,20 +102,21 @@ class EntityGraph:
         if vector is None:
             PendingVectors(self.connector, self.keys).add(user_id, [(NAMESPACE, entity_id)], now_ms(), stored=True)
 
-    def _renamed_vector(self, user_id: str, renamed: Entity, vector: np.ndarray | None) -> None:
-        """:meth:`_name_vector` for an entity just renamed to ``renamed.name``, then checked against the
-        name stored now. Another process's rename (it does not take this process's ``_lock``) may have
-        written its name after ours and its vector before ours, and a delete or merge may have removed
-        the entity meanwhile: a vector of a name that is not the stored one goes and the entity waits for
-        the repair sweep (which embeds the name it has then); a removed entity's goes (issue 15).
-        Whichever rename writes its vector last makes this check after every name write it could have
-        missed, so no other name's vector stays (at worst the entity waits for the sweep)."""
-        self._name_vector(user_id, renamed.id, vector)
-        now = self.load(user_id, renamed.id)
+    def _checked_vector(self, user_id: str, written: Entity, vector: np.ndarray | None) -> None:
+        """:meth:`_name_vector` for an entity just written with the name ``written.name`` (a rename, or an
+        ingestion's new entity), then checked against the name stored now. Another process's rename (it
+        does not take this process's ``_lock``, nor the user's entity lock) may have written its name
+        after ours and its vector before ours, and a delete or merge may have removed the entity
+        meanwhile: a vector of a name that is not the stored one goes and the entity waits for the repair
+        sweep (which embeds the name it has then); a removed entity's goes (issue 15). Whichever writer
+        writes its vector last makes this check after every name write it could have missed, so no other
+        name's vector stays (at worst the entity waits for the sweep)."""
+        self._name_vector(user_id, written.id, vector)
+        now = self.load(user_id, written.id)
         if now is None:
-            self._drop_vector(user_id, renamed.id)
-        elif now[0].name != renamed.name:
-            self._name_vector(user_id, renamed.id, None)
+            self._drop_vector(user_id, written.id)
+        elif now[0].name != written.name:
+            self._name_vector(user_id, written.id, None)
 
     def _drop_vector(self, user_id: str, entity_id: str) -> None:
         """A deleted, forgotten or merged entity: its name vector goes and it waits for none."""

@@ -184,7 +184,7 @@ class EntityMemory(EntityGraph):
                     episode_ids=[episode.id],
                 )
                 if self.store.save_entity(entity, name_keys(entity), expect="").status == "ok":
-                    self._name_vector(user_id, entity.id, vector)
+                    self._checked_vector(user_id, entity, vector)  # another process may rename it at once
                     return entity.id, True
                 continue  # another writer claimed one of its names meanwhile: merge into theirs
             old, raw = target
@@ -228,7 +228,7 @@ class EntityMemory(EntityGraph):
         slow when the embedder is, does not hold up the process's other entity writers, and waits on a
         remote embedder at most ``request_wait_s`` (then, as when the embedder is down, the name is
         written and its vector waits for the repair sweep). The vector written is checked against the
-        name stored after it (:meth:`_renamed_vector`: another process may rename it at once) (issue 15)."""
+        name stored after it (:meth:`_checked_vector`: another process may rename it at once) (issue 15)."""
         old, _ = self.require(user_id, entity_id)
         name = self._edited(old, changes).name  # checked (EntityInvalid) before anything is embedded
         vectors = self.embed_names([name], self.request_wait_s) if name != old.name else {}
@@ -247,7 +247,7 @@ class EntityMemory(EntityGraph):
                     )
                 if result.status == "ok":
                     if new.name != old.name:  # none when renamed meanwhile from the name asked: repaired later
-                        self._renamed_vector(user_id, new, vectors.get(new.name))
+                        self._checked_vector(user_id, new, vectors.get(new.name))
                     return new
         raise EntityInvalid("entity changed concurrently too often; try again")
 
