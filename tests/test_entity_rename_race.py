@@ -148,6 +148,24 @@ def cosine(process: Process, vector: np.ndarray, name: str) -> float:
     return float(np.dot(vector, expected) / (np.linalg.norm(vector) * np.linalg.norm(expected)))
 
 
+def only_the_stored_names_vector(
+    processes: tuple[Process, Process], who: str, entity_id: str, name: str, lost: str
+) -> None:
+    """The entity's vector is none or the stored ``name``'s own (never that of ``lost``, a name it had), and
+    after the repair sweep (a maintenance run) ``name``'s own."""
+    one, two = processes
+    vector = stored_vector(two, who, entity_id)
+    if vector is not None:
+        assert cosine(two, vector, name) == pytest.approx(1.0, abs=1e-3), (
+            f"the vector of {lost!r} (cosine {cosine(two, vector, lost):.3f}) stands beside the stored name {name!r}"
+        )
+    run = run_maintenance(two.client, who)
+    assert run["status"] == "completed", run
+    vector = stored_vector(one, who, entity_id)
+    assert vector is not None, "the renamed entity got no vector from the repair sweep"
+    assert cosine(one, vector, name) == pytest.approx(1.0, abs=1e-3)
+
+
 def test_a_rename_whose_vector_lands_after_another_processes_rename_leaves_no_vector_of_its_name(
     processes: tuple[Process, Process],
 ) -> None:
@@ -164,17 +182,7 @@ def test_a_rename_whose_vector_lands_after_another_processes_rename_leaves_no_ve
         assert while_held(gate.started, gate.opened, first, second) == 200
         assert first.result(GATE_S) == 200  # its name was written before the second's
     assert listed(two, who)[SECOND]["id"] == acme and FIRST not in listed(one, who)
-    vector = stored_vector(two, who, acme)
-    if vector is not None:
-        assert cosine(two, vector, SECOND) == pytest.approx(1.0, abs=1e-3), (
-            f"the vector of {FIRST!r} (cosine {cosine(two, vector, FIRST):.3f}), the rename that lost, "
-            f"stands beside the stored name {SECOND!r}"
-        )
-    run = run_maintenance(two.client, who)
-    assert run["status"] == "completed", run
-    vector = stored_vector(one, who, acme)
-    assert vector is not None, "the renamed entity got no vector from the repair sweep"
-    assert cosine(one, vector, SECOND) == pytest.approx(1.0, abs=1e-3)
+    only_the_stored_names_vector(processes, who, acme, SECOND, lost=FIRST)  # the rename that lost
 
 
 def test_a_rename_whose_vector_lands_after_another_process_deleted_the_entity_leaves_none(

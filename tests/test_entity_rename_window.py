@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests import test_entity_rename_race
-from tests.helpers import run_maintenance, user
+from tests.helpers import user
 from tests.test_entity_rename_race import (
     BOUND_S,
     FIRST,
@@ -31,6 +31,7 @@ from tests.test_entity_rename_race import (
     gated_embedding,
     index_of,
     listed,
+    only_the_stored_names_vector,
     rename,
     stored_vector,
     while_held,
@@ -114,15 +115,4 @@ def test_a_rename_between_an_ingestions_new_entity_and_its_vector_leaves_no_vect
         assert created.result(GATE_S) == 201
     found = listed(two, who)
     assert list(found) == [SECOND], found
-    acme = found[SECOND]["id"]
-    vector = stored_vector(two, who, acme)
-    if vector is not None:
-        assert cosine(two, vector, SECOND) == pytest.approx(1.0, abs=1e-3), (
-            f"the vector of {OLD_NAME!r} (cosine {cosine(two, vector, OLD_NAME):.3f}) stands beside the stored "
-            f"name {SECOND!r}"
-        )
-    run = run_maintenance(two.client, who)
-    assert run["status"] == "completed", run
-    vector = stored_vector(one, who, acme)
-    assert vector is not None, "the renamed entity got no vector from the repair sweep"
-    assert cosine(one, vector, SECOND) == pytest.approx(1.0, abs=1e-3)
+    only_the_stored_names_vector(processes, who, found[SECOND]["id"], SECOND, lost=OLD_NAME)
