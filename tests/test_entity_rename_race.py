@@ -69,21 +69,22 @@ def index_of(process: Process) -> VectorIndex:
 
 
 class VectorGate:
-    """The process's first write of ``entity_id``'s name vector sets ``started`` and waits for ``opened``."""
+    """The process's first write of ``entity_id``'s name vector (None: of any entity's) sets ``started`` and
+    waits for ``opened``."""
 
-    def __init__(self, index: VectorIndex, entity_id: str) -> None:
+    def __init__(self, index: VectorIndex, entity_id: str | None) -> None:
         self.index, self.entity_id, self.add = index, entity_id, index.add
         self.started, self.opened = threading.Event(), threading.Event()
 
     def __call__(self, user_id: str, doc_id: str, vector: Any) -> None:
-        if doc_id == self.entity_id and not self.started.is_set():
+        if self.entity_id in (doc_id, None) and not self.started.is_set():
             self.started.set()
             self.opened.wait(GATE_S)
         self.add(user_id, doc_id, vector)
 
 
 @contextmanager
-def gated_vector_write(process: Process, entity_id: str) -> Iterator[VectorGate]:
+def gated_vector_write(process: Process, entity_id: str | None) -> Iterator[VectorGate]:
     index = index_of(process)
     gate = VectorGate(index, entity_id)
     index.add = gate  # type: ignore[method-assign]

@@ -10,11 +10,7 @@ vectors compared with the model's own embedding of the names.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 
@@ -29,7 +25,7 @@ from tests.test_entity_rename_race import (
     acme_of,
     cosine,
     gated_embedding,
-    index_of,
+    gated_vector_write,
     listed,
     only_the_stored_names_vector,
     rename,
@@ -68,32 +64,6 @@ def test_an_ingestion_during_a_renames_embedding_is_kept_once(processes: tuple[P
     assert vector is not None and cosine(one, vector, FIRST) == pytest.approx(1.0, abs=1e-3)
 
 
-class FirstVectorGate:
-    """The process's first entity vector write sets ``started`` and waits for ``opened``."""
-
-    def __init__(self, add: Any) -> None:
-        self.add = add
-        self.started, self.opened = threading.Event(), threading.Event()
-
-    def __call__(self, user_id: str, doc_id: str, vector: Any) -> None:
-        if not self.started.is_set():
-            self.started.set()
-            self.opened.wait(GATE_S)
-        self.add(user_id, doc_id, vector)
-
-
-@contextmanager
-def gated_first_vector(process: Process) -> Iterator[FirstVectorGate]:
-    index = index_of(process)
-    gate = FirstVectorGate(index.add)
-    index.add = gate  # type: ignore[method-assign]
-    try:
-        yield gate
-    finally:
-        gate.opened.set()
-        del index.add
-
-
 def test_a_rename_between_an_ingestions_new_entity_and_its_vector_leaves_no_vector_of_the_old_name(
     processes: tuple[Process, Process],
 ) -> None:
@@ -104,7 +74,7 @@ def test_a_rename_between_an_ingestions_new_entity_and_its_vector_leaves_no_vect
     Bug caught: an ingestion's new entity's vector written unchecked (Acme Corp's, cosine 1.0, kept)."""
     one, two = processes
     who = "window-bea"
-    with gated_first_vector(one) as gate, ThreadPoolExecutor(2) as pool:
+    with gated_vector_write(one, None) as gate, ThreadPoolExecutor(2) as pool:
         created = pool.submit(remember, one, who, f"We signed with {OLD_NAME}.")
 
         def rename_it() -> int:
