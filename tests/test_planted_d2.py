@@ -49,14 +49,17 @@ def test_the_bound_ends_with_its_block(lock: UserLock, raw_redis: redis.Redis, k
         assert raw_redis.get(key) != b"holder"  # taken after the holder's key went, not refused
 
 
-def _found(text: str, at_ms: int, confidence: float) -> Conclusion:
-    """What a Dreamer run found (its id, as a run's, made of the user and text), citing no episode."""
+def _said(text: str, at_ms: int, confidence: float, turns: tuple[str, ...] = ()) -> Conclusion:
+    """A conclusion a Dreamer run found at ``at_ms`` (its id, as a run's, made of its text), citing the
+    turns ``turns`` ('<episode id>.t<position>', their episodes in that order) or none."""
     return Conclusion(
         id=f"con-d2-{text.split()[2]}",
         user_id="dee",
         text=text,
         type=ConclusionType.explicit,
         confidence=confidence,
+        source_episode_ids=list(dict.fromkeys(t.rpartition(".t")[0] for t in turns)),
+        source_turn_ids=list(turns),
         created_at=at_ms,
         updated_at=at_ms,
     )
@@ -70,9 +73,9 @@ def test_a_conclusion_found_again_keeps_its_first_creation_and_one_citing_no_epi
     them again: it is updated at 5,000 and still created at 1,000; the run's stamp is the latest of its own
     (5,000 and 4,000 found: 5,000 for both). Listed newest written first (``ConclusionStore.all``)."""
     rt = coordinator.services
-    first = [_found("User loves mint tea", 1_000, 0.8), _found("User hates black tea", 900, 0.7)]
+    first = [_said("User loves mint tea", 1_000, 0.8), _said("User hates black tea", 900, 0.7)]
     dreamer_pipeline.store_conclusions(rt, "dee", first)
-    again = [_found("User loves mint tea", 4_000, 0.85), _found("User loves oolong tea", 5_000, 0.6)]
+    again = [_said("User loves mint tea", 4_000, 0.85), _said("User loves oolong tea", 5_000, 0.6)]
     dreamer_pipeline.store_conclusions(rt, "dee", again)
 
     listed = [(c.text, c.created_at, c.updated_at, c.confidence) for c in rt.conclusions.all("dee")]
@@ -83,32 +86,17 @@ def test_a_conclusion_found_again_keeps_its_first_creation_and_one_citing_no_epi
     ]
 
 
-def _said(text: str, updated_at: int, confidence: float, turns: list[str]) -> Conclusion:
-    """A stored conclusion stating ``text``, citing the turns ``turns`` ('<episode id>.t<position>')."""
-    episodes = list(dict.fromkeys(t.rpartition(".t")[0] for t in turns))
-    return Conclusion(
-        user_id="dee",
-        text=text,
-        type=ConclusionType.explicit,
-        confidence=confidence,
-        source_episode_ids=episodes,
-        source_turn_ids=turns,
-        created_at=updated_at,
-        updated_at=updated_at,
-    )
-
-
 def test_the_profile_order_is_run_then_confidence_then_latest_episode_then_its_latest_turn() -> None:
     """dp5, dp8, dp10 (``profile_order``'s docstring): the latest run's first, then the more confident,
     then the time of its latest episode (the last it cites), then its latest turn's position *there*.
     Episodes said at 100 (ep-1), 200 (ep-2), 300 (ep-3), 400 (ep-4)."""
     said = {"ep-1": 100, "ep-2": 200, "ep-3": 300, "ep-4": 400}
     conclusions = [
-        _said("User once loved black tea", 1_000, 0.95, ["ep-4.t0"]),  # an older run: last, however confident
-        _said("User loves green tea", 2_000, 0.8, ["ep-2.t1"]),
-        _said("User loves mint tea", 2_000, 0.8, ["ep-1.t0", "ep-3.t1"]),  # latest episode ep-3, not ep-1
-        _said("User loves chai", 2_000, 0.7, ["ep-3.t9", "ep-4.t2"]),  # ep-4's turn 2 (not ep-3's 9)
-        _said("User loves oolong tea", 2_000, 0.7, ["ep-4.t5"]),
+        _said("User once loved black tea", 1_000, 0.95, ("ep-4.t0",)),  # an older run: last, however confident
+        _said("User loves green tea", 2_000, 0.8, ("ep-2.t1",)),
+        _said("User loves mint tea", 2_000, 0.8, ("ep-1.t0", "ep-3.t1")),  # latest episode ep-3, not ep-1
+        _said("User loves chai", 2_000, 0.7, ("ep-3.t9", "ep-4.t2")),  # ep-4's turn 2 (not ep-3's 9)
+        _said("User loves oolong tea", 2_000, 0.7, ("ep-4.t5",)),
     ]
     ordered = [c.text for c in dreamer_pipeline.profile_order(conclusions, said)]
     assert ordered == [
@@ -153,8 +141,8 @@ def test_a_profile_rebuild_orders_by_the_time_of_each_conclusions_latest_episode
         for e, h in sessions.items()
     ]
     ingestion_pipeline.index_batch(rt, episodes, [], None, TurnBatch([], []))
-    mint = _said("User loves mint tea", 5_000, 0.8, ["ep-d2-a.t0", "ep-d2-c.t0"])
-    green = _said("User loves green tea", 5_000, 0.8, ["ep-d2-b.t0"])
+    mint = _said("User loves mint tea", 5_000, 0.8, ("ep-d2-a.t0", "ep-d2-c.t0"))
+    green = _said("User loves green tea", 5_000, 0.8, ("ep-d2-b.t0",))
     dreamer_pipeline.store_conclusions(
         rt, "dee", [c.model_copy(update={"category": "preference"}) for c in (mint, green)]
     )
