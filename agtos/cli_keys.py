@@ -24,7 +24,7 @@ err = Console(stderr=True)
 def key_store(settings: Settings | None = None) -> Iterator[ApiKeyStore]:
     """The key store of the configured Redis (the embedded one is started and stopped around the call)."""
     settings = settings or Settings.from_env()
-    connector = RedisConnector(settings.redis_url, settings.data_dir, settings.redis_timeout_s)
+    connector = RedisConnector.from_settings(settings)
     try:
         yield ApiKeyStore(connector, GlobalKeys(settings.key_prefix))
     except StorageUnavailable as exc:
@@ -101,7 +101,7 @@ def auth_is_on(settings: Settings) -> bool:
     """AGTOS_AUTH=required, or a key was created (False when Redis cannot tell)."""
     if settings.auth == "required":
         return True
-    connector = RedisConnector(settings.redis_url, settings.data_dir, settings.redis_timeout_s)
+    connector = RedisConnector.from_settings(settings)
     try:
         return ApiKeyStore(connector, GlobalKeys(settings.key_prefix)).enabled()
     except StorageUnavailable:

@@ -39,7 +39,7 @@ def shared_embedded_redis(settings: Settings, workers: int, worker_child: bool =
         return
     from agtos.storage.redis_conn import EmbeddedRedis
 
-    server = EmbeddedRedis(settings.data_dir / "redis")
+    server = EmbeddedRedis(settings.data_dir / "redis", settings.embedded_redis_fsync)
     os.environ["REDIS_URL"] = f"unix://{server.socket_path}"
     try:
         yield

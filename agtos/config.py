@@ -32,6 +32,7 @@ SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 BackgroundPolicy = Literal["auto", "always", "idle-only"]
 IngestMode = Literal["inline", "queue"]
 AuthMode = Literal["auto", "required"]
+EmbeddedRedisFsync = Literal["always", "everysec", "no"]  # the embedded Redis's appendfsync
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})  # testserver: Starlette's TestClient
 EmbeddingProvider = Literal["onnx", "local", "ollama", "openai", "openrouter", "openai-compatible"]
 EMBEDDING_PROVIDERS: tuple[str, ...] = get_args(EmbeddingProvider)
@@ -282,6 +283,9 @@ class Settings(_Section):
     working: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
     llm_slots: dict[str, LLMSlot] = Field(default_factory=dict)  # config.json, then AGTOS_LLM_* / AGTOS_<SLOT>_*
     redis_timeout_s: float = env("AGTOS_REDIS_TIMEOUT_S", 1.0, gt=0)
+    # always: each write is fsynced to the embedded Redis's AOF before its reply (acknowledged means durable);
+    # everysec: once a second, so a crash of that redis-server loses the last ~2 s of acknowledged writes
+    embedded_redis_fsync: EmbeddedRedisFsync = env("AGTOS_EMBEDDED_REDIS_FSYNC", "always")
     port: int = env("AGTOS_PORT", DEFAULT_PORT, ge=1, le=65_535)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     search_mode: SearchMode = env("AGTOS_MEMORY_SEARCH_MODE", "hybrid")
@@ -332,7 +336,9 @@ class Settings(_Section):
     gc_freeze: bool = env("AGTOS_GC_FREEZE", True)
     gc_stats_dir: Path | None = env("AGTOS_GC_STATS_DIR")  # each process writes gc-<pid>.json when it stops
 
-    _lower = field_validator("search_mode", "background_work_policy", "auth", "ingest_mode", mode="before")(_normal)
+    _lower = field_validator(
+        "search_mode", "background_work_policy", "auth", "ingest_mode", "embedded_redis_fsync", mode="before"
+    )(_normal)
     _host_list = field_validator("background_local_hosts", "allowed_hosts", mode="before")(_hosts)
     _origin_list = field_validator("cors_origins", mode="before")(_origins)
 

@@ -57,9 +57,7 @@ class Services:
         self.settings = settings
         limit_waits(settings.lock_wait_max_s)  # process-wide: every UserLock's wait
         self.keys = keys = GlobalKeys(settings.key_prefix)
-        self.connector = conn = connector or RedisConnector(
-            settings.redis_url, settings.data_dir, settings.redis_timeout_s
-        )
+        self.connector = conn = connector or RedisConnector.from_settings(settings)
         # LLM slots: summarise (working memory, episodes, entity relations), consolidation, dialectic, maintenance
         self.llm = llm if llm is not None else build_llm(settings.llm_slot("summarize"))
         self.consolidation_llm = build_llm(settings.llm_slot("consolidation"))

