@@ -194,14 +194,15 @@ def test_search_defaults_hybrid_limit_10_all_positive_similarities(store: Semant
 
 
 def test_hybrid_scores_are_rrf_k60_over_pools_of_4_x_limit(store: SemanticStore) -> None:
-    """limit 2: both pools hold 8 candidates; d8 (vector rank 8) fuses, d9 (rank 9) does not."""
+    """limit 2: both pools hold 8 candidates; d8 (vector rank 8) fuses, d9 (rank 9) does not. d8 and d9 have
+    the same BM25 score: both take keyword rank 1.5 (issue 14: equal scores share their mean rank)."""
     put_ranked(store, 10, keyword_ids=("d8", "d9"))
     assert hits(store.search("alice", "zyxtrel", QUERY, limit=2)) == [
-        ("d8", pytest.approx(1 / 68 + 1 / 61), "hybrid"),
+        ("d8", pytest.approx(1 / 68 + 1 / 61.5), "hybrid"),
         ("d1", pytest.approx(1 / 61), "semantic"),
     ]
     result = {r.id: r for r in store.search("alice", "zyxtrel", QUERY, limit=3)}  # pools of 12: d9 fuses too
-    assert result["d9"].match_type == "hybrid" and result["d9"].score == pytest.approx(1 / 69 + 1 / 62)
+    assert result["d9"].match_type == "hybrid" and result["d9"].score == pytest.approx(1 / 69 + 1 / 61.5)
     assert result["d9"].similarity == pytest.approx(cosine(9), abs=1e-6)
 
 
@@ -221,10 +222,10 @@ def test_a_candidate_factor_of_1_or_less_fuses_pools_of_limit(
 
 def test_rrf_k_and_weights_given_to_the_store_are_used(connector: RedisConnector, key_prefix: str) -> None:
     store = make_store(connector, key_prefix, rrf_k=10, rrf_weights=(1.0, 0.5))
-    put_ranked(store, 3, keyword_ids=("d1", "d3"))
+    put_ranked(store, 3, keyword_ids=("d1", "d3"))  # the same BM25 score: keyword rank 1.5 both
     assert hits(store.search("alice", "zyxtrel", QUERY, limit=3)) == [
-        ("d1", pytest.approx(1 / 11 + 0.5 / 11), "hybrid"),
-        ("d3", pytest.approx(1 / 13 + 0.5 / 12), "hybrid"),
+        ("d1", pytest.approx(1 / 11 + 0.5 / 11.5), "hybrid"),
+        ("d3", pytest.approx(1 / 13 + 0.5 / 11.5), "hybrid"),
         ("d2", pytest.approx(1 / 12), "semantic"),
     ]
 

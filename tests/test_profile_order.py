@@ -7,14 +7,18 @@ confident, then the more recently said (``dreamer_pipeline.profile_order``)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
 
-from agtos.tasks import consolidate
+from agtos.memory import memory_crud, recall
+from agtos.tasks import consolidate, distil
 from tests.helpers import end_session, isolated_app, user
+
+real_memory_id = distil.memory_id
 
 
 def at(day: int, hour: int) -> int:
@@ -159,3 +163,43 @@ def test_the_same_sessions_give_the_same_context(client: TestClient, played: dic
     # states too (oolong) is shown once, with its date, under "Conclusions"
     assert about.splitlines() == [f"- {line}" for line in EXPECTED[:2]], sections
     assert [line.split(") ", 1)[1] for line in conclusions.splitlines()] == EXPECTED[2:], sections
+
+
+KEPT = ("kept-rising", "kept-falling")
+
+
+def opposite_ids(user_id: str, text: str) -> str:
+    """``distil.memory_id`` for the ``KEPT`` users: a function of the text alone, its digest for one and
+    its complement for the other, so that their memories tie-break by id in opposite orders wherever
+    ids break a tie (the real ids, a hash of user and text, order two users' memories differently too)."""
+    if user_id not in KEPT:
+        return real_memory_id(user_id, text)
+    digest = int(hashlib.sha256(text.encode()).hexdigest()[:16], 16)
+    return f"mem-{(digest if user_id == KEPT[0] else 2**64 - 1 - digest):016x}"
+
+
+@pytest.fixture(scope="module")
+def kept(client: TestClient) -> Iterator[tuple[str, str]]:
+    """Two more users given the same sessions with the same Dreamer clock, their memories kept, their
+    memory ids in opposite orders (:func:`opposite_ids`, while the module's tests run)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for module in (distil, recall, memory_crud):
+            monkeypatch.setattr(module, "memory_id", opposite_ids)
+        for who in KEPT:
+            play(client, who, DreamerClock(False), monkeypatch)
+        yield KEPT
+
+
+def test_the_same_sessions_give_the_same_context_with_memories_kept(client: TestClient, kept: tuple[str, str]) -> None:
+    """Issue 14 (c3e): the memories "User loves mint tea", "User loves green tea", … have the same BM25 score
+    for "Which tea should I make?" (the same words as often in as long a text); ranked among themselves by
+    their ids, two users given the same sessions got them in a different order (and so different
+    "Relevant past sessions"). Tied hits share one rank in the RRF: both get the same context."""
+    for who in kept:
+        listed = client.get("/api/memory/memories", params={"limit": 100}, headers=user(who)).json()["memories"]
+        assert {m["text"] for m in listed} >= set(EXPECTED), (who, listed)
+        assert {m["id"] for m in listed} >= {opposite_ids(who, text) for text in EXPECTED}, (who, listed)
+    texts = [context(client, who, "Which tea should I make?") for who in kept]
+    assert texts[0] == texts[1]
+    facts = texts[0].split("### Known facts and preferences\n", 1)[1].split("###", 1)[0]
+    assert sorted(line.split(") ", 1)[1] for line in facts.splitlines()) == sorted(EXPECTED), texts[0]

@@ -266,14 +266,16 @@ def recall(
         ]
     episode_found = found["episode"]
     payloads = episode_found.related | {h.id: h.payload for h in episode_found.results if h.payload is not None}
+    turn_evidence = weighted_evidence(out.turns, asked_about)
     evidence = {
-        "turn": [m.turn.episode_id for m in session_evidence(out.turns, asked_about)],
+        "turn": [m.turn.episode_id for m, _ in turn_evidence],
         "episode": [h.id for h in episode_found.results if h.payload is not None],
         "memory": [e for memory, _ in out.memories for e in memory.source_episode_ids[:1]],
         "day": [m.turn.episode_id for m in dated],
         "current": [] if past else current_fact_episodes(rt, user_id, query, asked_about),
     }
-    fused = fuse_evidence(evidence, EVIDENCE_WEIGHTS, depth=EVIDENCE_DEPTH)
+    turn_scores = {"turn": [weight for _, weight in turn_evidence]}
+    fused = fuse_evidence(evidence, EVIDENCE_WEIGHTS, depth=EVIDENCE_DEPTH, scored=turn_scores)
     missing = [e for e, _ in fused if e not in payloads]
     payloads |= rt.semantic.records("episode", user_id, missing) if missing else {}
     types: dict[str, set[str]] = {}
@@ -329,21 +331,33 @@ def asks_what_happened(query: str) -> bool:
 
 
 def session_evidence(turns: list[TurnMatch], asked: Collection[str] = (), formulas: bool = True) -> list[TurnMatch]:
-    """``turns`` in the order they rank sessions: by score, a turn said by someone ``asked`` (lower-case
-    names) does not name divided by :data:`OTHER_SPEAKER`, and (``formulas``) a formula (its words
-    said in :data:`FORMULA_SESSIONS` or more sessions among ``turns``) by the number of those sessions."""
+    """``turns`` in the order they rank sessions (:func:`weighted_evidence`)."""
+    return [m for m, _ in weighted_evidence(turns, asked, formulas)]
+
+
+def weighted_evidence(
+    turns: list[TurnMatch], asked: Collection[str] = (), formulas: bool = True
+) -> list[tuple[TurnMatch, float]]:
+    """``turns`` with their weight as session evidence, best first: the score, divided by :data:`OTHER_SPEAKER`
+    for a turn said by someone ``asked`` (lower-case names) does not name, and (``formulas``) a formula (its
+    words said in :data:`FORMULA_SESSIONS` or more sessions among ``turns``) weighs its best turn's score divided
+    by the number of those sessions: its turns are the same evidence, tied (they share a rank in the evidence
+    fusion, whichever of them the vector search put first: issue 14)."""
     said = [normalise(m.turn.content) for m in turns]
     sessions: dict[str, set[str]] = {}
+    best: dict[str, float] = {}
     for m, words in zip(turns, said, strict=True):
         sessions.setdefault(words, set()).add(m.turn.episode_id)
+        best[words] = max(best.get(words, m.score), m.score)
 
-    def weight(pair: tuple[TurnMatch, str]) -> float:
-        m, words = pair
+    def weight(m: TurnMatch, words: str) -> float:
         other = OTHER_SPEAKER if asked and (m.turn.name or "").lower() not in asked else 1.0
         repeated = len(sessions[words])
-        return m.score / other / (repeated if formulas and repeated >= FORMULA_SESSIONS else 1)
+        if formulas and repeated >= FORMULA_SESSIONS:
+            return best[words] / other / repeated
+        return m.score / other
 
-    return [m for m, _ in sorted(zip(turns, said, strict=True), key=lambda pair: -weight(pair))]
+    return sorted(((m, weight(m, words)) for m, words in zip(turns, said, strict=True)), key=lambda pair: -pair[1])
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable, as_text
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_shard import LocalShard
-from agtos.tasks.ranking import DEFAULT_K, max_fused_score, reciprocal_rank_fusion
+from agtos.tasks.ranking import DEFAULT_K, fuse_scored, max_fused_score
 
 log = logging.getLogger(__name__)
 
@@ -496,11 +496,9 @@ class SemanticStore:
             return Ranked([(d, s, "keyword", None) for d, s in keyword_hits])
         similarity = dict(vector_hits)
         keyword_ids = {d for d, _ in keyword_hits}
-        fused = reciprocal_rank_fusion(
-            [[d for d, _ in vector_hits], [d for d, _ in keyword_hits]],
-            k=self.rrf_k,
-            weights=list(self.rrf_weights),
-        )
+        # equal scores share a rank ("User loves mint tea", "User loves green tea": the same BM25 score for
+        # "Which tea?"), not ranked by their ids (random, or a hash of user and text): issue 14
+        fused = fuse_scored([vector_hits, keyword_hits], k=self.rrf_k, weights=list(self.rrf_weights))
         return FusedRanked(fused, similarity, keyword_ids)
 
     def keyword_candidates(

@@ -1,6 +1,6 @@
 """Ranking, in one place (pure): RRF, expansion fusion, 0-1 score scaling and recency re-ranking.
 
-The storage layer fuses its vector and BM25 lists with :func:`reciprocal_rank_fusion`; semantic
+The storage layer fuses its vector and BM25 lists with :func:`fuse_scored` (equal scores share a rank); semantic
 memory fuses the lists of a query's rephrasings with :func:`fuse_expansions`; search, context and
 ask scale scores with :func:`display_score`, re-rank episodes with :func:`rerank_by_recency` and
 search with :func:`without_speakers` (the query without the names of the people who speak).
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import groupby
 from operator import itemgetter
 from typing import Protocol, TypeVar
 
@@ -62,6 +63,40 @@ def reciprocal_rank_fusion(
     sorted by score, best first; ties keep the order in which ids first appear
     (list 0 top to bottom, then list 1, ...).
     """
+    return _fused(
+        [[(doc_id, rank) for rank, doc_id in enumerate(ranked, start=1)] for ranked in ranked_lists], k, weights
+    )
+
+
+def fuse_scored(
+    scored_lists: list[list[tuple[str, float]]],
+    k: int = DEFAULT_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[str, float]]:
+    """:func:`reciprocal_rank_fusion` of best-first ``(id, score)`` lists, each id at its :func:`shared_ranks`
+    rank: ids of exactly equal score fuse the same whatever their order in the list (an order by id would
+    make two users' results differ: issue 14)."""
+    return _fused([shared_ranks(scored) for scored in scored_lists], k, weights)
+
+
+def shared_ranks(scored: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The ids of a best-first ``(id, score)`` list with their ranks from 1, a run of equal scores sharing
+    its mean rank (fractional ranking: scores 3, 2, 2, 1 rank 1, 2.5, 2.5, 4). The mean keeps each tied id's
+    RRF share about what a random order among the tied would give it on average; the tie's first rank would
+    credit each of them with the best place (identical turns said in many sessions would all rank first)."""
+    ranked: list[tuple[str, float]] = []
+    for _, run in groupby(scored, key=itemgetter(1)):
+        ids = [doc_id for doc_id, _ in run]
+        shared = len(ranked) + (len(ids) + 1) / 2
+        ranked.extend((doc_id, shared) for doc_id in ids)
+    return ranked
+
+
+def _fused(
+    ranked_lists: list[list[tuple[str, float]]], k: int, weights: Sequence[float] | None
+) -> list[tuple[str, float]]:
+    """``Σ w_i / (k + rank_i)`` over lists of ``(id, rank)``, an id at its first rank in each list; best first,
+    ties in first-appearance order."""
     if k < 0:
         raise ValueError("k must be >= 0")
     if weights is None:
@@ -71,7 +106,7 @@ def reciprocal_rank_fusion(
     scores: dict[str, float] = {}
     for ranked, weight in zip(ranked_lists, weights, strict=True):
         seen: set[str] = set()
-        for rank, doc_id in enumerate(ranked, start=1):
+        for doc_id, rank in ranked:
             if doc_id in seen:
                 continue
             seen.add(doc_id)
@@ -85,25 +120,34 @@ def fuse_evidence(
     weights: Mapping[str, float],
     k: int = DEFAULT_K,
     depth: int = 1,
+    scored: Mapping[str, Sequence[float]] | None = None,
 ) -> list[tuple[str, float]]:
     """Weighted RRF of evidence lists by the record each piece of evidence belongs to.
 
     ``owners[name]`` is one ranked evidence list given as the owner of each item (e.g. the
     episode of each turn hit, best first); each owner gets ``w / (k + rank)`` for each of its
     first ``depth`` items in that list (``depth=1``: an owner ranks by its best evidence).
-    Best first; ties keep the order of first appearance (list by list, as given).
+    ``scored[name]``: that list's scores, best first, items of equal score sharing their
+    :func:`shared_ranks` rank. Best first; ties keep the order of first appearance (list by list).
     """
     if k < 0 or depth < 1:
         raise ValueError("need k >= 0 and depth >= 1")
     scores: dict[str, float] = {}
     for name, ranked in owners.items():
         weight, counted = weights[name], dict[str, int]()
-        for rank, owner in enumerate(ranked, start=1):
+        listed = scored.get(name) if scored else None
+        places = enumerate(ranked, start=1) if listed is None else _places(ranked, listed)
+        for rank, owner in places:
             if counted.get(owner, 0) >= depth:
                 continue
             counted[owner] = counted.get(owner, 0) + 1
             scores[owner] = scores.get(owner, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=itemgetter(1), reverse=True)
+
+
+def _places(ranked: Sequence[str], listed: Sequence[float]) -> list[tuple[float, str]]:
+    """``(rank, owner)`` of a scored evidence list, equal scores sharing a rank."""
+    return [(rank, owner) for owner, rank in shared_ranks(zip(ranked, listed, strict=True))]
 
 
 def max_evidence_score(weights: Mapping[str, float], depth: int = 1, k: int = DEFAULT_K) -> float:
