@@ -178,17 +178,21 @@ def _live_entities(rt: Services, user_id: str, ids: list[str]) -> dict[str, Enti
 
 def _entity_names(rt: Services, user_id: str, entities: list[Entity], embedded: np.ndarray) -> int:
     """Write the entities' name vectors, then remove those of the entities deleted or forgotten
-    meanwhile (returns how many) and note again those renamed meanwhile (their new name's turn)."""
+    meanwhile (returns how many) and of those renamed meanwhile, noted again (their new name's turn):
+    an old name's vector does not stay beside the new name (dedup would match its look-alikes). As
+    :meth:`~agtos.memory.entity_graph.EntityGraph._checked_vector`, the check follows the write: a
+    rename's own vector written between them goes too, and the entity waits for the next batch (noted
+    after the removal, so the note outlives it)."""
     index = rt.entities.vector_index()
     if index is None:
         raise EmbeddingError("embedder unavailable")
     index.add_many(user_id, [e.id for e in entities], embedded)
     now = _live_entities(rt, user_id, [e.id for e in entities])
     gone = [e.id for e in entities if e.id not in now]
-    if gone:
-        index.remove_many(user_id, gone)
-    renamed = [("entity", e.id) for e in entities if e.id in now and now[e.id].name != e.name]
-    pending_vectors(rt).add(user_id, renamed, now_ms(), stored=True)
+    renamed = [e.id for e in entities if e.id in now and now[e.id].name != e.name]
+    if gone or renamed:
+        index.remove_many(user_id, gone + renamed)
+    pending_vectors(rt).add(user_id, [("entity", i) for i in renamed], now_ms(), stored=True)
     return len(gone)
 
 
