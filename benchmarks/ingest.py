@@ -20,6 +20,11 @@ than one pass. In one run, on one coordinator (models loaded and warmed first):
   API's worker thread ingests what is queued (up to ``BATCH_JOBS`` session ends per run, the
   Dreamer once per user and run) beside the client's requests; timed from the first POST until
   the queue is empty. Reported: wall per part, the worker's run sizes;
+* **``agtos serve`` itself** (what ``make run`` starts): its own process with its ingestion worker
+  child (``SCHED_IDLE``), started by ``benchmarks.load.start_server`` on this Redis and key prefix;
+  this process is the client over loopback HTTP, one turn per POST, then ``/end?wait=0``; timed
+  from the first POST until the queue is empty; CPU is the server's processes' (API + worker
+  child), the client's apart. Texts embedded are not counted there (another process);
 * **batch, in process**: ``coordinator.ingest`` of the same sessions as turn items, ``--batch``
   sessions per call (summarise and save heuristics run in the pipeline's summarise step);
 * **HTTP back-fill**: the public batch route ``POST /api/memory/conversations`` (``{"sessions":
@@ -62,6 +67,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+import httpx
 import redis
 
 import agtos.memory.ingest_worker as ingest_worker_module
@@ -88,6 +94,7 @@ from benchmarks.recall import (
     patched_module,
     timed_default_steps,
 )
+from benchmarks.load import cpu_seconds, start_server
 from benchmarks.stamp import Stamp
 
 DEFAULT_DATASET = REPO / "benchmarks" / "eval" / "convset.json"
@@ -96,6 +103,8 @@ PADDED = {"batch_size": 64, "batch_tokens": 64 * MINILM_MAX_TOKENS}  # the embed
 PADDED_SAMPLE = 8  # calls timed padded and bucketed (padded is ~10x slower: not all of them)
 SWEEP = [(1, 1 << 20), (8, 1 << 20), (16, 1 << 20), (64, 1 << 20), (8, 1024), (16, 1024), (16, 2048), (32, 4096)]
 BACKFILL = "HTTP back-fill (POST /api/memory/conversations,"  # the path's name, before its batch size
+QUEUED = "HTTP session API, queue mode"  # the in-process queue paths' names begin so
+SERVED = "`agtos serve` itself (its own process + worker child, as `make run`), one turn per POST over loopback HTTP"
 OUTSIDE_INGEST = "HTTP request outside `coordinator.ingest` (validation, stored-id check, response)"
 STAGE_LABELS = {  # run_ingestion's steps (agtos/memory/ingestion_pipeline.py) as the README names them
     "summarise": "pipeline summarise step (a ready episode passes through)",
@@ -151,7 +160,7 @@ class PathResult:
     saved: int = 0
     wall_s: float = 0.0
     cpu_s: float = 0.0
-    texts_embedded: int = 0
+    texts_embedded: int | None = 0  # None: embedded in another process, not counted
     stages_wall: dict[str, float] = field(default_factory=dict)
     stages_cpu: dict[str, float] = field(default_factory=dict)
     searchable: str = ""
@@ -162,7 +171,7 @@ class PathResult:
         out = {k: v for k, v in self.__dict__.items()}
         out["sessions_per_s"] = self.sessions / self.wall_s
         out["turns_per_s"] = self.turns / self.wall_s
-        out["texts_per_s"] = self.texts_embedded / self.wall_s
+        out["texts_per_s"] = None if self.texts_embedded is None else self.texts_embedded / self.wall_s
         return out
 
 
@@ -328,6 +337,68 @@ class Run:
             f"queue path, {per} per POST: {len(sizes)} ingestion runs for {sum(sizes)} session ends (sizes: "
             f"{', '.join(f'{n}×{k}' for k, n in sorted(Counter(sizes).items()))}); the queue empty "
             f"{res.wall_s - client_s:.1f} s after the client's last /end"
+        )
+        return res
+
+    def served(self, todo: list[Session]) -> PathResult:
+        """``agtos serve`` as ``make run`` starts it (its own process, the ingestion worker its child at
+        ``SCHED_IDLE``), this process the client over loopback HTTP: each turn POSTed, then
+        ``/end?wait=0``; timed from the first POST until the queue is empty. CPU: the server's
+        processes only (the client's is reported apart)."""
+        res = PathResult(SERVED, texts_embedded=None)
+        server = start_server(self.args.redis_url, self.prefix, RUN_TMP / "served", layout="child")
+        try:
+            with httpx.Client(base_url=server.url, timeout=120) as client:
+                warm = sessions(self.args.dataset, 1, "served-warmup")[0]  # the child's models loaded, not timed
+                client.post(
+                    f"/api/memory/sessions/{warm.session_id}/turns",
+                    json={"turns": warm.turns},
+                    headers={"X-User-Id": warm.user_id},
+                ).raise_for_status()
+                r = client.post(
+                    f"/api/memory/sessions/{warm.session_id}/end",
+                    params={"wait": 60},
+                    headers={"X-User-Id": warm.user_id},
+                )
+                if r.status_code != 200 or r.json()["status"] != "done":
+                    raise RuntimeError(f"{SERVED}: the warm-up session was not ingested: {r.text[:300]}")
+                turns_s = ends_s = 0.0
+                cpu0, client_cpu0, start = cpu_seconds(*server.pids), time.process_time(), time.perf_counter()
+                for s in todo:
+                    headers = {"X-User-Id": s.user_id}
+                    for turn in s.turns:
+                        t = time.perf_counter()
+                        r = client.post(
+                            f"/api/memory/sessions/{s.session_id}/turns", json={"turns": [turn]}, headers=headers
+                        )
+                        turns_s += time.perf_counter() - t
+                        assert r.status_code == 200, r.text
+                    t = time.perf_counter()
+                    r = client.post(f"/api/memory/sessions/{s.session_id}/end", params={"wait": 0}, headers=headers)
+                    ends_s += time.perf_counter() - t
+                    assert r.status_code == 200 and r.json()["status"] == "queued", r.text
+                    res.saved += bool(r.json()["saved"])
+                    res.turns += len(s.turns)
+                client_s, client_cpu = time.perf_counter() - start, time.process_time() - client_cpu0
+                # the queue's depth read from Redis here: polling /health would add to the server's CPU
+                while (stats := self.coord.ingest_queue.stats())["depth"]:
+                    time.sleep(0.05)
+                res.wall_s = time.perf_counter() - start
+                res.cpu_s = cpu_seconds(*server.pids) - cpu0
+        finally:
+            server.stop()
+        if stats["deadLetters"]:
+            raise RuntimeError(f"{res.name}: {stats['deadLetters']} jobs dead-lettered")
+        res.sessions = len(todo)
+        res.stages_wall = {
+            "append turns (whole POST /turns requests over loopback, the worker child running beside them)": turns_s,
+            "POST /end (the session queued)": ends_s,
+            "waiting for the queue to empty after the last /end": res.wall_s - client_s,
+            "other (client loop)": client_s - turns_s - ends_s,
+        }
+        res.note = (
+            f"`agtos serve` path: the queue empty {res.wall_s - client_s:.1f} s after the client's last /end; the "
+            f"server's processes used {res.cpu_s:.1f} s of CPU, the client (this process, httpx) {client_cpu:.1f} s"
         )
         return res
 
@@ -565,8 +636,9 @@ def render(results: dict[str, Any]) -> str:
     ]
     for p in results["paths"]:
         lines.append(
-            f"| {p['name']} | {p['sessions_per_s']:.2f} | {p['turns_per_s']:.1f} | {p['texts_per_s']:.1f} "
-            f"| {p['saved']} / {p['sessions']} | {p['searchable']} |"
+            f"| {p['name']} | {p['sessions_per_s']:.2f} | {p['turns_per_s']:.1f} "
+            + ("| — " if p["texts_per_s"] is None else f"| {p['texts_per_s']:.1f} ")
+            + f"| {p['saved']} / {p['sessions']} | {p['searchable']} |"
         )
     lines += [
         f"| raw embedder alone on the HTTP path's {base['turn_texts']} turn texts, each session's after its end "
@@ -623,7 +695,7 @@ def render(results: dict[str, Any]) -> str:
             + " |"
         )
     lines.append(f"| **total** | **{total / http['sessions'] * 1e3:.1f}** | 100% | |")
-    for q in (p for p in results["paths"] if p["name"].startswith("HTTP session API, queue mode")):
+    for q in (p for p in results["paths"] if p["name"].startswith((QUEUED, SERVED))):
         lines += [
             "",
             f"{q['name']}: its time ({q['sessions']} sessions, {q['wall_s']:.1f} s wall, {q['cpu_s']:.1f} s process "
@@ -643,16 +715,24 @@ def render(results: dict[str, Any]) -> str:
 
 
 def served_line(paths: list[dict[str, Any]], raw_turns: float, raw_cpu_per_turn: float) -> list[str]:
-    """The path `agtos serve` (and `make run`) ingests by, queue mode with one turn per POST, said apart."""
-    served = next((p for p in paths if p["name"].startswith("HTTP session API, queue mode")), None)
+    """The path `agtos serve` (and `make run`) ingests by, one turn per POST, said apart: measured on
+    `agtos serve` itself where the run has it, else on the in-process queue path (a worker thread)."""
+    served = next((p for p in paths if p["name"] == SERVED), None)
+    where = (
+        "measured on `agtos serve` itself: its own process and worker child, the client over loopback HTTP; CPU "
+        "of the server's processes"
+    )
+    if served is None:
+        served = next((p for p in paths if p["name"].startswith(QUEUED)), None)
+        where = "measured in process, the worker a thread (not the child `agtos serve` starts)"
     if served is None:
         return []
     return [
         "",
         f"**Under `agtos serve` (queue mode, what `make run` starts), one turn per POST: {served['turns_per_s']:.1f} "
         f"turns/s = {ratio(served['turns_per_s'], raw_turns)} of the raw embedder in wall time, "
-        f"{ratio(raw_cpu_per_turn, served['cpu_s'] / served['turns'])} in process CPU per turn** (the inline "
-        "figure above is `create_app()` without a worker, where each session end runs in its request).",
+        f"{ratio(raw_cpu_per_turn, served['cpu_s'] / served['turns'])} in process CPU per turn** ({where}; the "
+        "inline figure above is `create_app()` without a worker, where each session end runs in its request).",
     ]
 
 
@@ -715,6 +795,7 @@ def main(argv: list[str] | None = None) -> int:
             ("http", run.http),
             ("queue", run.queue),
             ("queue-one-post", lambda todo: run.queue(todo, per_post=0)),
+            ("served", run.served),
             ("batch", run.batch),
             ("backfill", run.backfill),
             ("flow", run.flow),

@@ -119,12 +119,23 @@ def test_readme_block_renders_from_the_results(results: Path, monkeypatch: pytes
     assert "| 400 |" in block  # the lint table's row
     assert f"| {BACKFILL_ROW} |" in block and "| 2 / 2 | 2 listed; 2/2 found" in block.split(BACKFILL_ROW)[1]
     assert "The batch path beside the HTTP back-fill, stage by stage (2 sessions each" in block
-    served = next(p for p in _load(results, "ingest.json")["paths"] if p["name"].startswith("HTTP session API, queue"))
-    # the path `agtos serve` ingests by is said apart from the inline one, with its own figure
+    served = next(p for p in _load(results, "ingest.json")["paths"] if p["name"].startswith("`agtos serve` itself"))
+    # the path `agtos serve` ingests by is said apart from the inline one, with its own figure, measured on
+    # `agtos serve` itself (its own process and worker child), not on the in-process worker thread
     assert (
         "**Under `agtos serve` (queue mode, what `make run` starts), one turn per POST: "
         f"{served['turns_per_s']:.1f} turns/s" in block
     )
+    assert "measured on `agtos serve` itself" in block
+
+
+def test_ingest_served_path_runs_agtos_serve_with_its_worker_child(results: Path) -> None:
+    paths = {p["name"]: p for p in _load(results, "ingest.json")["paths"]}
+    served = next(p for name, p in paths.items() if name.startswith("`agtos serve` itself"))
+    assert served["saved"] == served["sessions"] == 2  # every session queued, ingested by the child, listed
+    assert served["searchable"] == "2 listed; 2/2 found by searching their summary"
+    assert served["texts_embedded"] is None and served["cpu_s"] > 0  # the server's CPU, counted in its processes
+    assert sum(served["stages_wall"].values()) == pytest.approx(served["wall_s"], rel=1e-6)
 
 
 def _mode(r1: float, r5: float, r10: float, mrr: float, update: float) -> dict[str, Any]:
