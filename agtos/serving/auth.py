@@ -91,7 +91,7 @@ class Authenticator:
         """The principal ``token`` proves, or None when auth is off; 401 / 429 / 503 otherwise."""
         store, limiter = self._parts()
         try:
-            found = store.lookup(token)
+            found = store.check(token, limiter)  # with the key's rate-limit token: one round trip
         except StorageUnavailable:
             if self.settings.auth == "auto" and self._enabled_seen is False:
                 return None  # auth was off when Redis last answered: it stays off while Redis is down
@@ -106,7 +106,7 @@ class Authenticator:
             return None
         if found.key is None:
             raise unauthorized("an API key is required" if token is None else "invalid or revoked API key")
-        decision = limiter.take(found.key.id)
+        decision = found.rate or limiter.take(found.key.id)  # no token taken there: a rate of 0 (no call)
         if not decision.allowed:
             raise HTTPException(
                 status_code=429,

@@ -17,12 +17,14 @@ import json
 import re
 import secrets
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import redis
+from redis.commands.core import Script
 
 from agtos.storage.keys import GlobalKeys, check_user_id
+from agtos.storage.rate_limit import TOKEN_BUCKET_LUA, RateDecision, RateLimiter, decision
 from agtos.storage.redis_conn import RedisConnector, as_text
 
 KeyKind = Literal["user", "service"]
@@ -50,11 +52,34 @@ class ApiKey:
 @dataclass(frozen=True)
 class AuthLookup:
     """What one request's key check found: whether auth is on (a key was created), and the matching key if any;
-    ``known``: Redis holds the on/off marker (False on a fresh install, and after Redis lost its data)."""
+    ``known``: Redis holds the on/off marker (False on a fresh install, and after Redis lost its data);
+    ``rate``: the rate-limit token :meth:`ApiKeyStore.check` took for the key (None: none taken)."""
 
     enabled: bool
     key: ApiKey | None
     known: bool = True
+    rate: RateDecision | None = None
+
+
+# KEYS: the marker, the keys hash, the presented key's bucket; ARGV: the key's id, the SHA-256 of the
+# presented key, rate, burst. Returns {marker found (0/1), marker, record found (0/1), record, allowed,
+# wait ms}; allowed -1: no token taken (no such key, another digest, or rate 0: the limit is off).
+_CHECK_LUA = (
+    """
+local marker = redis.call('GET', KEYS[1])
+local raw = redis.call('HGET', KEYS[2], ARGV[1])
+local out = {marker and 1 or 0, marker or '', raw and 1 or 0, raw or '', -1, 0}
+local bucket, rate, burst = KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4])
+if not raw or rate <= 0 then return out end
+local ok, record = pcall(cjson.decode, raw)
+if not ok or type(record) ~= 'table' or record.digest ~= ARGV[2] then return out end
+"""
+    + TOKEN_BUCKET_LUA
+    + """
+out[5], out[6] = allowed, wait_ms
+return out
+"""
+)
 
 
 def digest(key: str) -> str:
@@ -68,6 +93,7 @@ class ApiKeyStore:
         self.connector = connector
         self.key = f"{keys.prefix}:{{auth}}:keys"  # the hash tag keeps the rate-limit buckets in the same slot
         self.on_key = f"{keys.prefix}:{{auth}}:on"
+        self._check: Script | None = None
 
     def create(self, kind: KeyKind, subject: str) -> tuple[str, ApiKey]:
         """A new key and its record; the key is returned once and never stored."""
@@ -121,10 +147,40 @@ class ApiKeyStore:
             return pipe.execute()
 
         marker, raw = self.connector.run(op)
-        record = _record(raw) if raw is not None else None
-        if record is None or not hmac.compare_digest(record.digest, digest(presented)):
-            return AuthLookup(enabled=_on(marker), key=None, known=marker is not None)
-        return AuthLookup(enabled=True, key=record)
+        return _proved(presented, marker, raw)
+
+    def check(self, presented: str | None, limiter: RateLimiter) -> AuthLookup:
+        """:meth:`lookup` and, for a key that proves its record, a token of its rate-limit bucket
+        (``limiter``'s) in the same round trip: one script (the marker, the keys and the buckets share
+        the ``{auth}`` hash tag, a slot on Redis Cluster). The script takes the token only when the
+        presented key's SHA-256 equals the record's, so a wrong secret for a real key id drains nothing;
+        the record is then compared here in constant time as :meth:`lookup` does. ``rate`` is None when
+        no token was taken (no key proved, or a rate of 0: the limit is off)."""
+        match = KEY_PATTERN.fullmatch(presented or "")
+        if presented is None or match is None:
+            return self.lookup(presented)
+        key_id, presented_digest = match.group(1), digest(presented)
+        keys = [self.on_key, self.key, limiter.bucket_key(key_id)]
+        args: list[str | float] = [key_id, presented_digest, limiter.rate, limiter.burst]
+
+        def op(r: redis.Redis) -> list[Any]:
+            if self._check is None:
+                self._check = r.register_script(_CHECK_LUA)
+            return list(self._check(keys=keys, args=args, client=r))
+
+        has_marker, marker, has_raw, raw, allowed, wait_ms = self.connector.run(op)
+        found = _proved(presented, marker if int(has_marker) else None, raw if int(has_raw) else None)
+        if found.key is None or int(allowed) < 0:
+            return found
+        return replace(found, rate=decision(allowed, wait_ms))
+
+
+def _proved(presented: str, marker: bytes | str | None, raw: bytes | str | None) -> AuthLookup:
+    """The lookup of ``presented`` given the marker and the record its id names (None: absent)."""
+    record = _record(raw) if raw is not None else None
+    if record is None or not hmac.compare_digest(record.digest, digest(presented)):
+        return AuthLookup(enabled=_on(marker), key=None, known=marker is not None)
+    return AuthLookup(enabled=True, key=record)
 
 
 def _on(marker: bytes | str | None) -> bool:

@@ -17,13 +17,13 @@ from redis.commands.core import Script
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
 
-# KEYS[1] bucket; ARGV rate (tokens/s), burst. Returns {allowed (0/1), ms until a token is there}.
-TAKE_TOKEN = """
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
+#: takes a token from the bucket ``bucket`` at ``rate`` tokens/s up to ``burst``: sets ``allowed`` (0/1) and
+#: ``wait_ms`` (ms until a token is there); shared by :data:`TAKE_TOKEN` and the key check's one round trip
+#: (:mod:`agtos.storage.api_keys`)
+TOKEN_BUCKET_LUA = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local state = redis.call('HMGET', bucket, 'tokens', 'ts')
 local tokens = tonumber(state[1]) or burst
 local ts = tonumber(state[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
@@ -35,10 +35,16 @@ if tokens >= 1 then
 else
   wait_ms = math.ceil((1 - tokens) * 1000 / rate)
 end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', now)
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1000)
-return {allowed, wait_ms}
+redis.call('HSET', bucket, 'tokens', tostring(tokens), 'ts', now)
+redis.call('PEXPIRE', bucket, math.ceil((burst - tokens) * 1000 / rate) + 1000)
 """
+
+# KEYS[1] bucket; ARGV rate (tokens/s), burst. Returns {allowed (0/1), ms until a token is there}.
+TAKE_TOKEN = (
+    "local bucket, rate, burst = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    + TOKEN_BUCKET_LUA
+    + "return {allowed, wait_ms}\n"
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,16 @@ class RateLimiter:
         def run(r: redis.Redis) -> Any:
             if self._script is None:
                 self._script = r.register_script(TAKE_TOKEN)
-            return self._script(keys=[self.prefix + bucket], args=[self.rate, self.burst], client=r)
+            return self._script(keys=[self.bucket_key(bucket)], args=[self.rate, self.burst], client=r)
 
         allowed, wait_ms = self.connector.run(run)
-        return RateDecision(bool(allowed), 0 if allowed else max(1, math.ceil(int(wait_ms) / 1000)))
+        return decision(allowed, wait_ms)
+
+    def bucket_key(self, bucket: str) -> str:
+        """The Redis key of ``bucket``'s token bucket (a key id)."""
+        return self.prefix + bucket
+
+
+def decision(allowed: Any, wait_ms: Any) -> RateDecision:
+    """What the token bucket script answered, as a decision (whole seconds to wait, at least 1)."""
+    return RateDecision(bool(int(allowed)), 0 if int(allowed) else max(1, math.ceil(int(wait_ms) / 1000)))

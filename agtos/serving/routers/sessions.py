@@ -49,7 +49,7 @@ IdempotencyKey = Annotated[
 
 @router.post("/{session_id}/turns", response_model=TurnsAppendedOut, responses=errors(413))
 async def append_turns(
-    coordinator: Coordinator,
+    request: Request,
     user_id: UserId,
     session_id: SessionId,
     body: TurnsIn,
@@ -59,6 +59,8 @@ async def append_turns(
     it is down, 413 past a journal cap: nothing written). Older turns are summarised when the
     working-memory limits are passed; ``GET`` the session for its messages. Send an
     ``Idempotency-Key`` to retry safely."""
+    # the coordinator from the app's state, not the Coordinator dependency: one fewer dependency to solve
+    coordinator: MemoryCoordinator = request.app.state.coordinator
     return await in_thread(_append_turns, coordinator, user_id, session_id, body, idempotency_key)
 
 
