@@ -32,6 +32,7 @@ from typing import Any
 # run as a file: its own checkout last on the path, so that PYTHONPATH may name another tree's agtos
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.api_cpu import Asgi
 from benchmarks.load import delete_prefix
 from benchmarks.round_trips import RoundTrips
 
@@ -52,48 +53,15 @@ def said_turns() -> list[dict[str, Any]]:
     ]
 
 
-async def post(app: Any, path: str, body: Any, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
-    """One POST through the ASGI app; its status and body."""
-    raw = json.dumps(body).encode()
-    path, _, query = path.partition("?")
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query.encode(),
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1:4102"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(raw)).encode()),
-            *headers,
-        ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 4102),
-        "state": {},
-    }
-    out: dict[str, Any] = {"chunks": []}
-    done = False
+def with_headers(app: Any, headers: list[tuple[bytes, bytes]]) -> Any:
+    """``app`` with ``headers`` added to each request (``benchmarks.api_cpu.Asgi`` sends the user's alone)."""
+    if not headers:
+        return app
 
-    async def receive() -> Message:
-        nonlocal done
-        if done:
-            await asyncio.sleep(3600)
-        done = True
-        return {"type": "http.request", "body": raw, "more_body": False}
+    async def headed(scope: Message, receive: Any, send: Any) -> None:
+        await app({**scope, "headers": [*scope["headers"], *headers]}, receive, send)
 
-    async def send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            out["status"] = message["status"]
-        else:
-            out["chunks"].append(message.get("body", b""))
-
-    await app(scope, receive, send)
-    return int(out["status"]), b"".join(out["chunks"])
+    return headed
 
 
 class ThreadProfiles:
@@ -145,12 +113,12 @@ def profiled_executors(profiles: ThreadProfiles) -> None:
 
 
 async def measure(
-    app: Any, mode: str, args: argparse.Namespace, trips: RoundTrips, headers: Any, said: list[dict[str, Any]]
+    asgi: Asgi, mode: str, args: argparse.Namespace, trips: RoundTrips, said: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """``--appends`` appends (after a warm-up session), each session ended after ``--per-session`` of
     them (``?wait=0``, not timed: a user may hold only so many live sessions); CPU, wall and round
     trips per append."""
-    tag = uuid.uuid4().hex[:6]
+    tag, user = uuid.uuid4().hex[:6], f"bench-{mode}"
     cpu = wall = 0.0
     sent: Counter[str] = Counter()
 
@@ -160,13 +128,13 @@ async def measure(
         turn = {**said[k % len(said)], "timestamp": f"2023-05-08T10:{k % 60:02d}:00Z"}
         trips.sent.clear()
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        status, body = await post(app, f"{session}/turns", {"turns": [turn]}, headers)
+        status, body = await asgi.request("POST", f"{session}/turns", user, body={"turns": [turn]})
         cpu, wall = cpu + time.process_time() - cpu0, wall + time.perf_counter() - wall0
         sent.update(trips.sent)
         if status != 200:
             raise RuntimeError(f"{mode}: {status} {body!r}")
         if (k + 1) % args.per_session == 0:
-            await post(app, f"{session}/end?wait=0", {}, headers)
+            await asgi.request("POST", f"{session}/end", user, query={"wait": "0"})
 
     for k in range(-args.per_session, 0):  # warm-up
         await append(k)
@@ -199,13 +167,13 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     print(f"# agtos from {Path(agtos.__file__).parent}; load {os.getloadavg()[0]:.1f}", flush=True)
     results, said = [], said_turns()
     for mode in args.auth.split(","):
-        headers = [(b"x-user-id", f"bench-{mode}".encode())]
+        headers: list[tuple[bytes, bytes]] = []
         if mode == "on":  # a service key, the rate limit out of the way (its token is still taken)
             key, _ = ApiKeyStore(coordinator.connector, coordinator.keys).create("service", "append-cost")
             headers.append((b"authorization", f"Bearer {key}".encode()))
         profiles.on = bool(args.profile)
         profiles.enter()  # the event loop's thread
-        result = await measure(app, mode, args, trips, headers, said)
+        result = await measure(Asgi(with_headers(app, headers)), mode, args, trips, said)
         profiles.leave()
         if args.profile:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
