@@ -292,9 +292,10 @@ def test_a_dead_holders_lock_is_taken_when_it_expires_within_the_wait(api: Clien
 
 
 def test_a_held_key_without_expiry_answers_retry_after_60(api: Client, raw_redis: redis.Redis) -> None:
-    """A lock key without expiry (not set by agtos: it has no time left to count) is held "60 s at most" in the
-    README's words (its one holder is overtaken after 60 s): the 503 says ``Retry-After: 60``, in its message
-    too. Bug caught: ``Retry-After`` from such a key's PTTL (-1) alone: 1 s, a client retrying each second."""
+    """A lock key without expiry (not set by agtos) is given the lock's 60 s by the request that meets it (issue 15,
+    e1: it then goes by itself), so the 503 says ``Retry-After: 60`` (the time it now has left, whole seconds up),
+    in its message too. Bug caught: ``Retry-After`` from such a key's PTTL (-1) alone: 1 s, a client retrying each
+    second. ``test_lock_without_expiry.py`` has the rest (the key's expiry, the write once it went)."""
     client, prefix, _ = api
     u = _new_user()
     mid = _memory(client, u, "User drinks green tea every morning")["id"]
@@ -302,7 +303,7 @@ def test_a_held_key_without_expiry_answers_retry_after_60(api: Client, raw_redis
     assert raw_redis.set(key, HOLDER, nx=True)
     try:
         refused, _ = _send(client, u, ("PUT", f"{MEMORIES}/{mid}", {"text": "User drinks black tea every morning"}))
-        assert raw_redis.get(key) == HOLDER.encode() and raw_redis.pttl(key) == -1  # left as it was
+        assert raw_redis.get(key) == HOLDER.encode() and 59_000 - WAIT_S * 1000 < raw_redis.pttl(key) <= 60_000
     finally:
         raw_redis.delete(key)
     assert refused.status_code == 503, refused.text

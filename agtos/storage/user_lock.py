@@ -3,15 +3,17 @@
 A ``SET NX PX`` key under the user's keys (so tenant- and user-prefixed: ``<prefix>:user:<id>:<kind>:<name>``)
 holding a random token; only its holder releases it (a compare-and-delete script), and a holder that
 dies lets it expire after ``lock_ms``. A waiter polls every ``POLL_S`` until the lock is free, so it never
-writes beside a live holder: while others take the lock in turn (each a new token) it waits on, logging a
+writes beside a holder: while others take the lock in turn (each a new token) it waits on, logging a
 warning each ``lock_ms`` it has waited, and a holder whose key expires later than ``lock_ms`` is waited
-for until it expires. Only a holder that kept the same token for the waiter's whole ``lock_ms`` on a key
-without expiry (not set by a ``UserLock``: a legacy or foreign key, which would never go) is overtaken.
+for until it expires. A key without expiry (not set by a ``UserLock``: a legacy or foreign key, which
+would never go) is given ``lock_ms`` by the first waiter of any kind that sees it, atomically and only
+while it still has none (one script with the waiter's take: a live ``UserLock``'s key is never touched),
+with one warning naming the key: it then goes by itself like a dead holder's, and the waiters get in after it.
 A waiter gives up after the process's limit (:func:`limit_waits`, ``AGTOS_LOCK_WAIT_MAX_S``) with
 :class:`LockWaitTooLong`, without the lock and without writing: a queued job is handed back and retried.
 An HTTP request waits less (:func:`waiting_at_most`): for the first lock it takes, before it has written
-anything, at most its own bound, and then answers 503 (:class:`LockBusy`) rather than hang for a minute
-or write beside a holder it overtook.
+anything, at most its own bound, and then answers 503 (:class:`LockBusy`, ``Retry-After`` the seconds
+left on the holder's key, ``lock_ms`` at most for a key it gave an expiry) rather than hang for a minute.
 :func:`try_held` is the same lock on any key without the wait (the BM25 index's upgrade lock).
 """
 
@@ -79,6 +81,16 @@ return 0
 """
 
 
+# KEYS: the lock; ARGV: the waiter's token, lock_ms. Takes the lock if it is free (1); else gives a key
+# without expiry (never a UserLock's: it always sets PX) lock_ms and answers -1; else 0 (a live holder's
+# key, untouched). PTTL/PEXPIRE rather than PEXPIRE NX: Redis < 7 too, and one key: a Cluster too.
+_TAKE_LUA = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('PTTL', KEYS[1]) == -1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return -1 end
+return 0
+"""
+
+
 def release(connector: RedisConnector, key: str, token: str) -> None:
     """Delete the lock ``key`` only while ``token`` (its holder's) is in it."""
     connector.run(lambda r: r.eval(_RELEASE_LUA, 1, key, token))
@@ -110,7 +122,7 @@ class UserLock:
     @contextmanager
     def held(self, user_id: str, name: str) -> Iterator[None]:
         """Hold the lock, waiting while another holds it (see the module: a holder's key expires after
-        ``lock_ms``; only a key without expiry that kept one token for ``lock_ms`` is overtaken).
+        ``lock_ms``; a key without expiry is given ``lock_ms`` by the first waiter that sees it).
         ``StorageUnavailable`` when Redis is down; ``LockBusy`` when the wait is bounded
         (:func:`waiting_at_most`) and another holder kept the lock for all of it; ``LockWaitTooLong`` past
         the process's limit (:func:`limit_waits`)."""
@@ -132,43 +144,42 @@ class UserLock:
     def _taken(self, key: str, token: str) -> bool:
         return bool(self.connector.run(lambda r: r.set(key, token, nx=True, px=self.lock_ms)))
 
+    def _try(self, key: str, token: str) -> bool:
+        """A waiter's poll: take the lock if it is free; a key without expiry gets ``lock_ms`` (see the module)."""
+        got = int(self.connector.run(lambda r: r.eval(_TAKE_LUA, 1, key, token, self.lock_ms)))
+        if got == -1:
+            log.warning(
+                "the lock %s had no expiry (not a UserLock's key): it expires in %d ms, then writers get in",
+                key,
+                self.lock_ms,
+            )
+        return got == 1
+
     def _wait_at_most(self, key: str, token: str, name: str, bound: float) -> None:
         """A request's first lock: taken within ``bound`` seconds, else :class:`LockBusy` (nothing written yet,
         and the holder keeps its lock)."""
         deadline = time.monotonic() + bound
-        while not self._taken(key, token):
+        while not self._try(key, token):
             if time.monotonic() > deadline:
                 raise LockBusy(name, self._retry_after_s(key))
             time.sleep(POLL_S)
 
     def _wait(self, key: str, token: str, name: str) -> None:
-        """Wait until the lock is taken (returns holding it) or its holder is stuck (returns not holding it:
-        the same token for ``lock_ms`` on a key without expiry). Each holder seen is given ``lock_ms`` afresh;
-        a starved wait logs a warning each ``lock_ms``, and past the process's limit raises ``LockWaitTooLong``."""
+        """Wait until the lock is taken (returns holding it); a starved wait logs a warning each ``lock_ms``,
+        and past the process's limit raises ``LockWaitTooLong``."""
         wait_s = self.lock_ms / 1000
         started = time.monotonic()
         give_up_at = None if _wait_limit_s is None else started + _wait_limit_s
         warn_at = started + wait_s
         holder: bytes | str | None = None  # the token holding it when last polled
         holders = 0  # how many holders in turn this wait has seen
-        deadline = started
-        while not self._taken(key, token):
+        while not self._try(key, token):
             seen = self.connector.run(lambda r: r.get(key))
             now = time.monotonic()
             if seen is None:  # released between the two calls: try again at once
                 continue
-            if seen != holder:  # another holder: it may keep the lock for its lock_ms
-                holder, holders, deadline = seen, holders + 1, now + wait_s
-            elif now > deadline:
-                left_ms = int(self.connector.run(lambda r: r.pttl(key)))
-                if left_ms == -1:  # never expires: not a UserLock's key, and stuck
-                    log.warning(
-                        "overtook the lock %s: one holder kept it over %d ms with no expiry (not a UserLock's key)",
-                        key,
-                        self.lock_ms,
-                    )
-                    return
-                deadline = now + wait_s  # a live holder whose key expires later: it still goes by itself
+            if seen != holder:
+                holder, holders = seen, holders + 1
             if now > warn_at:
                 log.warning(
                     "waited %.0f s for the lock %s, held by %d holder(s) in turn meanwhile; waiting on",
@@ -187,6 +198,6 @@ class UserLock:
     def _retry_after_s(self, key: str) -> int:
         """Whole seconds until the lock ``key`` expires (at least 1; ``lock_ms`` for a key without expiry)."""
         left_ms = int(self.connector.run(lambda r: r.pttl(key)))
-        if left_ms == -1:  # no expiry: not set by a UserLock
+        if left_ms == -1:  # no expiry yet (set again without one since the last poll): lock_ms once a poll gives it
             left_ms = self.lock_ms
         return max(1, math.ceil(left_ms / 1000))
