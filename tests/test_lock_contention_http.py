@@ -291,16 +291,23 @@ def test_a_dead_holders_lock_is_taken_when_it_expires_within_the_wait(api: Clien
     assert raw_redis.exists(key) == 0  # released: the holder's key expired, the request's own was deleted
 
 
+def foreign_key_without_expiry(client: TestClient, prefix: str, raw: redis.Redis) -> tuple[str, str, str]:
+    """A new user with one memory, and another process's key at their memories lock without expiry (a plain
+    ``SET``: legacy or foreign, never a UserLock's): the user, the memory's id and the key."""
+    u = _new_user()
+    mid = _memory(client, u, "User drinks green tea every morning")["id"]
+    key = lock_key(prefix, u, "writers", "memories")
+    assert raw.set(key, HOLDER, nx=True) and raw.pttl(key) == -1
+    return u, str(mid), key
+
+
 def test_a_held_key_without_expiry_answers_retry_after_60(api: Client, raw_redis: redis.Redis) -> None:
     """A lock key without expiry (not set by agtos) is given the lock's 60 s by the request that meets it (issue 15,
     e1: it then goes by itself), so the 503 says ``Retry-After: 60`` (the time it now has left, whole seconds up),
     in its message too. Bug caught: ``Retry-After`` from such a key's PTTL (-1) alone: 1 s, a client retrying each
     second. ``test_lock_without_expiry.py`` has the rest (the key's expiry, the write once it went)."""
     client, prefix, _ = api
-    u = _new_user()
-    mid = _memory(client, u, "User drinks green tea every morning")["id"]
-    key = lock_key(prefix, u, "writers", "memories")
-    assert raw_redis.set(key, HOLDER, nx=True)
+    u, mid, key = foreign_key_without_expiry(client, prefix, raw_redis)
     try:
         refused, _ = _send(client, u, ("PUT", f"{MEMORIES}/{mid}", {"text": "User drinks black tea every morning"}))
         assert raw_redis.get(key) == HOLDER.encode() and 59_000 - WAIT_S * 1000 < raw_redis.pttl(key) <= 60_000

@@ -23,7 +23,16 @@ import redis
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.user_lock import UserLock
 from tests import test_lock_contention_http
-from tests.test_lock_contention_http import HOLDER, MEMORIES, WAIT_S, Client, _memory, _send, lock_key
+from tests.test_lock_contention_http import (
+    HOLDER,
+    MEMORIES,
+    WAIT_S,
+    Client,
+    _memory,
+    _send,
+    foreign_key_without_expiry,
+    lock_key,
+)
 
 api = test_lock_contention_http.api  # fixture: one app for the module, requests' first waits bounded at WAIT_S
 LOCK_MS = 60_000  # agtos's lock_ms (the README's "60 s expiry")
@@ -42,10 +51,7 @@ def test_a_foreign_key_without_expiry_is_given_lock_ms_and_the_503_says_the_time
     60, and the key now expires within 60 000 ms, holding the same token; one warning names the key.
     Before the fix: PTTL stayed -1 (the key never went, every request 503 for ever)."""
     client, prefix, _ = api
-    u = _user()
-    mid = _memory(client, u, "User drinks green tea every morning")["id"]
-    key = lock_key(prefix, u, "writers", "memories")
-    assert raw_redis.set(key, HOLDER, nx=True) and raw_redis.pttl(key) == -1
+    u, mid, key = foreign_key_without_expiry(client, prefix, raw_redis)
     caplog.set_level(logging.WARNING, logger="agtos.storage.user_lock")
     try:
         refused, _ = _send(client, u, ("PUT", f"{MEMORIES}/{mid}", EDIT))
@@ -73,10 +79,7 @@ def test_once_the_key_it_gave_an_expiry_has_gone_the_same_request_goes_through(
     once the key expired by itself the same PUT answers 200 and the edit is stored. Before the fix the key
     stayed (PTTL -1) and the second request answered 503 again."""
     client, prefix, coordinator = api
-    u = _user()
-    mid = _memory(client, u, "User drinks green tea every morning")["id"]
-    key = lock_key(prefix, u, "writers", "memories")
-    assert raw_redis.set(key, HOLDER, nx=True)
+    u, mid, key = foreign_key_without_expiry(client, prefix, raw_redis)
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(coordinator.services.semantic.versions.lock, "lock_ms", SHORT_LOCK_MS)
