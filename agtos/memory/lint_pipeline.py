@@ -22,6 +22,7 @@ import polars as pl
 from agtos.config import MaintenanceConfig
 from agtos.memory.conclusion_lock import conclusions_held
 from agtos.memory.contradiction_pipeline import detect_contradictions
+from agtos.memory.dream_retry import retry_pending_dream
 from agtos.memory.dreamer_pipeline import load_recent_episodes, refresh_profile
 from agtos.memory.resource_guard import run_when_safe
 from agtos.memory.service_errors import MaintenanceDisabledError
@@ -55,6 +56,7 @@ class LintState:
     pipeline: dict[str, Any] = field(default_factory=dict)
     before: int = 0
     run_id: str | None = None  # the API run this sweep answers (summary.runId)
+    dream: dict[str, Any] | None = None  # the pending Dreamer run retried first (summary.pendingDream)
     memories: dict[str, Memory] = field(default_factory=dict)  # current memories (semantic facts/preferences)
     memory_merges: list[tuple[str, str]] = field(default_factory=list)  # (survivor id, duplicate id)
     loaded: dict[str, Conclusion] = field(default_factory=dict)  # the conclusions as read (see ``persist``)
@@ -263,6 +265,7 @@ def persist(rt: Services, state: LintState, started_ms: int) -> MaintenanceRepor
         "vectorsFilled": {"filled": filled.filled, "gone": filled.skipped, "error": filled.error},
         "durationMs": now_ms() - started_ms,
         **({"runId": state.run_id} if state.run_id else {}),
+        **({"pendingDream": state.dream} if state.dream else {}),
     }
     report = MaintenanceReport(timestamp=started_ms, user_id=state.user_id, summary=summary, steps=state.steps)
     rt.maintenance.save(report)
@@ -298,8 +301,9 @@ def run_lint(
         raise MaintenanceDisabledError("memory maintenance is disabled (AGTOS_MAINTENANCE_ENABLED=false)")
     started_ms = now_ms()
     since = {user_id: rt.privacy.clock_ms()}  # a forget-all during the sweep: what it wrote goes too
+    dream = retry_pending_dream(rt, user_id)  # a session end's run that gave up or failed: its conclusions linted too
     state = steps.load(rt, user_id)
-    state.run_id = run_id
+    state.run_id, state.dream = run_id, dream
     state = steps.stale(state, cfg)
     state = steps.decay(state, cfg)
     state = steps.merge(state, cfg)
