@@ -5,6 +5,7 @@ Usage (from the repository root; needs a Redis, default ``redis://127.0.0.1:6379
     nice -n 10 .venv/bin/python -m benchmarks.eval.api_eval \\
         [--dataset benchmarks/eval/convset.json] [--dataset ../shared/datasets/realtalk-dev/realtalk-dev.json]
         [--limit-conversations N] [--limit-questions N] [--redis-url URL] [--out-dir benchmarks/results]
+        [--serve]
 
 Every conversation (haystack) is replayed as one agtos user through the FastAPI app with default
 settings: the turns of each session, in date order, are POSTed to
@@ -26,6 +27,13 @@ In the same run, on the same questions, two baselines over the raw turns
 embedder, each turn a line ``(8 May 2023) Gina: …``; their contexts are their top lines in rank
 order, and "stored" is the whole raw log. "Answer present" is one rule for every text
 (:mod:`benchmarks.eval.answers`).
+
+``--serve``: the same requests go over loopback HTTP to a real ``agtos serve`` started for the run
+(:func:`benchmarks.load.start_server`, layout ``child``: the ``agtos serve`` defaults, i.e. queue mode
+with its ``agtos worker`` child at idle priority, as ``make run`` starts it), stopped at the end; no
+``?wait`` on the ends, as a harness would send them. The export and the dense baseline's embedder
+come from a coordinator on the same Redis and key prefix. The ends' ``status`` (``done``, ``queued``)
+are counted in the results' ``ingestion.end_status``.
 
 Recall counts a question when any of its evidence sessions is in the top k; questions without
 evidence count for the answer metrics only. Results: one markdown table per dataset (rows: the
@@ -60,6 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import psutil  # type: ignore[import-untyped]
 import pyarrow.parquet as pq
 import redis
 from fastapi.testclient import TestClient
@@ -72,6 +82,7 @@ from agtos.storage.redis_conn import StorageUnavailable
 from benchmarks.eval.answers import answer_present, text_tokens
 from benchmarks.eval.baselines import RawTurn, RawTurnRetriever, fill_budget, sessions_in_order
 from benchmarks.eval.dataset import Dataset, DatasetError, Haystack, Question, date_ms, load_dataset
+from benchmarks.load import queue_state, start_server
 from benchmarks.stamp import Stamp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,6 +117,9 @@ KIND_OF = {
 KIND_ORDER = ("single-hop", "multi-hop", "temporal", "open-domain", "update", "adversarial")
 
 
+Client = TestClient | httpx.Client  # in process, or over loopback HTTP (``--serve``)
+
+
 def kind_of(question_type: str) -> str:
     return KIND_OF.get(question_type, question_type)
 
@@ -128,6 +142,8 @@ class Replay:
     session_of: dict[str, str] = field(default_factory=dict)  # agtos episode/session id -> dataset session id
     saved: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # save-heuristics reason -> sessions
+    end_status: dict[str, int] = field(default_factory=dict)  # the ends' ``status`` (done, queued) -> sessions
+    end_ms: list[float] = field(default_factory=list)  # each end's answer time
     raw_turns: list[RawTurn] = field(default_factory=list)
     stored: dict[str, str] = field(default_factory=dict)  # exported record kind -> its text
     seconds: float = 0.0
@@ -148,7 +164,7 @@ def _check(response: Any, what: str) -> dict[str, Any]:
     return body
 
 
-def replay_conversation(client: TestClient, haystack: Haystack, post: bool = True) -> Replay:
+def replay_conversation(client: Client, haystack: Haystack, post: bool = True) -> Replay:
     """POST every session's turns (date order) and end it; record the raw log beside. ``post=False``:
     only the raw log and the session ids (the conversation is stored already, see ``--key-prefix``)."""
     started = time.perf_counter()
@@ -177,9 +193,14 @@ def replay_conversation(client: TestClient, haystack: Haystack, post: bool = Tru
         if not payload:
             out.skipped["session has no turns"] = out.skipped.get("session has no turns", 0) + 1
             continue
+        end_started = time.perf_counter()
         ended = _check(client.post(f"/api/memory/sessions/{asid}/end", headers=headers), f"end of {sid}")
-        if ended.get("saved") and ended.get("episode"):
-            out.session_of[ended["episode"]["id"]] = sid
+        out.end_ms.append((time.perf_counter() - end_started) * 1000)
+        status = str(ended.get("status") or "none")
+        out.end_status[status] = out.end_status.get(status, 0) + 1
+        episode_id = (ended.get("episode") or {}).get("id") or ended.get("episodeId")
+        if ended.get("saved") and episode_id:  # a queued end names its episode before it is stored
+            out.session_of[episode_id] = sid
             out.saved += 1
         else:
             reason = str(ended.get("reason") or "not saved")
@@ -238,7 +259,7 @@ def score_system(
 
 
 def evaluate_question(
-    client: TestClient, replay: Replay, question: Question, retriever: RawTurnRetriever, stored: dict[str, Any]
+    client: Client, replay: Replay, question: Question, retriever: RawTurnRetriever, stored: dict[str, Any]
 ) -> dict[str, Any]:
     """agtos (search, two contexts, what is stored) and both baselines on one question."""
     headers = {USER_HEADER: replay.user_id}
@@ -298,6 +319,18 @@ def evaluate_question(
 
 # -- aggregation and report ---------------------------------------------------------------------
 METRICS = (*(f"recall@{k}" for k in KS), "top", *(f"ctx{b}" for b in BUDGETS), "stored")
+
+
+def _quantiles(values: Sequence[float]) -> dict[str, float] | None:
+    """p50, p90 and max, rounded to the millisecond."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered)),
+        "p90": round(ordered[int(0.9 * (len(ordered) - 1))]),
+        "max": round(ordered[-1]),
+    }
 
 
 def _mean(values: Sequence[bool | float]) -> float | None:
@@ -376,6 +409,12 @@ def render_markdown(results: dict[str, Any]) -> str:
         + (", ".join(f"{k} {v:.2f}" for k, v in summary["agtos_stored_by_record_kind"].items()) or "none")
         + ".",
     ]
+    if st.get("served"):
+        ends = ", ".join(f"{status} {n}" for status, n in ing["end_status"].items()) or "none"
+        lines.append(
+            f"Served by a real `agtos serve` ({st['served']['layout']}: queue mode, worker child), no `?wait`: "
+            f"the ends answered {ends}; end answer time {ing['end_ms']} ms."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -395,22 +434,30 @@ def limit_dataset(dataset: Dataset, conversations: int | None, questions: int | 
 
 def evaluate(
     dataset: Dataset,
-    client: TestClient,
+    client: Client,
     coordinator: MemoryCoordinator,
     work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
     post_turns: bool = True,
+    queue: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Replay every conversation (``post_turns=False``: they are stored already), then score every
-    question for agtos and both baselines."""
+    question for agtos and both baselines. ``queue``: the ingestion queue's state, read after each
+    replay (``--serve``), kept in the results."""
     embedder: Embedder | None = coordinator.semantic.embedder if coordinator.semantic.embedder_available() else None
     rows: list[dict[str, Any]] = []
     replays: list[Replay] = []
+    queue_after: dict[str, Any] = {}
     for n, hay in enumerate(dataset.haystacks, start=1):
         replay = replay_conversation(client, hay, post=post_turns)
         replays.append(replay)
+        if queue is not None:
+            queue_after[hay.haystack_id] = queue()
         replay.stored = stored_texts(coordinator, replay.user_id, work_dir)
-        progress(f"replayed {n}/{len(dataset.haystacks)} {hay.haystack_id}: {replay.saved} saved, {replay.seconds} s")
+        progress(
+            f"replayed {n}/{len(dataset.haystacks)} {hay.haystack_id}: {replay.saved} saved, {replay.seconds} s, "
+            f"ends {replay.end_status}" + (f", queue {queue_after[hay.haystack_id]}" if queue is not None else "")
+        )
         retriever = RawTurnRetriever(replay.raw_turns, embedder)
         stored = {
             "agtos": text_tokens("\n".join(replay.stored.values())),
@@ -450,6 +497,12 @@ def evaluate(
                 for reason in sorted({k for r in replays for k in r.skipped})
             },
             "seconds": round(sum(r.seconds for r in replays), 1),
+            "end_status": {
+                status: sum(r.end_status.get(status, 0) for r in replays)
+                for status in sorted({k for r in replays for k in r.end_status})
+            },
+            "end_ms": _quantiles([ms for r in replays for ms in r.end_ms]),
+            "queue_after_replay": queue_after,
             "stored_chars": {r.haystack_id: {k: len(t) for k, t in r.stored.items()} for r in replays},
         },
         "summary": summarise(rows),
@@ -463,16 +516,20 @@ def run(
     progress: Callable[[str], None] = lambda _m: None,
     key_prefix: str | None = None,
     keep: bool = False,
+    serve: bool = False,
 ) -> dict[str, Any]:
     """``evaluate`` against a fresh app under a throw-away key prefix, deleted afterwards whatever happens.
     ``keep``: the keys stay, and a later run with the same ``key_prefix`` (and dataset) scores the stored
-    conversations again without replaying them (to iterate on search and context)."""
+    conversations again without replaying them (to iterate on search and context). ``serve``: against a
+    real ``agtos serve`` (queue mode, worker child) started for the run and stopped after it."""
     prefix = key_prefix or f"agtos-eval-{uuid.uuid4().hex[:10]}"
     stored_already = keep and _has_keys(redis_url, prefix)
     work_dir = Path(tempfile.mkdtemp(prefix="agtos-api-eval-"))
     coordinator: MemoryCoordinator | None = None
     try:
         coordinator = MemoryCoordinator(make_settings(redis_url, prefix, work_dir))
+        if serve:
+            return _evaluate_served(dataset, coordinator, work_dir, progress, post_turns=not stored_already)
         with TestClient(create_app(coordinator=coordinator)) as client:
             return evaluate(dataset, client, coordinator, work_dir, progress, post_turns=not stored_already)
     finally:
@@ -484,6 +541,33 @@ def run(
             removed = delete_prefix(redis_url, prefix)
             progress(f"deleted {removed} Redis keys under {prefix}:")
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _evaluate_served(
+    dataset: Dataset,
+    coordinator: MemoryCoordinator,
+    work_dir: Path,
+    progress: Callable[[str], None],
+    post_turns: bool,
+) -> dict[str, Any]:
+    """``evaluate`` over loopback HTTP against an ``agtos serve`` on the coordinator's Redis and prefix."""
+    settings = coordinator.settings
+    server = start_server(settings.redis_url or DEFAULT_REDIS_URL, settings.key_prefix, work_dir / "serve", "child")
+    try:
+        progress(f"agtos serve at {server.url} (pids {server.pids}), log {work_dir / 'serve' / 'server.log'}")
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            results = evaluate(
+                dataset, client, coordinator, work_dir, progress, post_turns, lambda: queue_state(server.url)
+            )
+        results["settings"]["served"] = {
+            "layout": "child",
+            "pids": [*server.pids, *(p.pid for p in psutil.Process(server.api.pid).children(recursive=True))],
+            "key_prefix": settings.key_prefix,
+            "health": queue_state(server.url),
+        }
+        return results
+    finally:
+        server.stop()
 
 
 def _has_keys(redis_url: str, prefix: str) -> bool:
@@ -514,6 +598,11 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the replayed conversations under this Redis key prefix; when it holds keys already, score "
         "them again without replaying (one dataset per prefix; fast iteration on search and context)",
     )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="replay against a real `agtos serve` (queue mode, worker child: its defaults) started for the run",
+    )
     args = parser.parse_args(argv)
     for flag in ("limit_conversations", "limit_questions"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
@@ -533,7 +622,9 @@ def main(argv: list[str] | None = None) -> int:
         stamp = Stamp()
         try:
             prefix = f"{args.key_prefix}-{path.stem}" if args.key_prefix else None
-            results = run(dataset, args.redis_url, progress, key_prefix=prefix, keep=prefix is not None)
+            results = run(
+                dataset, args.redis_url, progress, key_prefix=prefix, keep=prefix is not None, serve=args.serve
+            )
         except (redis.exceptions.ConnectionError, StorageUnavailable) as exc:
             print(f"error: cannot reach Redis at {args.redis_url}: {exc}", file=sys.stderr)
             return 3
