@@ -151,6 +151,17 @@ def _normal(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
 
 
+def _off_or_seconds(value: Any) -> Any:
+    """``off`` (any case) or a negative number: None (never); else the value, validated as seconds."""
+    if isinstance(value, str) and value.strip().lower() == "off":
+        return None
+    try:
+        negative = value is not None and float(value) < 0
+    except (TypeError, ValueError):
+        return value  # not a number: the float validation names the variable
+    return None if negative else value
+
+
 class WorkingMemoryConfig(_Section):
     """Limits of the in-process conversation buffer."""
 
@@ -312,6 +323,12 @@ class Settings(_Section):
     # with a worker alive, waits up to this long for its own episode (read-your-writes for a lone
     # client); 4 s: above a job's time, below the 5 s timeout of common HTTP clients (httpx)
     end_idle_wait_s: float = env("AGTOS_END_IDLE_WAIT_S", 4.0, ge=0, le=60, description="0: off")
+    # queue mode: a read (search, context, ask) of a quiet user (no live session, newest queued end at
+    # least this old) first stores that user's own queued ends itself, one run of them (README "A lone
+    # client reads what it ended"); None ("off", or negative): never
+    read_catchup_after_s: float | None = env(
+        "AGTOS_READ_CATCHUP_AFTER_S", 2.0, allow_inf_nan=False, description="off: never"
+    )
     ingest_max_attempts: int = env("AGTOS_INGEST_MAX_ATTEMPTS", 5, ge=1)
     ingest_retry_delay_s: float = env("AGTOS_INGEST_RETRY_DELAY_S", 5.0, ge=0)
     ingest_claim_idle_s: float = env("AGTOS_INGEST_CLAIM_IDLE_S", 120.0, gt=0)  # then a dead worker's job moves on
@@ -339,6 +356,7 @@ class Settings(_Section):
     _lower = field_validator(
         "search_mode", "background_work_policy", "auth", "ingest_mode", "embedded_redis_fsync", mode="before"
     )(_normal)
+    _catchup_off = field_validator("read_catchup_after_s", mode="before")(lambda v: _off_or_seconds(v))
     _host_list = field_validator("background_local_hosts", "allowed_hosts", mode="before")(_hosts)
     _origin_list = field_validator("cors_origins", mode="before")(_origins)
 

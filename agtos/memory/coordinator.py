@@ -178,8 +178,10 @@ class MemoryCoordinator:
     def search(
         self, user_id: str, query: str, limit: int = 10, mode: str | None = None
     ) -> tuple[list[SearchHit], str | None]:
-        """:meth:`search_episodes`, with why the search was degraded (``None`` when it ran as asked)."""
-        return recall.search(self.services, check_user_id(user_id), query, limit, mode)
+        """:meth:`search_episodes`, with why the search was degraded (``None`` when it ran as asked).
+        A quiet user's queued ends are stored first (:mod:`agtos.memory.read_catchup`), as for context and ask."""
+        self.sessions.read_catchup.before_read(check_user_id(user_id))
+        return recall.search(self.services, user_id, query, limit, mode)
 
     def search_episodes(self, user_id: str, query: str, limit: int = 10, mode: str | None = None) -> list[SearchHit]:
         """Episodes by hybrid (default), vector or BM25 search, best first, re-ranked by recency."""
@@ -198,13 +200,14 @@ class MemoryCoordinator:
         limit: int = 10,
     ) -> dict[str, Any]:
         """Working + episodic + semantic recall → dedup → rank → budget → a system-prompt section."""
-        check_user_id(user_id)
+        self.sessions.read_catchup.before_read(check_user_id(user_id))
         wm = self.session(user_id, session_id) if session_id else None
         return recall.build_context(self.services, user_id, query, wm, budget_tokens, limit)
 
     def ask(self, user_id: str, question: str, limit: int = 5) -> dict[str, Any]:
         """Dialectic: answer a question about the user from profile, conclusions, memories, episodes."""
-        return recall.ask(self.services, check_user_id(user_id), question, limit)
+        self.sessions.read_catchup.before_read(check_user_id(user_id))
+        return recall.ask(self.services, user_id, question, limit)
 
     # -- memories (CRUD over the semantic tier) ------------------------------------------
     def create_memory(

@@ -218,9 +218,11 @@ class IngestWorker:
         claim_idle_s: float = 120.0,
         block_s: float = BLOCK_S,
         consumer: str | None = None,
+        settled: Callable[[str, list[str]], object] | None = None,
     ) -> None:
         self.queue = queue
         self.handle = handle
+        self.settled = settled
         self.handle_many = handle_many
         self.plan = plan
         self.batch = max(1, batch) if handle_many is not None else 1
@@ -288,10 +290,12 @@ class IngestWorker:
             uncount = entry.deliveries if isinstance(exc, LockWaitTooLong) else None
             if uncount is None and entry.deliveries >= self.max_attempts:
                 self.queue.dead_letter(entry, f"failed {entry.deliveries} times", error)
+                self._settle(job.user_id, [entry.id])
             else:
                 self.queue.retry_later(entry.id, self.consumer, self.retry_delay_ms, self.claim_idle_ms, error, uncount)
             return
         self.queue.ack(entry.id, time.monotonic() - started)
+        self._settle(job.user_id, [entry.id])
 
     def _process_many(self, entries: list[QueueEntry]) -> None:
         """First deliveries read together: each run of them (``plan``; else one) through one
@@ -326,6 +330,18 @@ class IngestWorker:
         share = (time.monotonic() - started) / len(jobs)
         for entry, _ in jobs:
             self.queue.ack(entry.id, share)
+        for user_id in {job.user_id for _, job in jobs}:
+            self._settle(user_id, [entry.id for entry, job in jobs if job.user_id == user_id])
+
+    def _settle(self, user_id: str, entry_ids: list[str]) -> None:
+        """The user's entries left the queue (acked or dead-lettered): ``settled`` (their user's set of
+        queued ends). A failure only logs: a stale id there is dropped by the next read that looks."""
+        if self.settled is None:
+            return
+        try:
+            self.settled(user_id, entry_ids)
+        except Exception as exc:
+            log.warning("ingest worker could not unlist %s of user %s: %s", entry_ids, user_id, exc)
 
     @contextlib.contextmanager
     def _holding(self, entry_ids: list[str]) -> Iterator[None]:

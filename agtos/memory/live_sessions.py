@@ -23,13 +23,15 @@ from agtos.memory.ingest_worker import (
     job_runs,
 )
 from agtos.memory.ingestion_pipeline import FORGOTTEN_WHILE_STORED
+from agtos.memory.read_catchup import ReadCatchUp
 from agtos.memory.services import Services
 from agtos.memory.session_ends import LastEnd, SessionEnds
 from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode, Turn
 from agtos.schemas.records import now_ms
-from agtos.storage.ingest_queue import IngestQueue
+from agtos.storage.ingest_queue import IngestQueue, entry_ms
 from agtos.storage.keys import InvalidIdentifier, check_record_id, check_user_id
+from agtos.storage.queued_ends import QueuedEnds
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.storage.session_end_lock import SessionEndLock
 from agtos.storage.session_journal import IdempotencyConflict, JournalFull, JournalRead
@@ -100,6 +102,11 @@ class LiveSessions:
         self.end_lock = SessionEndLock(s.connector, s.keys)  # one end of a session at a time
         # what each session's last end did, for an end that finds no turns (a retry after a lost answer)
         self.ends = SessionEnds(s.connector, s.keys, s.settings.session_journal_ttl_seconds)
+        # each user's ends still queued, so that a quiet user's read stores them itself (read_catchup)
+        self.queued_ends = QueuedEnds(s.connector, s.keys, s.settings.session_journal_ttl_seconds)
+        self.read_catchup = ReadCatchUp(
+            s.settings, s.connector, s.keys, self.ingest_queue, self.queued_ends, self.ingest_jobs
+        )
 
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
         """Append one turn (see :meth:`add_turns`)."""
@@ -302,6 +309,8 @@ class LiveSessions:
             self._clear_session(job.user_id, job.session_id, read)
             return SessionEndResult(job.session_id, False, decision.reason, None, status="skipped"), None
         entry_id, position = self.ingest_queue.enqueue(job.model_dump_json().encode())
+        # after the entry (another slot on a Cluster): a crash between them leaves a job the worker finds
+        self.queued_ends.add(job.user_id, entry_id, entry_ms(entry_id))
         self.ends.record(job.user_id, job.session_id, job.episode_id, decision.reason, len(job.turns), entry_id)
         # the queue entry holds the turns now; a crash before this line leaves the journal for a retry
         self._clear_session(job.user_id, job.session_id, read)
@@ -387,6 +396,7 @@ class LiveSessions:
             max_attempts=s.ingest_max_attempts,
             retry_delay_s=s.ingest_retry_delay_s,
             claim_idle_s=s.ingest_claim_idle_s,
+            settled=self.queued_ends.remove,
         )
 
     def start_ingest_worker(self) -> IngestWorker:

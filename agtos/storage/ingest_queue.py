@@ -89,6 +89,21 @@ class IngestQueue:
         """True while the entry is queued or being worked on (done and dead entries are deleted)."""
         return bool(self.connector.run(lambda r: r.xrange(self.stream, entry_id, entry_id, count=1)))
 
+    def entries(self, entry_ids: list[str]) -> dict[str, QueueEntry]:
+        """Those of these entries still in the stream (queued, or in a worker's hands), by id: one
+        ``XRANGE id id`` each, in one pipeline (a read's catch-up of its user's ends)."""
+        if not entry_ids:
+            return {}
+
+        def op(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for entry_id in entry_ids:
+                pipe.xrange(self.stream, entry_id, entry_id, count=1)
+            return list(pipe.execute())
+
+        found = self.connector.run(op)
+        return {as_text(i): QueueEntry(as_text(i), _job(fields), 1) for reply in found for i, fields in reply or []}
+
     # -- consumer ----------------------------------------------------------------------
     def read(self, consumer: str, count: int, block_ms: int) -> list[QueueEntry]:
         """New entries for ``consumer``, waiting up to ``block_ms`` for one (first delivery)."""
@@ -115,21 +130,29 @@ class IngestQueue:
 
         return self.connector.run(op)
 
-    def ack(self, entry_id: str, job_s: float) -> None:
-        """The job is done: acknowledge and delete the entry, count it and its time."""
+    def ack(self, entry_id: str, job_s: float, caught_up: bool = False) -> bool:
+        """The job is done: acknowledge and delete the entry, count it and its time (``caught_up``: as
+        a read's catch-up's too), once: a job done twice (a read's catch-up beside a worker; a worker
+        finishing an entry a forget dropped) counts only where its entry was still there to delete.
+        True when this call deleted it."""
 
-        def op(r: redis.Redis) -> None:
+        def op(r: redis.Redis) -> bool:
             pipe = r.pipeline(transaction=True)
             pipe.xack(self.stream, GROUP, entry_id)
             pipe.xdel(self.stream, entry_id)
-            pipe.execute()
+            _, deleted = pipe.execute()
             r.hdel(self.errors, entry_id)
+            if not deleted:
+                return False
             stats = r.pipeline(transaction=True)
             stats.hincrby(self.stats_key, "done", 1)
             stats.hincrbyfloat(self.stats_key, "jobSeconds", job_s)
+            if caught_up:
+                stats.hincrby(self.stats_key, "caughtUp", 1)
             stats.execute()
+            return True
 
-        self.connector.run(op)
+        return bool(self.connector.run(op))
 
     def hold(self, consumer: str, entry_ids: list[str]) -> None:
         """``consumer`` is still working on these entries: their idle time starts again (``XCLAIM`` …
@@ -233,7 +256,8 @@ class IngestQueue:
 
     # -- state -------------------------------------------------------------------------
     def stats(self, alive_within_s: float = ALIVE_WITHIN_S) -> dict[str, Any]:
-        """Depth, in-progress entries, age of the oldest, dead letters, live workers, mean job time."""
+        """Depth, in-progress entries, age of the oldest, dead letters, live workers, mean job time,
+        ends stored by reads' catch-ups."""
 
         def op(r: redis.Redis) -> list[Any]:
             clock = r.time()  # TIME names no key: a cluster pipeline refuses it
@@ -258,6 +282,7 @@ class IngestQueue:
             "workersAlive": workers,
             "done": done,
             "retries": int(stats.get(b"retries", 0)),
+            "caughtUp": int(stats.get(b"caughtUp", 0)),  # of ``done``: stored by a read's catch-up
             "meanJobS": round(job_seconds / done, 3) if done else None,
         }
 

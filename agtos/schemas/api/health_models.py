@@ -85,6 +85,7 @@ class IngestQueueCheckOut(ApiModel):
     done: int | None = None
     retries: int | None = None
     mean_job_s: float | None = None
+    caught_up: int | None = Field(None, description="of done: stored by a quiet user's read (read catch-up)")
 
 
 class ChecksOut(ApiModel):
