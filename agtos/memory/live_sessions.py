@@ -31,7 +31,6 @@ from agtos.schemas import Episode, Turn
 from agtos.schemas.records import now_ms
 from agtos.storage.ingest_queue import IngestQueue, entry_ms
 from agtos.storage.keys import InvalidIdentifier, check_record_id, check_user_id
-from agtos.storage.queued_ends import QueuedEnds
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.storage.session_end_lock import SessionEndLock
 from agtos.storage.session_journal import IdempotencyConflict, JournalFull, JournalRead
@@ -102,11 +101,9 @@ class LiveSessions:
         self.end_lock = SessionEndLock(s.connector, s.keys)  # one end of a session at a time
         # what each session's last end did, for an end that finds no turns (a retry after a lost answer)
         self.ends = SessionEnds(s.connector, s.keys, s.settings.session_journal_ttl_seconds)
-        # each user's ends still queued, so that a quiet user's read stores them itself (read_catchup)
-        self.queued_ends = QueuedEnds(s.connector, s.keys, s.settings.session_journal_ttl_seconds)
-        self.read_catchup = ReadCatchUp(
-            s.settings, s.connector, s.keys, self.ingest_queue, self.queued_ends, self.ingest_jobs
-        )
+        # a quiet user's read stores their queued ends itself, listed per user as they are queued
+        self.read_catchup = ReadCatchUp(s, self.ingest_queue, self.ingest_jobs)
+        self.queued_ends = self.read_catchup.ends
 
     def add_turn(self, user_id: str, session_id: str, turn: Turn) -> WorkingMemory:
         """Append one turn (see :meth:`add_turns`)."""

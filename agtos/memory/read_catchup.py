@@ -20,16 +20,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from agtos.config import Settings
 from agtos.memory.ingest_worker import SessionJob, entry_job, job_runs
 from agtos.storage.ingest_queue import IngestQueue, QueueEntry
-from agtos.storage.keys import GlobalKeys
 from agtos.storage.queued_ends import QueuedEnds
-from agtos.storage.redis_conn import RedisConnector
 from agtos.storage.user_lock import try_held, waiting_at_most
+
+if TYPE_CHECKING:
+    from agtos.memory.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +45,11 @@ class ReadCatchUp:
     """Stores a quiet user's queued ends before their read (see the module)."""
 
     def __init__(
-        self,
-        settings: Settings,
-        connector: RedisConnector,
-        keys: GlobalKeys,
-        queue: IngestQueue,
-        ends: QueuedEnds,
-        handle_many: Callable[[list[SessionJob]], object],
+        self, services: Services, queue: IngestQueue, handle_many: Callable[[list[SessionJob]], object]
     ) -> None:
-        self.settings = settings
-        self.connector = connector
-        self.keys = keys
+        self.services, self.settings = services, services.settings
         self.queue = queue
-        self.ends = ends
+        self.ends = QueuedEnds(services.connector, services.keys, services.settings.session_journal_ttl_seconds)
         self.handle_many = handle_many
 
     def before_read(self, user_id: str) -> int:
@@ -79,8 +72,8 @@ class ReadCatchUp:
         return time.time() * 1000 - state.newest_ms >= after_s * 1000
 
     def _catch_up(self, user_id: str) -> int:
-        lock = self.keys.user(user_id).record("read-catchup", "lock")
-        with try_held(self.connector, lock, LOCK_MS) as token:
+        lock = self.services.keys.user(user_id).record("read-catchup", "lock")
+        with try_held(self.services.connector, lock, LOCK_MS) as token:
             if token is None:  # another read of this user is catching up: answer as it stands
                 return 0
             picked = self._first_run(user_id)
