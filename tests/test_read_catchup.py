@@ -231,3 +231,30 @@ def test_an_end_a_starved_worker_holds_is_caught_up_and_stored_once(
     assert len(user_keys(raw_redis, key_prefix, "ulla", "episode:ep-*")) == 1
     health = client.get("/health").json()["checks"]["ingest-queue"]
     assert (health["done"], health["caughtUp"], health["depth"]) == (1, 1, 0), health
+
+
+def test_an_end_caught_up_while_the_worker_waited_to_run_it_is_not_run_again(
+    serve: Serve, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """The worker read the entry and waits before its run (it yields to busy requests, or is starved):
+    a quiet user's read stores it meanwhile; the worker then finds it gone and does not ingest it again."""
+    client, coordinator = serve()
+    end(client, "ulla", "trip")
+    go, runs = threading.Event(), []
+    worker = coordinator.ingest_worker().yield_to(lambda: not go.is_set(), 60)
+    ingest = worker.handle
+    worker.handle = lambda job: (runs.append(job), ingest(job))
+    waiting = threading.Thread(target=worker.run_once, kwargs={"block": False})
+    waiting.start()
+    try:
+        time.sleep(QUIET_S + 0.3)
+        pending = raw_redis.xpending(f"{key_prefix}:meta:ingest-queue", "ingest-workers")
+        assert pending["pending"] == 1  # the worker holds it
+        assert [hit["sessionId"] for hit in search(client, "ulla")] == ["trip"]
+    finally:
+        go.set()
+        waiting.join(60)
+    assert runs == []
+    assert raw_redis.xpending(f"{key_prefix}:meta:ingest-queue", "ingest-workers")["pending"] == 0
+    health = client.get("/health").json()["checks"]["ingest-queue"]
+    assert (health["done"], health["caughtUp"], health["depth"]) == (1, 1, 0), health

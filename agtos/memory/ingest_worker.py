@@ -279,6 +279,8 @@ class IngestWorker:
         except ValidationError as exc:
             self.queue.dead_letter(entry, f"unreadable job: {exc.error_count()} validation errors")
             return
+        if not self._still_queued([entry]):
+            return
         started = time.monotonic()
         try:
             with self._holding([entry.id]):
@@ -315,6 +317,8 @@ class IngestWorker:
     def _process_run(self, jobs: list[tuple[QueueEntry, SessionJob]]) -> None:
         """One ``handle_many`` call, then one ack each (the run's time shared out); on failure each
         entry goes through :meth:`_process` alone."""
+        present = self._still_queued([entry for entry, _ in jobs])
+        jobs = [(entry, job) for entry, job in jobs if entry.id in present]
         if not jobs:
             return
         assert self.handle_many is not None
@@ -332,6 +336,16 @@ class IngestWorker:
             self.queue.ack(entry.id, share)
         for user_id in {job.user_id for _, job in jobs}:
             self._settle(user_id, [entry.id for entry, job in jobs if job.user_id == user_id])
+
+    def _still_queued(self, entries: list[QueueEntry]) -> set[str]:
+        """The ids of these entries still in the stream, just before their run. The others left it since
+        they were read (a quiet user's read stored them, ``agtos.memory.read_catchup``; a forget-all
+        dropped them): acknowledged (out of the pending list, not counted done), not run again."""
+        present = set(self.queue.entries([entry.id for entry in entries]))
+        for entry in entries:
+            if entry.id not in present:
+                self.queue.ack(entry.id, 0.0)
+        return present
 
     def _settle(self, user_id: str, entry_ids: list[str]) -> None:
         """The user's entries left the queue (acked or dead-lettered): ``settled`` (their user's set of
