@@ -85,6 +85,11 @@ ENV_CASES: list[tuple[str, str, str, Any]] = [
     ("AGTOS_WM_MAX_MESSAGES", "12", "working.maxMessages", 12),
     ("AGTOS_WM_PRESERVE_RECENT", "3", "working.preserveRecentCount", 3),
     ("AGTOS_REDIS_TIMEOUT_S", "2.5", "redis_timeout_s", 2.5),
+    # 0 is "catch up at once", not "never" (README: off or a negative number is never)
+    ("AGTOS_READ_CATCHUP_AFTER_S", "0", "read_catchup_after_s", 0.0),
+    ("AGTOS_READ_CATCHUP_AFTER_S", "0.5", "read_catchup_after_s", 0.5),
+    ("AGTOS_READ_CATCHUP_AFTER_S", "OFF", "read_catchup_after_s", None),
+    ("AGTOS_READ_CATCHUP_AFTER_S", "-0.001", "read_catchup_after_s", None),
     ("AGTOS_PORT", "8080", "port", 8080),
     ("AGTOS_EMBEDDING_PROVIDER", " Ollama ", "embedding.provider", "ollama"),
     ("AGTOS_EMBEDDING_MODEL", "nomic-embed-text", "embedding.model", "nomic-embed-text"),
