@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +20,7 @@ from fastapi.testclient import TestClient
 from agtos.config import LLMSlot, MaintenanceConfig, Settings
 from agtos.memory import dream_retry
 from agtos.memory.coordinator import MemoryCoordinator
+from agtos.memory.dreamer_pipeline import run_dreamer
 from agtos.memory.resource_guard import Policy
 from agtos.serving import strict_json
 from agtos.serving.app import create_app
@@ -28,6 +28,7 @@ from benchmarks.round_trips import RoundTrips
 from tests.helpers import end_session, run_maintenance, user
 from tests.stub_servers import StubModelServer
 from tests.test_auth import AppFor, app_for, bearer, store_of  # noqa: F401 - app_for: a fixture
+from tests.test_dream_pending import _given_up, deferred  # noqa: F401 - deferred: a fixture
 
 TURN = {"turns": [{"role": "user", "content": "My locker code is 4711."}]}
 TURNS = "/api/memory/sessions/{}/turns"
@@ -106,28 +107,19 @@ def _pending(raw: redis.Redis, prefix: str, user_id: str) -> bytes | None:
 
 
 @pytest.fixture
-def gave_up(settings: Settings) -> Iterator[tuple[TestClient, MemoryCoordinator, StubModelServer]]:
-    """LLM consolidation on the local stub (the guard's ``auto`` policy defers it after a session end, twice,
-    then it gives up); the maintenance sweep's own slot a cloud model (never deferred by the guard)."""
-    with StubModelServer() as stub:
-        slot = LLMSlot(provider="ollama", model="qwen3:4b", base_url=stub.url)
-        coordinator = MemoryCoordinator(
-            settings.with_overrides(
-                llm_slots={"consolidation": slot, "maintenance": CLOUD},
-                background_work_policy="auto",
-                dreamer_retries=2,
-                dreamer_retry_delay_s=0.01,
-                maintenance=NO_WAITS,
-            )
-        )
-        try:
-            with TestClient(create_app(coordinator=coordinator)) as client:
-                turns = [{"role": "user", "content": "I prefer metric units, always."}]
-                assert end_session(client, "vic", "wed", turns)["saved"] is True
-                assert coordinator.dreamer.wait(30)
-                yield client, coordinator, stub
-        finally:
-            coordinator.close()
+def gave_up(
+    deferred: tuple[TestClient, MemoryCoordinator, StubModelServer],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[TestClient, MemoryCoordinator, StubModelServer]:
+    """``test_dream_pending``'s app (LLM consolidation on the local stub, which the guard's ``auto`` policy
+    defers after a session end until it gives up) with user vic's run given up; the maintenance sweep's own
+    slot then a cloud model (never deferred by the guard), the consolidation slot still the local stub."""
+    client, coordinator, stub = deferred
+    _given_up(client, coordinator, "vic")
+    services = coordinator.services
+    slots = {**services.settings.llm_slots, "maintenance": CLOUD}
+    monkeypatch.setattr(services, "settings", services.settings.with_overrides(llm_slots=slots))
+    return client, coordinator, stub
 
 
 def test_a_sweep_the_guard_lets_run_leaves_a_deferred_llm_dreamer_pending(
@@ -166,8 +158,7 @@ def test_a_retried_run_that_fails_again_is_left_for_the_next_sweep(
 
     monkeypatch.setattr(dream_retry, "run_dreamer", crash)
     failed = run_maintenance(client, "vic")
-    monkeypatch.undo()
-    monkeypatch.setattr(guard, "config", replace(guard.config, policy=Policy.always))
+    monkeypatch.setattr(dream_retry, "run_dreamer", run_dreamer)
 
     assert failed["status"] == "completed", failed
     assert failed["report"]["summary"]["pendingDream"] == {"status": "failed", "error": "RuntimeError: disk full"}
@@ -220,29 +211,3 @@ def test_a_run_clears_only_its_own_mark_not_a_later_session_ends(settings: Setti
         assert markers.pending("xan") is None
     finally:
         coordinator.close()
-
-
-def test_a_forget_all_while_a_batch_event_claims_its_episode_leaves_no_marker(
-    client: TestClient,
-    coordinator: MemoryCoordinator,
-    raw_redis: redis.Redis,
-    key_prefix: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A ``sessionEnded`` event of an ingestion batch with more of the user's to come (``more_for_user``: the
-    Dreamer leaves its run to the last) claims its episode's run-once marker; the user forgets everything just
-    before the claim is written (another request): the marker written after the forget goes too (the user's
-    SCAN finds no Dreamer key). (Planted: the late-write removal skipped on that path.)"""
-    markers = coordinator.services.dream_markers
-    claim = markers.claim
-
-    def forgotten_first(user_id: str, ended: str) -> bool:
-        forgot = client.post("/api/memory/forget", json={"kind": "all"}, headers=user(user_id))
-        assert forgot.status_code == 200, forgot.text
-        return claim(user_id, ended)
-
-    monkeypatch.setattr(markers, "claim", forgotten_first)
-    event = {"user_id": "zed", "session_id": "s1", "episode_id": "ep-1", "more_for_user": True}
-    assert coordinator.services.events.emit("sessionEnded", event) == 1
-
-    assert list(raw_redis.scan_iter(match=f"{key_prefix}:u:{{zed}}:dream*", count=1_000)) == []
