@@ -258,3 +258,37 @@ def test_an_end_caught_up_while_the_worker_waited_to_run_it_is_not_run_again(
     assert raw_redis.xpending(f"{key_prefix}:meta:ingest-queue", "ingest-workers")["pending"] == 0
     health = client.get("/health").json()["checks"]["ingest-queue"]
     assert (health["done"], health["caughtUp"], health["depth"]) == (1, 1, 0), health
+
+
+def test_a_long_catch_up_answers_the_read_in_time_and_goes_on(
+    serve: Serve, raw_redis: redis.Redis, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On busy cores a user's backlog takes 10-20 s to store, past the 5 s timeout of common HTTP clients:
+    the read waits ``READ_WAIT_S`` at most and answers from what is stored; the catch-up goes on and a
+    later read finds the session. A read during it joins the same catch-up (the ingestion runs once)."""
+    import agtos.memory.read_catchup as read_catchup
+
+    monkeypatch.setattr(read_catchup, "READ_WAIT_S", 0.3)
+    client, coordinator = serve()
+    end(client, "ulla", "trip")
+    catch_up = coordinator.sessions.read_catchup
+    ingest, runs = catch_up.handle_many, []
+
+    def slow(jobs: list[Any]) -> None:
+        runs.append(len(jobs))
+        time.sleep(2.0)
+        ingest(jobs)
+
+    catch_up.handle_many = slow
+    time.sleep(QUIET_S + 0.3)
+    started = time.monotonic()
+    assert search(client, "ulla") == []  # answered before the 2 s ingestion ended
+    assert search(client, "ulla") == []  # joins the running catch-up: no second one
+    assert time.monotonic() - started < 1.8
+    deadline = time.monotonic() + 20
+    while queued_users(raw_redis, key_prefix) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)  # the thread's last step: the user's set unlisted after the ack
+    assert runs == [1]
+    assert [hit["sessionId"] for hit in search(client, "ulla")] == ["trip"]
+    assert EVIDENCE in context(client, "ulla")

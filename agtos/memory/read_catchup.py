@@ -2,22 +2,28 @@
 
 The queue worker of ``agtos serve`` runs at idle priority: while other clients keep the CPU busy it
 stores nothing, and a user who ended a session would not find it in the next search or context. So a
-read (search, context, ask) of user U first ingests U's own queued ends, in the request, when U is
+read (search, context, ask) of user U first has U's own queued ends ingested, when U is
 *quiet*: no live session of U (the session journal's per-user set) and U's newest queued end at least
 ``AGTOS_READ_CATCHUP_AFTER_S`` old. A user still talking (a live session, an end just made) leaves the
 work to the worker: the mixed load's reads cost one Redis round trip more, nothing else.
 
-A catch-up takes one ingestion run at most (the worker's run planning: ``RUN_MAX_CHARS`` of turn text),
-through the worker's own path (:func:`agtos.memory.ingest_worker.ingest_sessions`: the events, the
-forget-all fences, the opt-out), and acknowledges the entries as the worker does (``XACK``, a no-op for
-an entry never delivered, + ``XDEL``): the worker never reads them. One catch-up per user at a time
-(a lock taken without waiting: a concurrent read answers from what is stored). A failure never fails
-the read and never loses a job: an entry is acknowledged only once ingested.
+The catch-up runs on a thread of its own, one ingestion run after another (the worker's run planning:
+``RUN_MAX_CHARS`` of turn text each) until the user has no queued end left, through the worker's own
+path (:func:`agtos.memory.ingest_worker.ingest_sessions`: the events, the forget-all fences, the
+opt-out), and acknowledges the entries as the worker does (``XACK``, a no-op for
+an entry never delivered, + ``XDEL``): the worker never reads them. The read waits for it
+:data:`READ_WAIT_S` at most (below the 5 s timeout of common HTTP clients, as an end's wait: on two
+busy cores 20 sessions take 10-20 s), then answers from what is stored by then while the catch-up goes
+on; a later read of the user in this process waits on the same catch-up, not a new one. One catch-up
+per user at a time across processes (each run under a lock taken without waiting: a read elsewhere
+answers from what is stored). A failure never fails the read and never loses a job: an entry is
+acknowledged only once ingested.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -39,6 +45,8 @@ LOCK_MS = 60_000
 #: how long the ingestion's first user lock is waited for (a worker or another writer holding it): then
 #: the catch-up gives up, the entries stay queued, and the read answers from what is stored
 FIRST_LOCK_WAIT_S = 1.0
+#: how long a read waits for its user's catch-up before it answers from what is stored (the catch-up goes on)
+READ_WAIT_S = 4.0
 
 
 class ReadCatchUp:
@@ -51,19 +59,39 @@ class ReadCatchUp:
         self.queue = queue
         self.ends = QueuedEnds(services.connector, services.keys, services.settings.session_journal_ttl_seconds)
         self.handle_many = handle_many
+        self._guard = threading.Lock()
+        self._running: dict[str, threading.Event] = {}  # user -> set when their catch-up thread is done
 
-    def before_read(self, user_id: str) -> int:
-        """Catch up if due; returns the queued ends stored. Never raises (a warning is logged)."""
+    def before_read(self, user_id: str) -> bool:
+        """Catch up if due, waiting :data:`READ_WAIT_S` at most; True when no catch-up of the user is still
+        running here. Never raises (a warning is logged)."""
         after_s = self.settings.read_catchup_after_s
         if self.settings.ingest_mode != "queue" or after_s is None:
-            return 0
+            return True
         try:
             if not self._due(user_id, after_s):
-                return 0
-            return self._catch_up(user_id)
+                return True
         except Exception as exc:  # the read answers from what is stored; the jobs stay queued
             log.warning("read catch-up of user %s failed: %s", user_id, exc)
-            return 0
+            return True
+        with self._guard:
+            done = self._running.get(user_id)
+            if done is None:
+                done = self._running[user_id] = threading.Event()
+                threading.Thread(target=self._drain, args=(user_id, done), name="read-catchup", daemon=True).start()
+        return done.wait(READ_WAIT_S)
+
+    def _drain(self, user_id: str, done: threading.Event) -> None:
+        """The catch-up's thread: one run after another until none is left (or another holds the lock)."""
+        try:
+            while self._catch_up(user_id):
+                pass
+        except Exception as exc:  # the jobs stay queued for the worker or the next read
+            log.warning("read catch-up of user %s failed: %s", user_id, exc)
+        finally:
+            with self._guard:
+                self._running.pop(user_id, None)
+            done.set()
 
     def _due(self, user_id: str, after_s: float) -> bool:
         state = self.ends.state(user_id)
