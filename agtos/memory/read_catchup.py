@@ -10,13 +10,13 @@ work to the worker: the mixed load's reads cost one Redis round trip more, nothi
 The catch-up runs on a thread of its own, one ingestion run after another (the worker's run planning:
 ``RUN_MAX_CHARS`` of turn text each) until the user has no queued end left, through the worker's own
 path (:func:`agtos.memory.ingest_worker.ingest_sessions`: the events, the forget-all fences, the
-opt-out), and acknowledges the entries as the worker does (``XACK``, a no-op for
-an entry never delivered, + ``XDEL``): the worker never reads them. The read waits for it
-:data:`READ_WAIT_S` at most (below the 5 s timeout of common HTTP clients, as an end's wait: on two
-busy cores 20 sessions take 10-20 s), then answers from what is stored by then while the catch-up goes
-on; a later read of the user in this process waits on the same catch-up, not a new one. One catch-up
-per user at a time across processes (each run under a lock taken without waiting: a read elsewhere
-answers from what is stored). A failure never fails the read and never loses a job: an entry is
+opt-out), and acknowledges the entries as the worker does (``XACK``, a no-op for an entry never
+delivered, + ``XDEL``): the worker never reads them. The read waits for it :data:`READ_WAIT_S` at most
+(the read's own work on a busy box adds 1-2 s, and common HTTP clients time out at 5 s; on two busy
+cores 20 sessions take 10-20 s to store), then answers from what is stored by then while the catch-up
+goes on; a later read of the user in this process waits on the same catch-up, not a new one. One
+catch-up per user at a time across processes (each run under a lock taken without waiting: a read
+elsewhere answers from what is stored). A failure never fails the read and never loses a job: an entry is
 acknowledged only once ingested.
 """
 
@@ -46,7 +46,7 @@ LOCK_MS = 60_000
 #: the catch-up gives up, the entries stay queued, and the read answers from what is stored
 FIRST_LOCK_WAIT_S = 1.0
 #: how long a read waits for its user's catch-up before it answers from what is stored (the catch-up goes on)
-READ_WAIT_S = 4.0
+READ_WAIT_S = 2.5
 
 
 class ReadCatchUp:
