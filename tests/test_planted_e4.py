@@ -29,6 +29,7 @@ from tests.helpers import end_session, run_maintenance, user
 from tests.stub_servers import StubModelServer
 from tests.test_auth import AppFor, app_for, bearer, store_of  # noqa: F401 - app_for: a fixture
 from tests.test_dream_pending import _given_up, deferred  # noqa: F401 - deferred: a fixture
+from tests.test_read_catchup import QUERY, QUIET_S, Serve, end, queued_users, search, serve, user_keys  # noqa: F401
 
 TURN = {"turns": [{"role": "user", "content": "My locker code is 4711."}]}
 TURNS = "/api/memory/sessions/{}/turns"
@@ -211,3 +212,77 @@ def test_a_run_clears_only_its_own_mark_not_a_later_session_ends(settings: Setti
         assert markers.pending("xan") is None
     finally:
         coordinator.close()
+
+
+# --- the read catch-up (f50714e, e5) -----------------------------------------------------------------
+
+
+def test_a_quiet_users_ask_stores_their_queued_end(
+    serve: Serve,  # noqa: F811
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """README: a read — search, context *and ask* — of a quiet user stores their queued ends first: after
+    ``POST /api/memory/ask`` the end's job is gone from the queue and from the user's queued ends.
+    (Planted: ``ask`` without the catch-up.)"""
+    client, _ = serve()
+    end(client, "vera", "trip")
+    time.sleep(QUIET_S + 0.3)
+    asked = client.post("/api/memory/ask", json={"question": QUERY}, headers=user("vera"))
+    assert asked.status_code == 200, asked.text
+    assert queued_users(raw_redis, key_prefix) == []
+    assert user_keys(raw_redis, key_prefix, "vera", "ends:queued") == []
+
+
+def test_a_user_whose_newest_end_is_fresh_is_left_to_the_worker(
+    serve: Serve,  # noqa: F811
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """``AGTOS_READ_CATCHUP_AFTER_S=2``: an end 2.3 s old, then another just made: the user's *newest* queued
+    end is fresh, so a search stores nothing (both stay queued). (Planted: the oldest end's time read.)"""
+    client, _ = serve(after=2.0)
+    end(client, "wren", "first")
+    time.sleep(2.3)
+    end(client, "wren", "second")
+    search(client, "wren")
+    assert queued_users(raw_redis, key_prefix) == ["wren", "wren"]
+
+
+def test_an_expired_session_journal_is_not_a_live_session(
+    serve: Serve,  # noqa: F811
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """The user's set of live journals (``<prefix>:u:{<user>}:journals:live``, score: expiry ms) still names a
+    session whose journal expired a minute ago: not live, so the quiet user's search stores their queued end.
+    (Planted: every member counted, expired or not.)"""
+    client, _ = serve()
+    end(client, "yves", "trip")
+    live = f"{key_prefix}:u:{{yves}}:journals:live"
+    raw_redis.zadd(live, {"left-open": int(time.time() * 1000) - 60_000})
+    time.sleep(QUIET_S + 0.3)
+    assert [hit["sessionId"] for hit in search(client, "yves")] == ["trip"]
+    assert queued_users(raw_redis, key_prefix) == []
+
+
+def test_a_catch_up_behind_a_held_writer_lock_gives_up_within_its_second(
+    serve: Serve,  # noqa: F811
+    raw_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    """Another process holds the user's writer locks (memories, entities) for 5 s: the quiet user's catch-up
+    waits for the first of them 1 s at most and gives up, so the search answers and the job stays queued for
+    the worker, also once the holder's keys are gone (2 s after). (Planted: the bound a minute: the catch-up
+    waits the holder out and stores it.)"""
+    client, _ = serve()
+    end(client, "zora", "trip")
+    for name in ("memories", "entities"):
+        assert raw_redis.set(f"{key_prefix}:u:{{zora}}:writers:{name}", "another-process", nx=True, px=5_000)
+    held_until = time.monotonic() + 5.0
+    time.sleep(QUIET_S + 0.3)
+    started = time.monotonic()
+    search(client, "zora")  # what it stored before its first lock (the episode) may be found already
+    assert time.monotonic() - started < 8.0
+    time.sleep(max(0.0, held_until - time.monotonic()) + 2.0)
+    assert queued_users(raw_redis, key_prefix) == ["zora"]
