@@ -120,6 +120,7 @@ def register(memory_app: typer.Typer) -> None:
         verbose: bool = typer.Option(False, "--verbose", "-v", help="print every step of every report"),
     ) -> None:
         """Run the six-step memory lint now (waits while the ResourceGuard defers)."""
+        from agtos.memory.privacy_controls import OptedOutError
         from agtos.memory.service_errors import MaintenanceDisabledError
 
         with coordinator_from_env() as coordinator:
@@ -134,6 +135,10 @@ def register(memory_app: typer.Typer) -> None:
                     except MaintenanceDisabledError as exc:
                         console.print(f"[yellow]{exc}[/yellow]")
                         raise typer.Exit(1) from exc
+                    except OptedOutError as exc:  # their kept memory is not rewritten
+                        console.print(f"[yellow]skipped {escape(uid)}: opted out of persistence[/yellow]")
+                        if user:
+                            raise typer.Exit(1) from exc
                     progress.advance(bar)
         summary = Table("user", "status", "before", "after", "merged", "contradictions", "pruned", "orphans")
         for r in reports:

@@ -65,3 +65,25 @@ def test_maintain_respects_the_kill_switch(cli_env: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("AGTOS_MAINTENANCE_ENABLED", "false")
     result = CliRunner().invoke(app, ["memory", "maintain", "--user", "cli"])
     assert result.exit_code == 1 and "disabled" in result.output
+
+
+def test_maintain_over_every_user_skips_an_opted_out_user_and_lints_the_others(cli_env: Path) -> None:
+    """A user opted out with their memory kept is still a known user: the sweep over every user said
+    why it skipped them and went on (it stopped with a traceback at the first one)."""
+    from agtos.config import Settings
+    from agtos.memory.coordinator import MemoryCoordinator
+
+    coordinator = MemoryCoordinator(Settings.from_env())
+    try:
+        for uid in ("aquiet", "bkeen"):
+            coordinator.create_memory(uid, f"{uid} keeps bees on the roof")
+        coordinator.services.privacy.set_opt_out("aquiet", True, forget_existing=False)
+    finally:
+        coordinator.close()
+    swept = CliRunner().invoke(app, ["memory", "maintain"])
+    assert swept.exit_code == 0, swept.output
+    said = " ".join(swept.output.split())
+    assert "skipped aquiet: opted out of persistence" in said
+    assert "bkeen" in said.split("skipped aquiet")[1]  # the sweep went on to the next user's report
+    one = CliRunner().invoke(app, ["memory", "maintain", "--user", "aquiet"])
+    assert one.exit_code == 1 and "skipped aquiet: opted out of persistence" in " ".join(one.output.split())

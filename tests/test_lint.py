@@ -224,3 +224,24 @@ def test_a_conclusion_the_lint_marks_stale_leaves_the_profile_at_once(lint_setti
         assert "User is allergic to peanuts" not in after["sources"], after
     finally:
         coordinator.close()
+
+
+def test_the_nightly_lint_over_every_user_leaves_an_opted_out_users_kept_memory_alone(
+    lint_coordinator: MemoryCoordinator,
+) -> None:
+    """Opted out with their memory kept: nothing may be written for them. The HTTP route and the CLI
+    refuse to lint them; the nightly flow over every user skipped no one and pruned and merged theirs."""
+    from agtos.flows.lint_flow import lint_flow
+    from agtos.flows.runtime import use_runtime
+
+    made = crafted(lint_coordinator)
+    assert U in lint_coordinator.known_users()
+    lint_coordinator.services.privacy.set_opt_out(U, True, forget_existing=False)
+    use_runtime(lint_coordinator.services)
+    try:
+        reports = lint_flow()
+    finally:
+        use_runtime(None)
+    assert U not in [r["user_id"] for r in reports]
+    kept = {c.id for c in lint_coordinator.conclusions.all(U)}
+    assert kept == set(made)  # the weak one not pruned, the duplicates not merged

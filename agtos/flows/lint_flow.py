@@ -41,13 +41,15 @@ PREFECT_STEPS = LintSteps(
 
 @flow(name="memory-lint", log_prints=False, validate_parameters=False)
 def lint_flow(user_id: str | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
-    """Lint one user, or every known user (the nightly deployment); with ``run_id``, the
-    run the API queued for ``user_id`` (its status record follows the sweep)."""
+    """Lint one user, or every known user who has not opted out (the nightly deployment); with ``run_id``,
+    the run the API queued for ``user_id`` (its status record follows the sweep)."""
     rt = runtime()
     if user_id and run_id:
         run = rt.maintenance.get_run(user_id, run_id) or MaintenanceRun(run_id=run_id, user_id=user_id)
         run = run.model_copy(update={"flow_run_id": str(prefect_runtime.flow_run.id)})
         done = maintain_run(rt, run, PREFECT_STEPS)
         return [done.report.model_dump()] if done.report else []
-    users = [user_id] if user_id else rt.users.known()
+    # every known user but those who opted out of persistence (their kept memory is not rewritten: the
+    # HTTP route and the CLI refuse them too)
+    users = [user_id] if user_id else [uid for uid in rt.users.known() if not rt.privacy.is_opted_out(uid)]
     return [maintain(rt, uid, PREFECT_STEPS).model_dump() for uid in users]
