@@ -128,7 +128,7 @@ def main() -> int:
     parser.add_argument("--per-module", type=int, default=0, help="draw this many of each module (stratified)")
     parser.add_argument("--time-box", type=float, default=300.0, help="seconds for the mutant phase (0: no limit)")
     parser.add_argument(
-        "--setup-limit", type=float, default=900.0, help="seconds for mutmut's set-up (generation, stats, clean run)"
+        "--setup-limit", type=float, default=1500.0, help="seconds for mutmut's set-up (generation, stats, clean run)"
     )
     parser.add_argument("--floor", type=float, default=85.0)
     parser.add_argument("--max-children", type=int, default=2)
