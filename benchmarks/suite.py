@@ -87,7 +87,9 @@ def recall_tables(rows: list[dict[str, Any]]) -> list[str]:
         stages = list(big["breakdown"]["hybrid"])
         lines += [
             f"Where a direct search's time goes at {big['size']:,} episodes (mean ms per query): each stage "
-            "the exclusive time of the library's own methods, so the stages + other = the total. The timed "
+            "the exclusive time of the library's own methods on the calling thread, so those stages + other = "
+            "the total; the query's embedding runs on a pool thread beside them (its column apart, not in the "
+            "sum: the calling thread waits only for what the other stages did not hide). The timed "
             "pass total is the same searches timed in an earlier pass (on a loaded host the passes differ).",
             "",
             "| mode | " + " | ".join(stages) + " |",
