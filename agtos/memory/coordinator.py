@@ -17,8 +17,9 @@ from agtos.config import Settings
 from agtos.memory import memory_crud, recall
 from agtos.memory.conclusion_lock import conclusions_held, delete_conclusion
 from agtos.memory.conversation_ingest import ingest_conversations
+from agtos.memory.dream_retry import dream_now
 from agtos.memory.dreamer import DreamerScheduler
-from agtos.memory.dreamer_pipeline import DreamReport, run_dreamer
+from agtos.memory.dreamer_pipeline import DreamReport
 from agtos.memory.episodic import session_episode_id
 from agtos.memory.health_checks import health
 from agtos.memory.ingest_worker import IngestWorker, SessionJob, existing_episodes
@@ -270,8 +271,9 @@ class MemoryCoordinator:
         return delete_conclusion(self.services, check_user_id(user_id), conclusion_id)
 
     def dream(self, user_id: str) -> DreamReport:
-        """Run the Dreamer for a user now (manual trigger; the session-end path is automatic)."""
-        return run_dreamer(self.services, check_user_id(user_id))
+        """Run the Dreamer for a user now (manual trigger; the session-end path is automatic); a run that
+        succeeds clears the user's pending mark it covers (:func:`agtos.memory.dream_retry.dream_now`)."""
+        return dream_now(self.services, check_user_id(user_id))
 
     def maintain(self, user_id: str) -> MaintenanceReport:
         """One lint sweep for a user, gated by the ResourceGuard (see memory/lint_pipeline.py)."""

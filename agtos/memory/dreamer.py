@@ -2,11 +2,14 @@
 
 It listens to ``sessionEnded`` on the services' event bus, the one path that triggers it: every
 way a session ends (the API, imports, an idle sweep, another component emitting the event)
-emits that event, and a Redis marker makes sure each ended session is consolidated once. Before a run the
-user is marked "dream pending" (:meth:`DreamMarkers.mark_pending`) and the run that succeeds clears the
-mark; a run the guard put off until it gave up, one that failed (a lock waited for past
-``AGTOS_LOCK_WAIT_MAX_S``, Redis gone, an error) or one cut short by the process's exit leaves it, and the
-user's next maintenance sweep (:func:`agtos.memory.dream_retry.retry_pending_dream`) runs the Dreamer again.
+emits that event, and a Redis marker makes sure each ended session is consolidated once. The user is
+marked "dream pending" with the session's episode, in the same atomic write
+(:func:`agtos.memory.ingestion_pipeline.dreaming_steps`; an event whose emitter stored nothing so marks it
+here), and the run that succeeds clears the mark it read before it read the episodes; a run the guard put
+off until it gave up, one that failed (a lock waited for past ``AGTOS_LOCK_WAIT_MAX_S``, Redis gone, an
+error), one that never started (Redis away when the event came, the process killed after the store) or one
+cut short by the process's exit leaves it, and the user's next maintenance sweep
+(:func:`agtos.memory.dream_retry.retry_pending_dream`) runs the Dreamer again.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class DreamerScheduler:
             # marked consolidated: a later event of the same ingestion batch is this user's, and its
             # run reads the user's recent episodes, this one included (ingest_worker.ingest_sessions)
             later = bool(payload.get("more_for_user"))
-            token = "" if later else self.services.dream_markers.mark_pending(user_id)
+            token = "" if later else self._pending_token(user_id)
         except StorageUnavailable:
             log.warning("Dreamer skipped for %s/%s: Redis unavailable", user_id, session_id)
             return
@@ -71,6 +74,13 @@ class DreamerScheduler:
         )
         self._threads.append(thread)
         thread.start()
+
+    def _pending_token(self, user_id: str) -> str:
+        """The user's pending mark, read before the run reads the episodes: the run that succeeds clears it
+        (every episode marked by then is stored, so read). None (a run that read the episode cleared it, or
+        the emitter stored nothing): marked now, one extra run at most."""
+        markers = self.services.dream_markers
+        return markers.pending(user_id) or markers.mark_pending(user_id)
 
     def _run(self, user_id: str, since: dict[str, int], token: str, work: Callable[[], DreamReport | None]) -> None:
         """``work`` (None: it gave up); the user's pending mark ``token`` cleared if it ran, else left for the

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from agtos.memory.episodic import EpisodeDraft, build_episode, session_episode_id
-from agtos.memory.ingestion_pipeline import FORGOTTEN_WHILE_STORED, run_ingestion
+from agtos.memory.ingestion_pipeline import FORGOTTEN_WHILE_STORED, dreaming_steps, run_ingestion
 from agtos.memory.privacy_controls import NotFoundError
 from agtos.memory.vector_repair import fill_after_ingestion
 from agtos.schemas import IngestItem, Turn
@@ -91,7 +91,10 @@ def ingest_sessions(rt: Services, jobs: list[SessionJob], emit: Callable[[dict[s
     ]
     if kept:
         existing = existing_episodes(rt, [(job.user_id, draft.episode.id) for job, draft in kept])
-        report = run_ingestion(rt, [job_item(j, d) for j, d in kept])
+        # each user is marked "dream pending" with their episodes' write: their Dreamer run is never lost
+        # between the store and the event (Redis away, the process killed), the sweep runs it then
+        steps = dreaming_steps(job.user_id for job, _ in kept)
+        report = run_ingestion(rt, [job_item(j, d) for j, d in kept], steps)
         stored = set(report.episode_ids)  # less the jobs of users who forgot everything after queueing them
         vanished = {s["sessionId"] for s in report.skipped if s["reason"] == FORGOTTEN_WHILE_STORED}
         forgotten |= {d.episode.id for j, d in kept if j.session_id in vanished and d.episode.id not in stored}

@@ -8,9 +8,10 @@ it with the plain functions below, so one request does not pay a flow run's over
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -125,6 +126,8 @@ def index_batch(
     memories: list[Memory],
     vectors: np.ndarray | None,
     turns: TurnBatch,
+    *,
+    dreaming: frozenset[str] = frozenset(),
 ) -> Indexed:
     """Store episodes, memories and the episodes' verbatim turns in Redis and every index.
     ``vectors``: the episode rows, then the memory rows, then the turn units' rows.
@@ -132,9 +135,12 @@ def index_batch(
     Each user's episode records are written first, in one atomic step with the check of the opt-out
     list (:meth:`EpisodeStore.save_unless_opted_out`): for a user who opted out by then nothing of the
     batch is written (no stored episode is overwritten: an import's grown session keeps its earlier
-    version), and the user is named in ``refused``."""
+    version), and the user is named in ``refused``. A user in ``dreaming`` (session ends: the Dreamer
+    reads their episodes next) is marked "dream pending" in that same step (:mod:`agtos.storage.dream_markers`)."""
     refused = frozenset(
-        u for u in dict.fromkeys(e.user_id for e in episodes) if not _save_unless_opted_out(rt, u, episodes)
+        u
+        for u in dict.fromkeys(e.user_id for e in episodes)
+        if not _save_unless_opted_out(rt, u, episodes, u in dreaming)
     )
     rows = [
         at
@@ -155,9 +161,10 @@ def index_batch(
     return Indexed(written, refused)
 
 
-def _save_unless_opted_out(rt: Services, user_id: str, episodes: list[Episode]) -> bool:
+def _save_unless_opted_out(rt: Services, user_id: str, episodes: list[Episode], dreaming: bool) -> bool:
     own = [e for e in episodes if e.user_id == user_id]
-    return rt.episodes.save_unless_opted_out(user_id, own, rt.opt_outs.key)
+    mark = rt.dream_markers.new_mark(user_id) if dreaming else None
+    return rt.episodes.save_unless_opted_out(user_id, own, rt.opt_outs.key, mark)
 
 
 def upsert_entities(rt: Services, episodes: list[Episode], mentions: list[list[Any]]) -> int:
@@ -168,6 +175,13 @@ def upsert_entities(rt: Services, episodes: list[Episode], mentions: list[list[A
 
 
 INLINE_STEPS = IngestionSteps(summarise_items, recognise_entities, distil, embed_texts, index_batch, upsert_entities)
+
+
+def dreaming_steps(users: Iterable[str]) -> IngestionSteps:
+    """:data:`INLINE_STEPS` for session ends: ``users`` are marked "dream pending" with their episodes'
+    write, so a Dreamer run that never starts (Redis away, the process killed after the store) is left to
+    the maintenance sweep (:mod:`agtos.memory.dream_retry`)."""
+    return replace(INLINE_STEPS, index=functools.partial(index_batch, dreaming=frozenset(users)))
 
 
 def episode_rows_first(

@@ -1,16 +1,28 @@
 """The Dreamer's run-once markers: one SET NX key per consolidated episode (or session); and the user's
 "dream pending" mark (``<prefix>:u:{<user>}:dream:pending``, under the user's keys: forget-all's SCAN removes
-it), set before a run and cleared by the run that succeeded, so a run that gave up or failed is retried."""
+it), written with a session end's episode (:meth:`EpisodeStore.save_unless_opted_out`, one atomic step) and
+cleared by a run that read the episodes after it was set and succeeded, so a run that gave up, failed or never
+started (Redis away, the process killed after the store) is retried by the maintenance sweep."""
 
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector, as_text
 from agtos.storage.user_lock import release
 
 MARKER_TTL_S = 7 * 86_400
+
+
+@dataclass(frozen=True)
+class PendingMark:
+    """A user's "dream pending" mark to write: its key, a fresh token, its lifetime."""
+
+    key: str
+    token: str
+    ttl_s: int = MARKER_TTL_S
 
 
 class DreamMarkers:
@@ -34,12 +46,16 @@ class DreamMarkers:
     def _pending_key(self, user_id: str) -> str:
         return self.keys.user(user_id).record("dream", "pending")
 
+    def new_mark(self, user_id: str) -> PendingMark:
+        """A fresh mark for the user (not written: an episode's store writes it with the episode)."""
+        return PendingMark(self._pending_key(user_id), secrets.token_hex(8))
+
     def mark_pending(self, user_id: str) -> str:
         """Mark the user's episodes as waiting for a Dreamer run (for ``MARKER_TTL_S``, the retries' bound);
         returns the mark's token, which :meth:`clear_pending` compares."""
-        key, token = self._pending_key(user_id), secrets.token_hex(8)
-        self.connector.run(lambda r: r.set(key, token, ex=MARKER_TTL_S))
-        return token
+        mark = self.new_mark(user_id)
+        self.connector.run(lambda r: r.set(mark.key, mark.token, ex=mark.ttl_s))
+        return mark.token
 
     def pending(self, user_id: str) -> str | None:
         """The token of the user's pending mark, or None."""

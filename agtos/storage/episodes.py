@@ -8,20 +8,25 @@ from collections.abc import Iterable, Iterator
 import redis
 
 from agtos.schemas import Episode
+from agtos.storage.dream_markers import PendingMark
 from agtos.storage.keys import GlobalKeys, UserKeys
 from agtos.storage.redis_conn import RedisConnector, members
 
-#: KEYS: the opt-out set, the user's timeline, then each episode's key; ARGV: the user id, the TTL, then
-#: each episode's id, time and JSON. Nothing is written when the user is in the set (returns 0).
+#: KEYS: the opt-out set, the user's timeline, then each episode's key, then (ARGV[3] not empty) the user's
+#: "dream pending" mark; ARGV: the user id, the TTL, the mark's token ('': none) and TTL, then each episode's id,
+#: time and JSON. Nothing is written when the user is in the set (returns 0).
 SAVE_UNLESS_OPTED_OUT_LUA = """
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 0 end
 local ttl = tonumber(ARGV[2])
-for i = 3, #KEYS do
-  local at = 3 + 3 * (i - 3)
+local last = #KEYS
+if ARGV[3] ~= '' then last = last - 1 end
+for i = 3, last do
+  local at = 5 + 3 * (i - 3)
   redis.call('SET', KEYS[i], ARGV[at + 2], 'EX', ttl)
   redis.call('ZADD', KEYS[2], ARGV[at + 1], ARGV[at])
 end
 redis.call('EXPIRE', KEYS[2], ttl)
+if ARGV[3] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[3], 'EX', tonumber(ARGV[4])) end
 return 1
 """
 
@@ -32,8 +37,9 @@ class EpisodeStore:
         self.keys = keys
         self.ttl_seconds = ttl_seconds
 
-    def save(self, episode: Episode, ttl_seconds: int | None = None) -> Episode:
-        """Store (or overwrite, same id) an episode with its TTL; the timeline key lives as long."""
+    def save(self, episode: Episode, ttl_seconds: int | None = None, mark: PendingMark | None = None) -> Episode:
+        """Store (or overwrite, same id) an episode with its TTL; the timeline key lives as long. ``mark``:
+        the user's "dream pending" mark, written in the same transaction."""
         uk = self.keys.user(episode.user_id)
         ttl = ttl_seconds or self.ttl_seconds
 
@@ -43,32 +49,41 @@ class EpisodeStore:
             pipe.zadd(uk.episode_timeline(), {episode.id: episode.timestamp})
             # plain EXPIRE (no GT/NX): the embedded server is Redis 6.2
             pipe.expire(uk.episode_timeline(), max(ttl, self.ttl_seconds))
+            if mark is not None:
+                pipe.set(mark.key, mark.token, ex=mark.ttl_s)
             pipe.execute()
             r.sadd(self.keys.users(), episode.user_id)  # a global key: outside the per-user transaction
 
         self.connector.run(op)
         return episode
 
-    def save_unless_opted_out(self, user_id: str, episodes: list[Episode], opt_out_key: str) -> bool:
+    def save_unless_opted_out(
+        self, user_id: str, episodes: list[Episode], opt_out_key: str, mark: PendingMark | None = None
+    ) -> bool:
         """Store one user's ``episodes`` (as :meth:`save`) in one atomic step with the check that the user
         is not in the set ``opt_out_key`` (the opt-out list); False: they are, nothing was written. An
         opt-out that lands first keeps every record as it was; one that lands after finds them written.
-        On a Redis Cluster (the set and the user's keys in other slots) the check comes just before."""
+        On a Redis Cluster (the set and the user's keys in other slots) the check comes just before.
+        ``mark``: the user's "dream pending" mark, written in the same step (on a Cluster, in the last
+        episode's transaction): never after the episodes, never before them."""
         if not episodes:
             return True
         uk = self.keys.user(user_id)
         args = [part for e in episodes for part in (e.id, e.timestamp, e.model_dump_json())]
         keys = [opt_out_key, uk.episode_timeline(), *(uk.episode(e.id) for e in episodes)]
+        marking: list[str | int] = ["", 0] if mark is None else [mark.token, mark.ttl_s]
+        keys += [] if mark is None else [mark.key]
 
         if self.connector.mode == "cluster":
             if self.connector.run(lambda r: r.sismember(opt_out_key, user_id)):
                 return False
-            for episode in episodes:
-                self.save(episode)
+            for at, episode in enumerate(episodes, 1):
+                self.save(episode, mark=mark if at == len(episodes) else None)
             return True
 
         def op(r: redis.Redis) -> bool:
-            written = bool(r.eval(SAVE_UNLESS_OPTED_OUT_LUA, len(keys), *keys, user_id, self.ttl_seconds, *args))
+            script = SAVE_UNLESS_OPTED_OUT_LUA
+            written = bool(r.eval(script, len(keys), *keys, user_id, self.ttl_seconds, *marking, *args))
             if written:
                 r.sadd(self.keys.users(), user_id)  # a global key: outside the script's keys
             return written
