@@ -24,7 +24,7 @@ from agtos.storage.pending_vectors import PendingVectors
 from agtos.storage.redis_conn import RedisConnector, StorageUnavailable, as_text
 from agtos.storage.vector_index import VectorIndex
 from agtos.storage.vector_shard import LocalShard
-from agtos.tasks.ranking import DEFAULT_K, fuse_scored, max_fused_score
+from agtos.tasks.ranking import DEFAULT_K, content_order, fuse_scored, max_fused_score, ties_ordered
 
 log = logging.getLogger(__name__)
 
@@ -543,7 +543,8 @@ class SemanticStore:
             start += len(page)
         if gone:
             self._forget(user_id, gone)
-        return live[:limit]
+        # hits of equal score (keyword-only hits of one BM25 score come in the index's id order) by what they say
+        return ties_ordered(live[:limit], _score, _content)
 
     def _read(self, r: redis.Redis, user_id: str, ids: list[str], window: int) -> dict[str, tuple[str, Window | None]]:
         pipe = r.pipeline(transaction=False)
@@ -584,6 +585,14 @@ class SemanticStore:
             if gone:
                 removed += self._forget(user_id, gone)
         return removed
+
+
+def _score(hit: SearchResult) -> float:
+    return hit.score
+
+
+def _content(hit: SearchResult) -> tuple[float, str, int]:
+    return content_order(hit.payload)
 
 
 def _pairs(reply: list[Any]) -> dict[str, str]:

@@ -8,12 +8,13 @@ search with :func:`without_speakers` (the query without the names of the people 
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import groupby
 from operator import itemgetter
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agtos.tasks.text import content_words, fold
 
@@ -50,6 +51,7 @@ class Timed(Protocol):
 
 H = TypeVar("H", bound=Identified)
 T = TypeVar("T", bound=Timed)
+V = TypeVar("V")
 
 
 def reciprocal_rank_fusion(
@@ -113,6 +115,38 @@ def _fused(
             scores[doc_id] = scores.get(doc_id, 0.0) + weight / (k + rank)
     # sorted() is stable, reverse=True too, so equal scores keep first-appearance (insertion) order
     return sorted(scores.items(), key=itemgetter(1), reverse=True)
+
+
+#: a record's JSON fields read for its place among hits of equal score (:func:`content_order`): when it was said
+#: (a turn's or an episode's ``timestamp``, a fact's ``valid_from``; not a write time such as ``updated_at``,
+#: which differs between two users given the same data), then its words
+SAID_AT_FIELDS = ("timestamp", "valid_from")
+TEXT_FIELDS = ("content", "text", "summary", "name")
+
+
+def content_order(payload: str | None) -> tuple[float, str, int]:
+    """The sort key of a hit among hits of exactly equal score: the later said first, then by its words
+    (and a turn's position): read from the record's JSON, never from its id (issue 14: equal-score hits
+    ordered by id came out in another order for another user given the same data)."""
+    try:
+        record = json.loads(payload) if payload else {}
+    except ValueError:
+        record = {}
+    if not isinstance(record, dict):
+        record = {}
+    said = next((v for f in SAID_AT_FIELDS if isinstance(v := record.get(f), int | float)), 0)
+    text = next((v for f in TEXT_FIELDS if isinstance(v := record.get(f), str)), "")
+    position = record.get("position")
+    return -float(said), text, position if isinstance(position, int) else 0
+
+
+def ties_ordered(hits: Sequence[V], score: Callable[[V], float], key: Callable[[V], Any]) -> list[V]:
+    """Best-first ``hits`` with each run of exactly equal ``score`` sorted by ``key`` (the others keep their place)."""
+    out: list[V] = []
+    for _, run in groupby(hits, key=score):
+        tied = list(run)
+        out += sorted(tied, key=key) if len(tied) > 1 else tied
+    return out
 
 
 def fuse_evidence(

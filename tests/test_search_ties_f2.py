@@ -1,0 +1,76 @@
+"""Keyword-only hits of equal score come in an order that does not depend on record ids (issue 14, f2).
+
+Hits of exactly equal score share their rank in the RRF (c325e12), but hits found by keyword alone
+(all of them in BM25 mode, or outside the vector pool) then kept the BM25 index's order, which is by
+record id: a hash of the user and the session. Two users told the same words on the same days got
+their evidence in opposite orders. Here the same two sessions (the same line said on 1 and 8 June
+2023) are replayed for two users whose episode ids sort in opposite orders, through the HTTP API of
+an app searching by keyword (``search_mode="bm25"``, AGTOS_MEMORY_SEARCH_MODE); the context lists
+its matched turns, in the order they compete for the budget, the later said first for both users.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agtos.memory.coordinator import MemoryCoordinator
+from agtos.serving.app import create_app
+from tests.helpers import delete_prefix, end_session, gina_jon_turns, isolation_settings, user
+
+#: two users whose episodes' ids sort the first session first for one, last for the other (checked below)
+USERS = ("f2-ties-a", "f2-ties-b")
+JUNE_1 = datetime(2023, 6, 1, 18, 0, tzinfo=UTC)
+SAID = "I finally baked the zucchini bread from grandma's recipe."
+SESSIONS = {
+    "june-1": (JUNE_1, [("Gina", "Hi Jon!"), ("Gina", SAID), ("Jon", "Sounds lovely, enjoy!")]),
+    "june-8": (JUNE_1 + timedelta(days=7), [("Gina", "Morning Jon!"), ("Gina", SAID), ("Jon", "Again? Nice.")]),
+}
+
+
+@pytest.fixture(scope="module")
+def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """An app searching by keyword, with :data:`SESSIONS` replayed for each of :data:`USERS`."""
+    prefix = f"agtos-test-f2-ties-{uuid.uuid4().hex[:8]}"
+    settings = isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("f2ties"))
+    coordinator = MemoryCoordinator(settings.with_overrides(search_mode="bm25"))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            for user_id in USERS:
+                for sid, (start, lines) in SESSIONS.items():
+                    assert end_session(client, user_id, sid, gina_jon_turns(start, lines))["saved"]
+            yield client
+    finally:
+        coordinator.close()
+        delete_prefix(redis_url, prefix)
+
+
+def matched_turns(client: TestClient, user_id: str) -> list[dict[str, Any]]:
+    """The context's matched turn lines (not their neighbours), in the order they took the budget."""
+    response = client.post(
+        "/api/memory/context", json={"query": "zucchini bread", "token_budget": 1_000}, headers=user(user_id)
+    )
+    assert response.status_code == 200, response.text
+    return [i for i in response.json()["items"] if i["tier"] == "turn" and SAID in i["text"]]
+
+
+def test_the_ids_of_the_two_users_sort_their_sessions_in_opposite_orders(chat: TestClient) -> None:
+    """The premise: ordered by record id, one user's tied turns would come in the other's reverse order."""
+    by_id = []
+    for user_id in USERS:
+        turns = matched_turns(chat, user_id)
+        assert len(turns) == 2, turns
+        by_id.append([t["sessionId"] for t in sorted(turns, key=lambda t: t["id"])])
+    assert by_id[0] == list(reversed(by_id[1])), by_id
+
+
+def test_equal_keyword_hits_come_later_said_first_whatever_the_ids(chat: TestClient) -> None:
+    for user_id in USERS:
+        turns = matched_turns(chat, user_id)
+        assert [t["sessionId"] for t in turns] == ["june-8", "june-1"], (user_id, turns)
+        assert turns[0]["relevance"] == turns[1]["relevance"] > 0
