@@ -58,6 +58,13 @@ class Privacy:
         self._opt_out_cache[user_id] = (now, value)
         return value
 
+    def opt_out_setting(self, user_id: str) -> bool:
+        """The user's setting as Redis holds it now (``GET /privacy``): ``StorageUnavailable`` when it
+        cannot be read, never a guess (:meth:`is_opted_out` says False then, safe only for writers)."""
+        value = self.c.opt_outs.contains(user_id)
+        self._opt_out_cache[user_id] = (time.monotonic(), value)
+        return value
+
     def set_opt_out(self, user_id: str, opted_out: bool, forget_existing: bool = False) -> dict[str, Any]:
         self.c.opt_outs.set(user_id, opted_out)
         self._opt_out_cache[user_id] = (time.monotonic(), opted_out)

@@ -440,6 +440,11 @@ class UserProfile(Record):
 
 
 ProfileItem = Annotated[str, Field(max_length=5_000)]  # as long as a conclusion's text, which the Dreamer copies in
+#: a character that is not a space in any engine's sense (Python's str.isspace, Unicode's White_Space, ECMAScript's
+#: \s with U+FEFF), spelt out so the JSON Schema's pattern and the check below agree on every client
+NOT_BLANK = r"[^\t\n\v\f\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+#: a preference, pattern or fact line: not blank (a 422), as its JSON Schema states
+ProfileLine = Annotated[ProfileItem, Field(json_schema_extra={"pattern": NOT_BLANK})]
 
 
 class ProfileUpdate(Record):
@@ -451,16 +456,16 @@ class ProfileUpdate(Record):
 
     name: str | None = Field(default=None, max_length=256)
     communication_style: str | None = Field(default=None, max_length=1_000)
-    preferences: list[ProfileItem] | None = Field(default=None, max_length=500)
-    patterns: list[ProfileItem] | None = Field(default=None, max_length=500)
-    facts: list[ProfileItem] | None = Field(default=None, max_length=1_000)
+    preferences: list[ProfileLine] | None = Field(default=None, max_length=500)
+    patterns: list[ProfileLine] | None = Field(default=None, max_length=500)
+    facts: list[ProfileLine] | None = Field(default=None, max_length=1_000)
     sources: dict[ProfileItem, list[str]] | None = None
     opt_out: bool | None = Field(default=None, strict=True)  # true or false as sent, not 0 or "off"
 
     @field_validator("preferences", "patterns", "facts")
     @classmethod
     def _no_blank_items(cls, items: list[str] | None) -> list[str] | None:
-        if items is not None and any(not item.strip() for item in items):
+        if items is not None and not all(re.search(NOT_BLANK, item) for item in items):
             raise ValueError("list items must be non-empty strings")
         return items
 

@@ -42,18 +42,18 @@ class MaintenanceRunner:
     def submit(self, user_id: str) -> MaintenanceRun:
         """Record a queued run for ``user_id`` and hand it to the worker thread; while the user's last run
         is still queued (waiting for the thread, taken but not started, or held by Prefect until a worker
-        runs it), that run."""
+        runs it), that run. A run whose record is gone (the user forgot everything, or opted out and forgot,
+        since it was queued) is not handed out again: its ``Location`` would answer 404."""
         with self._lock:
             waiting, handed = self._queued.get(user_id), self._handed.get(user_id)
-        if waiting is not None:
-            return waiting
-        if handed is not None:
-            stored = self.coordinator.maintenance.get_run(user_id, handed)
+        last = handed if waiting is None else waiting.run_id
+        if last is not None:
+            stored = self.coordinator.maintenance.get_run(user_id, last)
             if stored is not None and stored.status == "queued":
                 return stored
         with self._lock:
             waiting = self._queued.get(user_id)
-            if waiting is not None:
+            if waiting is not None and waiting.run_id != last:  # queued by another request meanwhile
                 return waiting
             run = MaintenanceRun(run_id=new_id("run"), user_id=user_id)
             self.coordinator.maintenance.save_run(run)
@@ -86,6 +86,10 @@ class MaintenanceRunner:
 
         submitted = False
         try:
+            if self.coordinator.maintenance.get_run(run.user_id, run.run_id) is None:
+                # forgotten since it was queued (forget-all, opt-out): not run, and no record written again
+                log.info("maintenance run %s of %s dropped: the user forgot everything since", run.run_id, run.user_id)
+                return
             submitted = self._submitted_to_prefect(run)
             if not submitted:
                 self.coordinator.maintain_run(run, pause)

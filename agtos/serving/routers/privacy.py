@@ -35,7 +35,8 @@ def forget(coordinator: Coordinator, user_id: UserId, body: ForgetRequest) -> Fo
 
 @router.get("/privacy", response_model=PrivacyOut)
 def get_privacy(coordinator: Coordinator, user_id: UserId) -> PrivacyOut:
-    return PrivacyOut(user_id=user_id, opt_out=coordinator.privacy.is_opted_out(user_id))
+    """The user's opt-out setting, read from Redis (503 while it cannot be read: never a guess)."""
+    return PrivacyOut(user_id=user_id, opt_out=coordinator.privacy.opt_out_setting(user_id))
 
 
 @router.put("/privacy", response_model=PrivacyUpdateOut, responses=errors(413))
