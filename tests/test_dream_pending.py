@@ -237,33 +237,39 @@ def test_a_redis_restart_as_the_session_ended_event_goes_out_leaves_the_run_to_t
 
 
 def test_a_worker_killed_right_after_the_episode_store_leaves_the_user_marked(
-    settings: Settings, raw_redis: redis.Redis, key_prefix: str
+    settings: Settings, raw_redis: redis.Redis
 ) -> None:
     """Queue mode: the worker's first attempt dies right after the ingestion run stored the episode, before
     the ``sessionEnded`` event (the step after the store raises, as a kill there would stop it). The episode
     is stored and the user is already marked, for 7 days. The retried job dreams it and clears the mark.
     Before the fix the mark came with the event: none there."""
+    killed_after_the_store(settings, raw_redis)
+
+
+def killed_after_the_store(settings: Settings, raw: redis.Redis | redis.RedisCluster) -> None:
+    """The worker-killed scenario above on the Redis of ``settings`` (``raw``: a client of it)."""
     queue = settings.with_overrides(ingest_mode="queue", ingest_worker=False, ingest_retry_delay_s=0.0)
     coordinator = MemoryCoordinator(queue.with_overrides(background_work_policy="always"))
     gate = coordinator.services.query_ingest  # its stamp is the first write after the ingestion run
     kills = [RuntimeError("worker killed right after the episode store")]
     stamp = gate.mark_interaction_saved
     gate.mark_interaction_saved = lambda *ids: stamp(*ids) if not kills else _raise(kills.pop())  # type: ignore
+    mark = f"{settings.key_prefix}:u:{{vic}}:dream:pending"
     try:
         with TestClient(create_app(coordinator=coordinator)) as client:
             ended = end_session(client, "vic", "s1", METRIC)
             assert ended["status"] == "queued", ended
             worker = coordinator.ingest_worker()
             assert worker.run_once(block=False) == 1  # stored, then killed
-            assert raw_redis.exists(f"{key_prefix}:u:{{vic}}:episode:{ended['episodeId']}") == 1
-            assert _mark(raw_redis, key_prefix, "vic") is not None
-            assert MARK_TTL_S - 60 <= raw_redis.ttl(f"{key_prefix}:u:{{vic}}:dream:pending") <= MARK_TTL_S
+            assert raw.exists(f"{settings.key_prefix}:u:{{vic}}:episode:{ended['episodeId']}") == 1
+            assert raw.get(mark) is not None
+            assert MARK_TTL_S - 60 <= int(raw.ttl(mark)) <= MARK_TTL_S
 
             assert worker.run_once(block=False) == 1  # the retry: stored again, dreamed
             assert coordinator.dreamer.wait(30) and not kills
             stored = {c["text"]: c for c in _conclusions(client, "vic")}
             assert stored[METRIC_CONCLUSION]["source_episode_ids"] == [ended["episodeId"]], stored
-            assert _mark(raw_redis, key_prefix, "vic") is None
+            assert raw.get(mark) is None
     finally:
         coordinator.close()
 
