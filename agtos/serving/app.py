@@ -125,14 +125,14 @@ def document_guards(app: FastAPI, keyed: Iterable[APIRouter]) -> None:
     build = app.openapi
     keyed = list(keyed)
     operations = {
-        (route.path, method.lower())
+        (route.path_format, method.lower())  # as OpenAPI writes it: no convertor
         for router in keyed
         for route in router.routes
         if isinstance(route, APIRoute)
         for method in route.methods or ()
     }
     named = {  # the operations that read X-User-Id (get_user_id)
-        (route.path, method.lower())
+        (route.path_format, method.lower())  # as OpenAPI writes it: no convertor
         for router in (app.router, *keyed)
         for route in router.routes
         if isinstance(route, APIRoute) and _names_user(route.dependant)

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from agtos.memory.entity_graph import EntityConflict, EntityInvalid, EntityNotFound
 from agtos.memory.entity_views import EntityViews
@@ -34,6 +35,18 @@ from agtos.serving.strict_json import StrictJSONRoute
 from agtos.storage.redis_conn import StorageUnavailable
 
 EntityId = Annotated[str, id_path("the entity's id")]
+
+
+class EntityIdSegment(StringConvertor):
+    """The ``{entity_id}`` segment: any but ``stats``, the concrete path beside it. OpenAPI matches a concrete
+    path before a template, so ``PUT``/``DELETE /api/entities/stats`` are not documented; routed as entity ids
+    they were a 404 for an entity "stats" (never an entity's id: those are ``ent-…``) while ``Allow`` named PUT
+    and DELETE there. Now they are a 405 whose ``Allow`` is the stats path's GET."""
+
+    regex = "(?!stats$)[^/]+"
+
+
+register_url_convertor("entity_id", EntityIdSegment())
 
 router = APIRouter(prefix="/api/entities", tags=["entities"], responses=USER_ERRORS, route_class=StrictJSONRoute)
 NOT_FOUND = errors(404)
@@ -90,13 +103,13 @@ def entity_stats(coordinator: Coordinator, user_id: UserId) -> EntityStatsOut:
     return EntityStatsOut(total=sum(counts.values()), by_type=counts, available=True)
 
 
-@router.get("/{entity_id}", response_model=EntityEnvelope, responses=NOT_FOUND)
+@router.get("/{entity_id:entity_id}", response_model=EntityEnvelope, responses=NOT_FOUND)
 def get_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId) -> EntityEnvelope:
     with _entity_errors():
         return EntityEnvelope(entity=EntityOut.model_validate(_views(coordinator).get(user_id, entity_id)))
 
 
-@router.put("/{entity_id}", response_model=EntityEnvelope, responses=errors(404, 409, 413))
+@router.put("/{entity_id:entity_id}", response_model=EntityEnvelope, responses=errors(404, 409, 413))
 def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId, body: EntityUpdate) -> EntityEnvelope:
     """Edit name, type, aliases or confidence (409 when a name/alias belongs to another entity)."""
     with _entity_errors():
@@ -104,7 +117,7 @@ def put_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId, b
     return EntityEnvelope(entity=EntityOut.model_validate(entity))
 
 
-@router.delete("/{entity_id}", response_model=EntityDeletedOut, responses=NOT_FOUND)
+@router.delete("/{entity_id:entity_id}", response_model=EntityDeletedOut, responses=NOT_FOUND)
 def delete_entity(coordinator: Coordinator, user_id: UserId, entity_id: EntityId) -> EntityDeletedOut:
     """Soft delete: hidden from lists, stats and dedup lookups."""
     with _entity_errors():
