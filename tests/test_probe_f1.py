@@ -11,6 +11,7 @@ setting it could not read. ``PUT /profile`` refused blank list items (422) that 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,56 @@ def test_a_run_queued_before_an_opt_out_writes_nothing_for_the_user(
 
     assert _run(busy, "ann", first["runId"]) == 404
     assert list(raw_redis.scan_iter(match=f"{key_prefix}:u:{{ann}}:*", count=1_000)) == []
+
+
+def test_an_opt_out_landing_as_the_thread_takes_the_run_leaves_no_key(
+    settings: Settings, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """The runner thread has read Ann's queued run (it is there: not dropped) when she opts out and forgets
+    everything, just before the sweep starts (where the Prefect hand-off check sits). The sweep then fails
+    for an opted-out user; its record, written back ``failed``, must go with the rest: no key of Ann's is
+    left (the forget's fence was compared with a time read after it, so the record stayed; f4's review)."""
+    coordinator = MemoryCoordinator(settings)
+    forgot: list[int] = []
+    taken = threading.Event()
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            run_it = coordinator.maintain_run
+
+            def opt_out_first(run: Any, sleep: Any = time.sleep, since_ms: int | None = None) -> Any:
+                try:
+                    body = {"opt_out": True, "forget_existing": True}
+                    forgot.append(client.put("/api/memory/privacy", json=body, headers=user("ann")).status_code)
+                    return run_it(run, sleep) if since_ms is None else run_it(run, sleep, since_ms)
+                finally:
+                    taken.set()
+
+            coordinator.maintain_run = opt_out_first  # type: ignore[method-assign]
+            first = _maintain(client, "ann")
+            assert taken.wait(60), "the runner thread never took the run"
+
+            assert forgot == [200]
+            assert _run(client, "ann", first["runId"]) == 404
+            assert list(raw_redis.scan_iter(match=f"{key_prefix}:u:{{ann}}:*", count=1_000)) == []
+    finally:
+        coordinator.close()
+
+
+def test_the_profile_says_an_opt_out_made_in_another_process_at_once(settings: Settings) -> None:
+    """Two API processes on one Redis: Cal's profile read on the first (its opt-out now known there as
+    false), Cal opts out on the second; the first's next ``GET /profile`` says ``opt_out: true`` at once, as
+    its ``GET /privacy`` does (the profile read the writers' 2-second cache of the setting; f4's review)."""
+    first, second = MemoryCoordinator(settings), MemoryCoordinator(settings)
+    try:
+        with TestClient(create_app(coordinator=first)) as one, TestClient(create_app(coordinator=second)) as two:
+            assert one.get("/api/memory/profile", headers=user("cal")).json()["profile"]["opt_out"] is False
+            out = two.put("/api/memory/privacy", json={"opt_out": True}, headers=user("cal"))
+            assert out.status_code == 200, out.text
+            assert one.get("/api/memory/profile", headers=user("cal")).json()["profile"]["opt_out"] is True
+            assert one.get("/api/memory/privacy", headers=user("cal")).json()["optOut"] is True
+    finally:
+        first.close()
+        second.close()
 
 
 def test_the_privacy_setting_is_not_made_up_while_redis_is_down(settings: Settings, tmp_path: Path) -> None:

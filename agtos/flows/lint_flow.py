@@ -17,6 +17,7 @@ from agtos.memory.lint_pipeline import (
     maintain,
     maintain_run,
     persist,
+    queued_run,
     step_contradictions,
     step_decay,
     step_merge,
@@ -24,7 +25,6 @@ from agtos.memory.lint_pipeline import (
     step_prune,
     step_stale,
 )
-from agtos.schemas.api import MaintenanceRun
 
 _opts: dict[str, Any] = {"cache_policy": NONE, "persist_result": False}
 PREFECT_STEPS = LintSteps(
@@ -45,9 +45,11 @@ def lint_flow(user_id: str | None = None, run_id: str | None = None) -> list[dic
     the run the API queued for ``user_id`` (its status record follows the sweep)."""
     rt = runtime()
     if user_id and run_id:
-        run = rt.maintenance.get_run(user_id, run_id) or MaintenanceRun(run_id=run_id, user_id=user_id)
-        run = run.model_copy(update={"flow_run_id": str(prefect_runtime.flow_run.id)})
-        done = maintain_run(rt, run, PREFECT_STEPS)
+        stored, since_ms = queued_run(rt, user_id, run_id)
+        if stored is None:  # forgotten since the API queued it: not run, and its record not written again
+            return []
+        run = stored.model_copy(update={"flow_run_id": str(prefect_runtime.flow_run.id)})
+        done = maintain_run(rt, run, PREFECT_STEPS, since_ms=since_ms)
         return [done.report.model_dump()] if done.report else []
     # every known user but those who opted out of persistence (their kept memory is not rewritten: the
     # HTTP route and the CLI refuse them too)

@@ -282,12 +282,21 @@ class MemoryCoordinator:
         self.privacy.require_persistence(check_user_id(user_id))
         return maintain(self.services, user_id)
 
-    def maintain_run(self, run: MaintenanceRun, sleep: Callable[[float], None] = time.sleep) -> MaintenanceRun:
+    def maintain_run(
+        self, run: MaintenanceRun, sleep: Callable[[float], None] = time.sleep, since_ms: int | None = None
+    ) -> MaintenanceRun:
         """Carry out a run requested over HTTP (queued by the API; its state saved at each step);
-        ``sleep`` waits between the ResourceGuard's checks while it defers."""
+        ``sleep`` waits between the ResourceGuard's checks while it defers; ``since_ms`` as
+        :func:`agtos.memory.lint_pipeline.maintain_run`'s."""
         from agtos.memory.lint_pipeline import INLINE_STEPS, maintain_run
 
-        return maintain_run(self.services, run, INLINE_STEPS, sleep)
+        return maintain_run(self.services, run, INLINE_STEPS, sleep, since_ms)
+
+    def queued_run(self, user_id: str, run_id: str) -> tuple[MaintenanceRun | None, int]:
+        """A queued run's record (None: forgotten since) and when it was read (the Redis clock)."""
+        from agtos.memory.lint_pipeline import queued_run
+
+        return queued_run(self.services, user_id, run_id)
 
     def ingest_response(
         self,
@@ -318,7 +327,7 @@ class MemoryCoordinator:
     def get_profile(self, user_id: str) -> UserProfile:
         """The stored profile; its ``opt_out`` is the privacy setting (``/privacy``)."""
         profile = self.profiles.get(check_user_id(user_id))
-        return profile.model_copy(update={"opt_out": self.privacy.is_opted_out(user_id)})
+        return profile.model_copy(update={"opt_out": self.privacy.opt_out_setting(user_id)})  # read now, no cache
 
     def update_profile(self, user_id: str, update: ProfileUpdate) -> UserProfile:
         """Merge the fields sent. ``opt_out`` sets the privacy setting itself (as ``PUT /privacy``):

@@ -340,16 +340,27 @@ def maintain(
     return MaintenanceReport(user_id=user_id, summary=deferred | ({"runId": run_id} if run_id else {}))
 
 
+def queued_run(rt: Services, user_id: str, run_id: str) -> tuple[MaintenanceRun | None, int]:
+    """The run the API queued (None: forgotten since, by a forget-all or an opt-out that forgot) and when it
+    was read, the ``since_ms`` of :func:`maintain_run`: read first, so a forget-all landing after the read
+    deletes what the run writes, its record included."""
+    since_ms = rt.privacy.clock_ms()
+    return rt.maintenance.get_run(user_id, run_id), since_ms
+
+
 def maintain_run(
     rt: Services,
     run: MaintenanceRun,
     steps: LintSteps = INLINE_STEPS,
     sleep: Callable[[float], None] = time.sleep,
+    since_ms: int | None = None,
 ) -> MaintenanceRun:
     """Carry out a requested run: running, then completed/deferred with the report, or failed
     with the error (re-raised); each state is saved for ``GET /api/memory/maintain/runs/{id}``.
-    ``sleep`` waits between the guard's checks (:func:`maintain`)."""
-    since = {run.user_id: rt.privacy.clock_ms()}  # forgot everything during the run: its record goes too
+    ``sleep`` waits between the guard's checks (:func:`maintain`). ``since_ms``: when the caller read the
+    run's record (the Redis clock, :meth:`clock_ms`; default now): a forget-all after it deletes what the
+    run writes, its record included."""
+    since = {run.user_id: rt.privacy.clock_ms() if since_ms is None else since_ms}
     run = run.model_copy(update={"status": "running", "started_at": now_ms()})
     rt.maintenance.save_run(run)
     try:

@@ -86,13 +86,14 @@ class MaintenanceRunner:
 
         submitted = False
         try:
-            if self.coordinator.maintenance.get_run(run.user_id, run.run_id) is None:
+            stored, since_ms = self.coordinator.queued_run(run.user_id, run.run_id)
+            if stored is None:
                 # forgotten since it was queued (forget-all, opt-out): not run, and no record written again
                 log.info("maintenance run %s of %s dropped: the user forgot everything since", run.run_id, run.user_id)
                 return
             submitted = self._submitted_to_prefect(run)
-            if not submitted:
-                self.coordinator.maintain_run(run, pause)
+            if not submitted:  # a forget-all after the read above (Prefect's import included) undoes its writes
+                self.coordinator.maintain_run(run, pause, since_ms)
         except Exception:
             log.exception("maintenance run %s of %s failed", run.run_id, run.user_id)
         finally:
