@@ -74,3 +74,41 @@ def test_equal_keyword_hits_come_later_said_first_whatever_the_ids(chat: TestCli
         turns = matched_turns(chat, user_id)
         assert [t["sessionId"] for t in turns] == ["june-8", "june-1"], (user_id, turns)
         assert turns[0]["relevance"] == turns[1]["relevance"] > 0
+
+
+#: seven sessions saying the same lines a week apart (a run of ties wider than the 5 turn hits a search for one
+#: episode reads, and than its 2 summary hits) and users enough that some have the latest sessions' ids sort last
+LINES = [("Gina", "Hi Jon!"), ("Gina", SAID), ("Jon", "Sounds lovely, enjoy!")]
+TIED = {f"day-{day}": (JUNE_1 + timedelta(days=day - 1), LINES) for day in range(1, 50, 7)}
+TIED_USERS = tuple(f"f2-cut-{n}" for n in range(6))
+
+
+@pytest.fixture(scope="module")
+def tied(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """An app searching by keyword, with :data:`TIED` replayed for each of :data:`TIED_USERS`."""
+    prefix = f"agtos-test-f2-cut-{uuid.uuid4().hex[:8]}"
+    settings = isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("f2cut"))
+    coordinator = MemoryCoordinator(settings.with_overrides(search_mode="bm25"))
+    try:
+        with TestClient(create_app(coordinator=coordinator)) as client:
+            for user_id in TIED_USERS:
+                for sid, (start, lines) in TIED.items():
+                    assert end_session(client, user_id, sid, gina_jon_turns(start, lines))["saved"]
+            yield client
+    finally:
+        coordinator.close()
+        delete_prefix(redis_url, prefix)
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_a_tie_cut_by_the_page_keeps_the_later_said_whatever_the_ids(tied: TestClient, limit: int) -> None:
+    """The seven sessions tie; a page of one or two has room for some of them: the later said, for every
+    user, as the first of a longer page. Before, a page was cut before its ties were ordered, so which
+    sessions made it was the index's id order (f4's review of aba0c44)."""
+    for user_id in TIED_USERS:
+        params: dict[str, str | int] = {"q": "zucchini bread", "limit": limit, "mode": "bm25"}
+        response = tied.get("/api/memory/search", params=params, headers=user(user_id))
+        assert response.status_code == 200, response.text
+        sessions = [hit["sessionId"] for hit in response.json()["results"]]
+        later_first = [f"day-{day}" for day in range(43, 0, -7)]
+        assert sessions == later_first[:limit], (user_id, limit, response.json()["results"])

@@ -154,6 +154,14 @@ def _rows(ranked: Sequence[SearchResult], start: int, stop: int) -> list[Row]:
     return [(hit.id, hit.score, hit.match_type, hit.similarity) for hit in ranked[start:stop]]
 
 
+def _tied_after(ranked: Sequence[SearchResult], start: int, score: float) -> list[Row]:
+    """The rows from ``start`` on that still have exactly ``score`` (the run of a tie cut by a page)."""
+    stop = start
+    while stop < len(ranked) and _rows(ranked, stop, stop + 1)[0][1] == score:
+        stop += 1
+    return _rows(ranked, start, stop)
+
+
 def ranked_ids(ranked: Sequence[SearchResult], stop: int) -> list[str]:
     """The ids of the first ``stop`` candidates of a ranked list."""
     return ranked.ids(stop) if isinstance(ranked, Ranked) else [hit.id for hit in ranked[:stop]]
@@ -541,10 +549,15 @@ class SemanticStore:
                 else:
                     gone.append(row[0])
             start += len(page)
+        tied = _tied_after(ranked, start, live[limit - 1].score) if 0 < limit <= len(live) else []
+        if tied:  # a run of equal scores across the cut: which of it makes the page is decided by its words too
+            read = self._read_page(user_id, [row[0] for row in tied], window)
+            live += [SearchResult(*row, *read[row[0]]) for row in tied if row[0] in read]
+            gone += [row[0] for row in tied if row[0] not in read]
         if gone:
             self._forget(user_id, gone)
         # hits of equal score (keyword-only hits of one BM25 score come in the index's id order) by what they say
-        return ties_ordered(live[:limit], _score, _content)
+        return ties_ordered(live, _score, _content)[:limit]
 
     def _read(self, r: redis.Redis, user_id: str, ids: list[str], window: int) -> dict[str, tuple[str, Window | None]]:
         pipe = r.pipeline(transaction=False)
