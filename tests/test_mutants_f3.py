@@ -4,6 +4,9 @@
   line too long for what is left is skipped, and a later shorter one still goes in.
 - :class:`agtos.storage.semantic_store.Ranked` is a sequence: an index past either end raises ``IndexError``, as a
   list's does (``ranked[-9]`` of 8 candidates is not the first one).
+- ``ranking.content_order`` (aba0c44, after the sample; its docstring): hits of equal score, the later said first
+  (a record's ``timestamp``, else ``valid_from``), then its words (``content``, ``text``, ...), then a turn's
+  integer ``position``; a payload that is missing, not JSON or not an object orders as nothing said.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import pytest
 
 from agtos.storage.semantic_store import SemanticStore
 from agtos.tasks.context import ContextItem, fit_budget
+from agtos.tasks.ranking import content_order
 from tests.test_core_semantic_store import QUERY, connector, put_ranked, store
 
 __all__ = ["connector", "store"]  # the fixtures, used by name
@@ -39,3 +43,11 @@ def test_an_index_past_either_end_of_the_ranked_candidates_raises_index_error(st
     for index in (1, -2):
         with pytest.raises(IndexError):
             keyword[index]
+
+
+def test_the_order_of_hits_of_equal_score_is_read_from_what_the_record_says() -> None:
+    assert content_order('{"timestamp": 5, "content": "b", "position": 3}') == (-5.0, "b", 3)
+    assert content_order('{"valid_from": 7, "text": "a"}') == (-7.0, "a", 0)
+    assert content_order('{"timestamp": 5, "content": "b", "position": "3"}') == (-5.0, "b", 0)
+    for nothing in (None, "", "not json", "[1, 2]", "{}"):
+        assert content_order(nothing) == (0.0, "", 0)
