@@ -10,6 +10,7 @@ import redis
 
 from agtos.config import Settings
 from agtos.schemas import Episode
+from agtos.storage.dream_markers import PendingMark
 from agtos.storage.episodes import EpisodeStore
 from agtos.storage.keys import GlobalKeys
 from agtos.storage.redis_conn import RedisConnector
@@ -206,3 +207,18 @@ def test_import_digests_tell_unchanged_sessions_apart(
     episodes.record_imports("alice", {"ep-4": "d4"}, {})  # stored now: no longer marked skipped
     assert raw_redis.hget(digests, "ep-4") == b"d4"
     assert episodes.unchanged_imports("alice", {"ep-4": "d4"}) == set()  # recorded stored, but no episode
+
+
+def test_save_with_a_dream_mark_writes_it_in_the_episodes_transaction_with_its_7_day_ttl(
+    episodes: EpisodeStore, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """The path a Redis Cluster takes (one MULTI per episode, the mark in the last one's): the user's "dream
+    pending" mark is written under its own key with its token and the 7 days (604,800 s) it is kept, with the
+    episode; without a mark nothing else is written."""
+    mark_key = f"{key_prefix}:u:{{alice}}:dream:pending"
+    episodes.save(episode(1))
+    assert raw_redis.get(mark_key) is None
+    episodes.save(episode(2), mark=PendingMark(mark_key, "token-2"))
+    assert raw_redis.get(mark_key) == b"token-2"
+    assert 604_800 - 5 <= raw_redis.ttl(mark_key) <= 604_800
+    assert raw_redis.get(f"{key_prefix}:u:{{alice}}:episode:ep-2") is not None
