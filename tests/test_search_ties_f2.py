@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,21 +35,29 @@ SESSIONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    """An app searching by keyword, with :data:`SESSIONS` replayed for each of :data:`USERS`."""
+@contextmanager
+def replayed(
+    redis_url: str, folder: Path, users: tuple[str, ...], sessions: dict[str, tuple[datetime, list[tuple[str, str]]]]
+) -> Iterator[TestClient]:
+    """An app searching by keyword (``search_mode="bm25"``), with ``sessions`` replayed for each of ``users``."""
     prefix = f"agtos-test-f2-ties-{uuid.uuid4().hex[:8]}"
-    settings = isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("f2ties"))
-    coordinator = MemoryCoordinator(settings.with_overrides(search_mode="bm25"))
+    coordinator = MemoryCoordinator(isolation_settings(redis_url, prefix, folder).with_overrides(search_mode="bm25"))
     try:
         with TestClient(create_app(coordinator=coordinator)) as client:
-            for user_id in USERS:
-                for sid, (start, lines) in SESSIONS.items():
+            for user_id in users:
+                for sid, (start, lines) in sessions.items():
                     assert end_session(client, user_id, sid, gina_jon_turns(start, lines))["saved"]
             yield client
     finally:
         coordinator.close()
         delete_prefix(redis_url, prefix)
+
+
+@pytest.fixture(scope="module")
+def chat(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """:data:`SESSIONS` replayed for each of :data:`USERS`."""
+    with replayed(redis_url, tmp_path_factory.mktemp("f2ties"), USERS, SESSIONS) as client:
+        yield client
 
 
 def matched_turns(client: TestClient, user_id: str) -> list[dict[str, Any]]:
@@ -85,19 +95,9 @@ TIED_USERS = tuple(f"f2-cut-{n}" for n in range(6))
 
 @pytest.fixture(scope="module")
 def tied(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    """An app searching by keyword, with :data:`TIED` replayed for each of :data:`TIED_USERS`."""
-    prefix = f"agtos-test-f2-cut-{uuid.uuid4().hex[:8]}"
-    settings = isolation_settings(redis_url, prefix, tmp_path_factory.mktemp("f2cut"))
-    coordinator = MemoryCoordinator(settings.with_overrides(search_mode="bm25"))
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            for user_id in TIED_USERS:
-                for sid, (start, lines) in TIED.items():
-                    assert end_session(client, user_id, sid, gina_jon_turns(start, lines))["saved"]
-            yield client
-    finally:
-        coordinator.close()
-        delete_prefix(redis_url, prefix)
+    """:data:`TIED` replayed for each of :data:`TIED_USERS`."""
+    with replayed(redis_url, tmp_path_factory.mktemp("f2cut"), TIED_USERS, TIED) as client:
+        yield client
 
 
 @pytest.mark.parametrize("limit", [1, 2])
