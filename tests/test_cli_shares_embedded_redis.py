@@ -1,0 +1,56 @@
+"""A CLI command run beside `make run` (no REDIS_URL) uses the embedded Redis `agtos serve` started and leaves it
+running: `agtos keys create`, the README's first step of "Authentication", shut that server down on exit, so the
+running API lost its Redis (every call then 503 or `available: false`) until it was restarted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from agtos.cli import app
+from agtos.storage.redis_conn import EmbeddedRedis, _socket_answers, embedded_socket
+
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+
+
+@pytest.fixture
+def embedded_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The CLI's environment as a new user has it: no REDIS_URL, the data directory `agtos serve` uses."""
+    for name in list(os.environ):
+        if name.startswith("AGTOS_") or name == "REDIS_URL":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AGTOS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("AGTOS_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path / "data"
+
+
+def test_keys_commands_leave_the_served_embedded_redis_running(embedded_env: Path) -> None:
+    server = EmbeddedRedis(embedded_env / "redis")  # what `agtos serve` starts
+    try:
+        created = CliRunner().invoke(app, ["keys", "create", "--user", "alice"])
+        assert created.exit_code == 0, created.output
+        assert redis.Redis(unix_socket_path=server.socket_path).ping()  # before: ConnectionError, server gone
+        listed = CliRunner().invoke(app, ["keys", "list"])
+        assert listed.exit_code == 0, listed.output
+        assert "alice" in listed.stdout and "1 API key(s)" in listed.stdout
+        stored = redis.Redis(unix_socket_path=server.socket_path).hlen("agtos:{auth}:keys")
+        assert stored == 1  # the key went into the served server, not into one of the command's own
+        assert embedded_socket(embedded_env) == server.socket_path
+    finally:
+        server.stop()
+    assert not _socket_answers(server.socket_path)  # its owner still stops it
+
+
+def test_a_cli_command_without_a_server_stops_the_one_it_started(embedded_env: Path) -> None:
+    created = CliRunner().invoke(app, ["keys", "create", "--service", "agent"])
+    assert created.exit_code == 0, created.output
+    assert embedded_socket(embedded_env) is None  # stopped and unregistered: nothing left running
+    server = EmbeddedRedis(embedded_env / "redis")  # its AOF kept the key
+    try:
+        assert redis.Redis(unix_socket_path=server.socket_path).hlen("agtos:{auth}:keys") == 1
+    finally:
+        server.stop()
