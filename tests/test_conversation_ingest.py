@@ -167,7 +167,7 @@ def test_limits_and_refusals(client: TestClient) -> None:
     one = SESSIONS[0]
     for body, field, words in [
         ({"sessions": []}, "sessions", "at least 1"),
-        ({"sessions": [one, one]}, "", "session ids must be unique"),
+        ({"sessions": [one, one]}, "body", "session ids must be unique"),
         ({"sessions": [{**one, "id": f"s{i}"} for i in range(101)]}, "sessions", "at most 100"),
         ({"sessions": [{**one, "id": "bad id"}]}, "sessions.0.id", "letters, digits, '_', '.' or '-'"),
         ({"sessions": [{**one, "turns": []}]}, "sessions.0.turns", "at least 1"),

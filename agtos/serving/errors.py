@@ -112,7 +112,8 @@ def _field_errors(errors: list[dict], json_sent: bool = True) -> list[dict]:
             else:
                 out.append({"field": "body", "message": f"malformed JSON ({err.get('msg', 'decode error')})"})
             continue
-        field = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        # the body as a whole (missing, or not an object) is the field "body", as the JSON errors above
+        field = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         rule = ID_RULES.get(str((err.get("ctx") or {}).get("pattern", ""))) if err.get("type") == _MISMATCH else None
         out.append({"field": field, "message": f"must be {rule}" if rule else err.get("msg", "")})
     return out
@@ -120,7 +121,7 @@ def _field_errors(errors: list[dict], json_sent: bool = True) -> list[dict]:
 
 def _validation_response(errors: list[dict], json_sent: bool = True) -> JSONResponse:
     fields = _field_errors(errors, json_sent)
-    summary = "; ".join(f"{f['field'] or 'body'}: {f['message']}" for f in fields[:5])
+    summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
     return JSONResponse(status_code=422, content={"message": f"invalid request: {summary}", "errors": fields})
 
 

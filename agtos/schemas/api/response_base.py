@@ -20,7 +20,10 @@ class ErrorOut(ApiModel):
 
 
 class FieldErrorOut(ApiModel):
-    field: str = Field(description="dotted location of the bad input ('' for the whole body)")
+    field: str = Field(
+        description="dotted location of the bad input ('body' for the body as a whole: missing, not an object, "
+        "not JSON, or a rule across its fields)"
+    )
     message: str
 
 
