@@ -240,7 +240,12 @@ class LiveSessions:
         check_user_id(user_id)
         check_record_id(session_id, "session id")
         if self.privacy.is_opted_out(user_id):
-            had_turns = self.working.get(user_id, session_id) is not None
+            # turns journalled before the opt-out end with the session too: nothing of it is kept, so opting in
+            # again does not bring it back live, nor have a later end or the idle sweeper store it
+            journalled = self.services.journal.length(user_id, session_id)
+            had_turns = journalled > 0 or self.working.get(user_id, session_id) is not None
+            if journalled:
+                self.services.journal.clear(user_id, session_id)
             self.working.drop(user_id, session_id)
             self.activity.session_ended(user_id, session_id)
             reason = "user opted out of persistence" if had_turns else "session has no turns"
