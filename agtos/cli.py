@@ -35,7 +35,7 @@ app.add_typer(keys_app, name="keys")
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", help="interface to bind"),
-    port: int = typer.Option(None, help="port (default AGTOS_PORT or 4102)"),
+    port: int = typer.Option(None, min=1, max=65535, help="port (default AGTOS_PORT or 4102)"),
     workers: int = typer.Option(1, min=1, help="uvicorn worker processes"),
     ingest_mode: IngestModeOption = typer.Option(
         None, help="session-end ingestion: queue (default; a worker ingests) or inline (AGTOS_INGEST_MODE)"
@@ -153,7 +153,7 @@ def export_memory(
 def mcp(
     http: bool = typer.Option(False, "--http", help="serve streamable HTTP (at /mcp) instead of stdio"),
     host: str = typer.Option("127.0.0.1", help="--http: interface to bind"),
-    port: int = typer.Option(4103, help="--http: port"),
+    port: int = typer.Option(4103, min=1, max=65535, help="--http: port"),
     url: str = typer.Option(None, envvar="AGTOS_URL", help="the agtos API to use (default: run it in this process)"),
     api_key: str = typer.Option(None, envvar="AGTOS_API_KEY", help="bearer key for the API"),
     user: str = typer.Option(None, envvar="AGTOS_USER_ID", help="whose memory (default: AGTOS_DEFAULT_USER)"),
