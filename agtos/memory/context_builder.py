@@ -16,7 +16,7 @@ from agtos.memory.working import WorkingMemory
 from agtos.schemas import Episode
 from agtos.storage.redis_conn import StorageUnavailable
 from agtos.tasks import line_ranker
-from agtos.tasks.context import ContextItem, assemble, turn_items
+from agtos.tasks.context import NEIGHBOUR_TOKENS, TURN_TOKENS, ContextItem, assemble, turn_items
 
 if TYPE_CHECKING:
     from agtos.memory.services import Services
@@ -61,9 +61,10 @@ def evidence_items(
     rt: Services, user_id: str, query: str, budget_tokens: int, limit: int, who: Found | None = None
 ) -> tuple[list[ContextItem], str | None]:
     """The evidence :func:`recall` finds for ``query``: turns with a neighbour, memories, conclusions,
-    episode summaries. When the query names people who speak: their own turns first, and only the
-    memories and conclusions that name one of them. ``who``: :func:`people` already read. With
-    them, why the search was degraded (``None`` when it ran as asked)."""
+    episode summaries. When the query names people who speak: their own turns first (the others'
+    matched turns cut to ``NEIGHBOUR_TOKENS``), and only the memories and conclusions that name one
+    of them. ``who``: :func:`people` already read. With them, why the search was degraded (``None``
+    when it ran as asked)."""
     items: list[ContextItem] = []
     turns = min(200, max(limit, budget_tokens // CONTEXT_TURN_TOKENS))
     found = recall(rt, user_id, query, limit, None, turns, memories=limit, conclusions=limit, neighbours=1, who=who)
@@ -89,7 +90,10 @@ def evidence_items(
     sources = _sessions(rt, user_id, [d[3][0] for d in derived if d[3]], found_episodes)
     asked = found.asked(query)
     for m, relevance in zip(found.turns, turn_relevance(found, query, asked), strict=True):
-        items += turn_items(m.window, m.turn, relevance, query, _chunk(m.doc_ids[0]))
+        # the question names who speaks: another's matched turn is their context, cut as a neighbour is
+        other = bool(asked) and (m.turn.name or "").lower() not in asked
+        cut = NEIGHBOUR_TOKENS if other else TURN_TOKENS
+        items += turn_items(m.window, m.turn, relevance, query, _chunk(m.doc_ids[0]), cut)
     for record_id, text, when, source_ids, score, tier, until, offset, until_offset in derived:
         if asked and not found.asked(text) & asked:
             continue  # the question names whom it asks about; this line is about someone else or no one

@@ -231,17 +231,18 @@ def turn_items(
     relevance: float,
     query: str = "",
     chunk: int = 0,
+    hit_tokens: int = TURN_TOKENS,
 ) -> list[ContextItem]:
-    """The matched turn ``hit`` as a context line, and its neighbours in ``window`` as lines of
-    lower weight, each dated and attributed; long turns keep the sentences that share words with
-    ``query`` (the hit, when none does: its matched window ``chunk``)."""
+    """The matched turn ``hit`` as a context line (cut to ``hit_tokens``), and its neighbours in
+    ``window`` as lines of lower weight, each dated and attributed; long turns keep the sentences that
+    share words with ``query`` (the hit, when none does: its matched window ``chunk``)."""
     terms = _term_set(query)
     out = []
     for turn in window:
         matched = turn.position == hit.position
         body = annotate(turn.content, turn.dates)
         text = (
-            focus(body, terms, TURN_TOKENS, chunk_offset(turn, chunk), fill=True)
+            focus(body, terms, hit_tokens, chunk_offset(turn, chunk), fill=True)
             if matched
             else focus(body, terms, NEIGHBOUR_TOKENS)
         )
