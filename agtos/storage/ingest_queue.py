@@ -248,9 +248,13 @@ class IngestQueue:
 
         def op(r: redis.Redis) -> None:
             r.hdel(self.workers_key, consumer)
-            held = r.xpending_range(self.stream, GROUP, min="-", max="+", count=1, consumername=consumer)
-            if not held:
-                r.xgroup_delconsumer(self.stream, GROUP, consumer)
+            try:
+                held = r.xpending_range(self.stream, GROUP, min="-", max="+", count=1, consumername=consumer)
+                if not held:
+                    r.xgroup_delconsumer(self.stream, GROUP, consumer)
+            except redis.ResponseError as exc:  # no group yet (stopped before its first read): nothing to leave
+                if not str(exc).startswith("NOGROUP"):
+                    raise
 
         self.connector.run(op)
 
