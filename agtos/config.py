@@ -37,6 +37,7 @@ LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})  # t
 EmbeddingProvider = Literal["onnx", "local", "ollama", "openai", "openrouter", "openai-compatible"]
 EMBEDDING_PROVIDERS: tuple[str, ...] = get_args(EmbeddingProvider)
 LLM_SLOT_NAMES = ("summarize", "consolidation", "maintenance", "dialectic", "expansion")
+LLM_PROVIDERS = ("none", "builtin", "ollama", "openai", "openrouter", "openai-compatible", "transformers")
 
 _TYPE_ERRORS = {
     "int_parsing": "is not an integer",
@@ -46,6 +47,7 @@ _TYPE_ERRORS = {
     "float_type": "is not a number",
     "bool_parsing": "is not a boolean (true/false, 1/0, yes/no, on/off)",
     "bool_type": "is not a boolean (true/false, 1/0, yes/no, on/off)",
+    "finite_number": "is not a finite number",  # inf, nan, 1e999: int(inf) and Redis timeouts fail later
 }
 _BOUND_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
 
@@ -64,7 +66,9 @@ def env(name: str, default: Any = None, **constraints: Any) -> Any:
 class _Section(BaseSettings):
     """Frozen settings whose fields are read from their variables only by ``from_env``."""
 
-    model_config = SettingsConfigDict(frozen=True, validate_by_name=True, validate_by_alias=True, extra="forbid")
+    model_config = SettingsConfigDict(
+        frozen=True, validate_by_name=True, validate_by_alias=True, extra="forbid", allow_inf_nan=False
+    )
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -198,9 +202,18 @@ class LLMSlot(_Section):
         if "PROVIDER" not in values:
             return None
         try:
-            return cls(**values)
+            slot = cls(**values)
+            slot.check_usable()
         except SettingsError as exc:  # each problem starts with its alias (TIMEOUT_S): name the variable
             raise SettingsError("; ".join(prefix + problem for problem in str(exc).split("; "))) from None
+        return slot
+
+    def check_usable(self) -> None:
+        """A provider ``build_llm`` knows, with the base URL it needs: else the service would fail at start."""
+        if self.provider and self.provider not in LLM_PROVIDERS:
+            raise SettingsError(f"PROVIDER must be one of {', '.join(map(repr, LLM_PROVIDERS))}, not {self.provider!r}")
+        if self.provider == "openai-compatible" and not self.base_url:
+            raise SettingsError("BASE_URL is needed with PROVIDER='openai-compatible'")
 
 
 class EmbeddingConfig(_Section):
@@ -399,6 +412,7 @@ def load_llm_slots(config_file: Path) -> dict[str, LLMSlot]:
         for name, spec in (raw.get("slots") or {}).items():
             try:
                 slots[name] = LLMSlot(**{k: v for k, v in spec.items() if k in LLMSlot.model_fields})
+                slots[name].check_usable()
             except SettingsError as exc:
                 raise SettingsError(f"config file {config_file}, slot {name!r}: {exc}") from None
     for name, prefix in (("default", "AGTOS_LLM_"), *((n, f"AGTOS_{n.upper()}_") for n in LLM_SLOT_NAMES)):
