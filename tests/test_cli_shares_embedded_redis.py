@@ -1,10 +1,14 @@
 """A CLI command run beside `make run` (no REDIS_URL) uses the embedded Redis `agtos serve` started and leaves it
 running: `agtos keys create`, the README's first step of "Authentication", shut that server down on exit, so the
-running API lost its Redis (every call then 503 or `available: false`) until it was restarted."""
+running API lost its Redis (every call then 503 or `available: false`) until it was restarted. Whichever process
+started the server, the last one holding it stops it (one killed with SIGKILL no longer counts)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +58,42 @@ def test_a_cli_command_without_a_server_stops_the_one_it_started(embedded_env: P
         assert redis.Redis(unix_socket_path=server.socket_path).hlen("agtos:{auth}:keys") == 1
     finally:
         server.stop()
+
+
+def test_whichever_process_started_it_the_last_holder_stops_it(embedded_env: Path) -> None:
+    first = EmbeddedRedis(embedded_env / "redis")  # e.g. `agtos mcp` (API in process) started it
+    served = EmbeddedRedis(embedded_env / "redis")  # then `agtos serve` on the same data directory
+    assert served.socket_path == first.socket_path
+    try:
+        first.stop()
+        assert redis.Redis(unix_socket_path=served.socket_path).ping()  # before: the server went with its starter
+        assert embedded_socket(embedded_env) == served.socket_path  # still registered for the next command
+    finally:
+        served.stop()
+    assert not _socket_answers(served.socket_path)  # the last holder stopped it
+    assert embedded_socket(embedded_env) is None
+    assert not Path(served.socket_path).parent.exists()  # the starter's socket directory went with it
+
+
+def test_a_server_whose_starter_was_killed_is_stopped_by_the_next_holder(embedded_env: Path) -> None:
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from agtos.storage.redis_conn import EmbeddedRedis; "
+            "print(EmbeddedRedis(Path(sys.argv[1])).socket_path, flush=True); time.sleep(120)",
+            str(embedded_env / "redis"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert starter.stdout is not None
+    socket_path = starter.stdout.readline().strip()
+    starter.send_signal(signal.SIGKILL)  # its redis-server (a daemon) runs on
+    starter.wait(timeout=10)
+    assert _socket_answers(socket_path)
+    served = EmbeddedRedis(embedded_env / "redis")
+    assert served.socket_path == socket_path  # joined it through the registry
+    served.stop()
+    assert not _socket_answers(socket_path)  # before: left running by every later serve, for good
+    assert embedded_socket(embedded_env) is None

