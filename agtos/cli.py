@@ -11,7 +11,7 @@ from agtos.cli_memory import register as register_memory_commands
 from agtos.cli_reindex import reindex_command
 from agtos.cli_worker import IngestModeOption, serve_ingest_env, shared_embedded_redis
 from agtos.cli_worker import register as register_worker_command
-from agtos.cli_worker_process import WorkerLayout, cleanup_on_sigterm, worker_child, worker_layout
+from agtos.cli_worker_process import WorkerLayout, cleanup_on_sigterm, invalid_setting, worker_child, worker_layout
 from agtos.config import Settings, SettingsError
 
 
@@ -22,8 +22,7 @@ class _Cli(typer.Typer):
         try:
             return super().__call__(*args, **kwargs)
         except SettingsError as exc:
-            typer.echo(f"agtos: invalid setting: {exc}", err=True)
-            raise SystemExit(2) from None
+            invalid_setting(str(exc))
 
 
 app = _Cli(help="agtos: memory for AI agents.", no_args_is_help=True)
@@ -101,10 +100,10 @@ def access_log_on(flag: bool | None) -> bool:
 
     if flag is not None:
         return flag
-    value = os.environ.get("AGTOS_ACCESS_LOG", "false").strip().lower()
+    raw = os.environ.get("AGTOS_ACCESS_LOG", "").strip()
+    value = raw.lower() or "false"  # blank counts as unset, as for every setting
     if value not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-        typer.echo(f"AGTOS_ACCESS_LOG={value!r}: expected true/false, 1/0, yes/no or on/off", err=True)
-        raise typer.Exit(2)
+        invalid_setting(f"AGTOS_ACCESS_LOG={raw!r} is not a boolean (true/false, 1/0, yes/no, on/off)")
     return value in ("true", "1", "yes", "on")
 
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from typing import NoReturn
 
 import typer
 
@@ -36,6 +37,12 @@ class WorkerLayout(StrEnum):
     none = "none"  # nowhere: separate ``agtos worker`` processes work the queue
 
 
+def invalid_setting(message: str) -> NoReturn:
+    """End any ``agtos`` command as every invalid setting does: one line on stderr, exit 2."""
+    typer.echo(f"agtos: invalid setting: {message}", err=True)
+    raise SystemExit(2)
+
+
 def worker_layout(flag: WorkerLayout | None, no_worker: bool) -> WorkerLayout:
     """``--no-worker``, else ``--worker``, else ``AGTOS_SERVE_WORKER``, else ``none`` when
     ``AGTOS_INGEST_WORKER`` is false (the API's worker thread switched off), else ``process``."""
@@ -45,13 +52,12 @@ def worker_layout(flag: WorkerLayout | None, no_worker: bool) -> WorkerLayout:
         return WorkerLayout.none
     if flag is not None:
         return flag
-    raw = os.environ.get("AGTOS_SERVE_WORKER", "").strip().lower()
+    raw = os.environ.get("AGTOS_SERVE_WORKER", "").strip()
     if raw:
         try:
-            return WorkerLayout(raw)
+            return WorkerLayout(raw.lower())
         except ValueError:
-            typer.echo(f"AGTOS_SERVE_WORKER={raw!r}: expected process, thread or none", err=True)
-            raise typer.Exit(2) from None
+            invalid_setting(f"AGTOS_SERVE_WORKER must be one of 'process', 'thread' or 'none', not {raw!r}")
     if os.environ.get("AGTOS_INGEST_WORKER", "").strip().lower() in ("false", "0", "no", "off"):
         return WorkerLayout.none
     return WorkerLayout.process

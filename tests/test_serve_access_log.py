@@ -92,4 +92,4 @@ def test_an_invalid_access_log_value_stops_serve_at_start(tmp_path: Path) -> Non
     cmd = [sys.executable, "-m", "agtos.cli", "serve", "--port", str(free_port())]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
-    assert "AGTOS_ACCESS_LOG='sometimes': expected true/false" in done.stderr
+    assert "agtos: invalid setting: AGTOS_ACCESS_LOG='sometimes' is not a boolean" in done.stderr

@@ -1,5 +1,8 @@
 """README "Configuration": an invalid value stops every ``agtos`` command at start with one line naming the variable
-(exit 2), not a traceback: infinite numbers (``inf``, ``1e999``) and an LLM slot that no provider serves included.
+(exit 2), not a traceback: infinite numbers (``inf``, ``1e999``) and an LLM slot that no provider serves included;
+``agtos serve``'s own ``AGTOS_SERVE_WORKER`` and ``AGTOS_ACCESS_LOG`` in the same words (they lacked the
+``agtos: invalid setting:`` prefix), and a blank ``AGTOS_ACCESS_LOG`` counts as unset, as every blank setting does
+(it stopped ``agtos serve``: ``AGTOS_ACCESS_LOG='': expected true/false``).
 
 Before, ``AGTOS_REDIS_TIMEOUT_S=inf`` ended ``agtos keys list`` in a 176-line OverflowError traceback,
 ``AGTOS_EPISODE_TTL_DAYS=inf`` and ``AGTOS_LLM_PROVIDER=bogus`` were accepted and ``agtos serve`` then died in a
@@ -114,3 +117,30 @@ def test_agtos_serve_stops_with_the_line_not_a_traceback(
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr + done.stdout
     assert done.stderr.strip().splitlines() == [f"agtos: invalid setting: {line}"]
+
+
+@pytest.mark.parametrize(
+    ("variables", "line"),
+    [
+        (
+            {"AGTOS_SERVE_WORKER": "Proc"},
+            "AGTOS_SERVE_WORKER must be one of 'process', 'thread' or 'none', not 'Proc'",
+        ),
+        (
+            {"AGTOS_ACCESS_LOG": "Maybe"},
+            "AGTOS_ACCESS_LOG='Maybe' is not a boolean (true/false, 1/0, yes/no, on/off)",
+        ),
+        (  # blank is unset: the command goes on to the next variable
+            {"AGTOS_ACCESS_LOG": "  ", "AGTOS_SERVE_WORKER": "threads"},
+            "AGTOS_SERVE_WORKER must be one of 'process', 'thread' or 'none', not 'threads'",
+        ),
+    ],
+)
+def test_serve_options_from_the_environment_are_said_as_every_setting(
+    env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variables: dict[str, str], line: str
+) -> None:
+    for name, value in variables.items():
+        env.setenv(name, value)
+    code, _, err = agtos(capsys, "serve", "--port", "4799")
+    assert code == 2, err
+    assert err.strip().splitlines() == [f"agtos: invalid setting: {line}"]
