@@ -54,7 +54,7 @@ def serve_ingest_env(mode: IngestModeOption | None, layout: WorkerLayout) -> Ite
     it): queue mode unless AGTOS_INGEST_MODE or ``--ingest-mode`` says otherwise; in queue mode the
     API processes run a worker thread only in the ``thread`` layout. Yields whether ``agtos serve``
     runs its worker child (queue mode, ``process`` layout)."""
-    chosen = mode.value if mode else os.environ.get("AGTOS_INGEST_MODE") or "queue"
+    chosen = mode.value if mode else (os.environ.get("AGTOS_INGEST_MODE") or "").strip() or "queue"  # blank: unset
     queue = chosen.strip().lower() == "queue"
     changes = {"AGTOS_INGEST_MODE": chosen}
     if queue:

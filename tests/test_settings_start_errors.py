@@ -2,7 +2,8 @@
 (exit 2), not a traceback: infinite numbers (``inf``, ``1e999``) and an LLM slot that no provider serves included;
 ``agtos serve``'s own ``AGTOS_SERVE_WORKER`` and ``AGTOS_ACCESS_LOG`` in the same words (they lacked the
 ``agtos: invalid setting:`` prefix), and a blank ``AGTOS_ACCESS_LOG`` counts as unset, as every blank setting does
-(it stopped ``agtos serve``: ``AGTOS_ACCESS_LOG='': expected true/false``).
+(it stopped ``agtos serve``: ``AGTOS_ACCESS_LOG='': expected true/false``), and so does a blank
+``AGTOS_INGEST_MODE`` (``agtos serve`` ran inline with it, not in its default queue mode).
 
 Before, ``AGTOS_REDIS_TIMEOUT_S=inf`` ended ``agtos keys list`` in a 176-line OverflowError traceback,
 ``AGTOS_EPISODE_TTL_DAYS=inf`` and ``AGTOS_LLM_PROVIDER=bogus`` were accepted and ``agtos serve`` then died in a
@@ -20,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from agtos.cli import app
-from tests import test_env_settings
+from tests import test_env_settings, test_readme_promises_serve
 
 env = test_env_settings.env  # fixture: a clean environment with the test Redis and namespace
+launches = test_readme_promises_serve.launches  # fixture: agtos serve with uvicorn and the worker child recorded
 
 PROVIDERS = "'none', 'builtin', 'ollama', 'openai', 'openrouter', 'openai-compatible', 'transformers'"
 
@@ -144,3 +146,24 @@ def test_serve_options_from_the_environment_are_said_as_every_setting(
     code, _, err = agtos(capsys, "serve", "--port", "4799")
     assert code == 2, err
     assert err.strip().splitlines() == [f"agtos: invalid setting: {line}"]
+
+
+@pytest.mark.parametrize(
+    ("value", "launched"),
+    [
+        ("  ", (True, "false")),  # blank: agtos serve's default, queue mode with its worker child
+        (" Queue ", (True, "false")),
+        ("inline", (False, None)),  # no worker child, the API processes told nothing
+    ],
+)
+def test_a_blank_ingest_mode_is_serves_default(
+    launches: list[tuple[bool, str | None]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    value: str,
+    launched: tuple[bool, str | None],
+) -> None:
+    monkeypatch.setenv("AGTOS_INGEST_MODE", value)
+    code, _, err = agtos(capsys, "serve")
+    assert code == 0, err
+    assert launches == [launched]
