@@ -409,7 +409,10 @@ def load_llm_slots(config_file: Path) -> dict[str, LLMSlot]:
             raw = json.loads(config_file.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise SettingsError(f"config file {config_file} is not valid JSON: {exc}") from exc
-        for name, spec in (raw.get("slots") or {}).items():
+        entries = (raw.get("slots") or {}) if isinstance(raw, dict) else None
+        if not isinstance(entries, dict) or not all(isinstance(spec, dict) for spec in entries.values()):
+            raise SettingsError(f'config file {config_file} is not {{"slots": {{"<slot>": {{"provider": ...}}}}}}')
+        for name, spec in entries.items():
             try:
                 slots[name] = LLMSlot(**{k: v for k, v in spec.items() if k in LLMSlot.model_fields})
                 slots[name].check_usable()

@@ -82,6 +82,22 @@ def test_a_config_file_slot_with_an_unknown_provider_is_named(
 
 
 @pytest.mark.parametrize(
+    "content", ['["consolidation"]', '{"slots": ["ollama"]}', '{"slots": {"dialectic": "ollama"}}']
+)
+def test_a_config_file_of_another_shape_is_named(
+    env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str
+) -> None:
+    """It ended every command in an AttributeError traceback ('list' object has no attribute 'get')."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "config.json").write_text(content)
+    code, _, err = agtos(capsys, "keys", "list")
+    assert code == 2, err
+    shape = '{"slots": {"<slot>": {"provider": ...}}}'
+    assert err.strip() == f"agtos: invalid setting: config file {config / 'config.json'} is not {shape}"
+
+
+@pytest.mark.parametrize(
     "variables",
     [
         {"AGTOS_LLM_PROVIDER": "Ollama"},  # any case, as build_llm reads it
