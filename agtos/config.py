@@ -273,6 +273,20 @@ class MaintenanceConfig(_Section):
         return value
 
 
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+
+
+def _redis_url(value: Any) -> Any:
+    """``REDIS_URL`` names a scheme the connector serves; the URL itself is never echoed (it may hold a password)."""
+    if isinstance(value, str) and value.strip():
+        scheme, sep, _ = value.strip().partition("://")
+        if not sep or scheme.lower() not in REDIS_SCHEMES:
+            raise ValueError(
+                "REDIS_URL must start with " + ", ".join(f"{s}://" for s in REDIS_SCHEMES) + " (the value is not shown)"
+            )
+    return value
+
+
 def _hosts(value: Any) -> Any:
     """A comma-separated host list, lower-cased."""
     items = value.split(",") if isinstance(value, str) else value
@@ -370,6 +384,7 @@ class Settings(_Section):
         "search_mode", "background_work_policy", "auth", "ingest_mode", "embedded_redis_fsync", mode="before"
     )(_normal)
     _catchup_off = field_validator("read_catchup_after_s", mode="before")(lambda v: _off_or_seconds(v))
+    _redis_scheme = field_validator("redis_url", mode="before")(_redis_url)
     _host_list = field_validator("background_local_hosts", "allowed_hosts", mode="before")(_hosts)
     _origin_list = field_validator("cors_origins", mode="before")(_origins)
 
