@@ -5,29 +5,12 @@ process brings the session back, nor stores it, once the user opts in again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from fastapi.testclient import TestClient
-
 from agtos.config import Settings
-from agtos.memory.coordinator import MemoryCoordinator
-from agtos.serving.app import create_app
 from tests.helpers import user
+from tests.test_durability import api  # one API process of its own (its own working memory) on the shared Redis
 
 DAVE = user("dave")
 TURNS = {"turns": [{"role": "user", "content": "I prefer tea over coffee."}]}
-
-
-@contextmanager
-def api(settings: Settings) -> Iterator[TestClient]:
-    """One API process of its own (its own working memory) on the shared Redis."""
-    coordinator = MemoryCoordinator(settings)
-    try:
-        with TestClient(create_app(coordinator=coordinator)) as client:
-            yield client
-    finally:
-        coordinator.close()
 
 
 def test_an_end_while_opted_out_on_another_process_says_the_session_had_turns(settings: Settings) -> None:

@@ -37,6 +37,17 @@ def agtos(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[object, str, 
     return ended.value.code, out.out, out.err
 
 
+def refused(
+    env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variables: dict[str, str], *command: str
+) -> list[str]:
+    """``agtos COMMAND`` with ``variables`` set: it must stop with exit 2; the lines it wrote to stderr."""
+    for name, value in variables.items():
+        env.setenv(name, value)
+    code, _, err = agtos(capsys, *command)
+    assert code == 2, err
+    return err.strip().splitlines()
+
+
 @pytest.mark.parametrize(
     ("variables", "line"),
     [
@@ -60,11 +71,7 @@ def agtos(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[object, str, 
 def test_an_invalid_value_ends_a_command_with_one_line(
     env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variables: dict[str, str], line: str
 ) -> None:
-    for name, value in variables.items():
-        env.setenv(name, value)
-    code, _, err = agtos(capsys, "keys", "list")
-    assert code == 2, err
-    assert err.strip().splitlines() == [f"agtos: invalid setting: {line}"]
+    assert refused(env, capsys, variables, "keys", "list") == [f"agtos: invalid setting: {line}"]
 
 
 def test_a_config_file_slot_with_an_unknown_provider_is_named(
@@ -157,11 +164,7 @@ def test_agtos_serve_stops_with_the_line_not_a_traceback(
 def test_serve_options_from_the_environment_are_said_as_every_setting(
     env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variables: dict[str, str], line: str
 ) -> None:
-    for name, value in variables.items():
-        env.setenv(name, value)
-    code, _, err = agtos(capsys, "serve", "--port", "4799")
-    assert code == 2, err
-    assert err.strip().splitlines() == [f"agtos: invalid setting: {line}"]
+    assert refused(env, capsys, variables, "serve", "--port", "4799") == [f"agtos: invalid setting: {line}"]
 
 
 @pytest.mark.parametrize(

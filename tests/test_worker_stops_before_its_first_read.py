@@ -48,3 +48,15 @@ def test_a_worker_that_ran_still_leaves_its_group(
     stopped.set()
     worker.run_forever(stopped)
     assert "ran" not in {c["name"].decode() for c in raw_redis.xinfo_consumers(queue.stream, GROUP)}
+
+
+def test_leaving_raises_an_error_other_than_no_group(
+    connector: RedisConnector, raw_redis: redis.Redis, key_prefix: str
+) -> None:
+    """Only Redis's NOGROUP is passed over: any other error of the group read still raises, here the queue's key
+    holding a string (WRONGTYPE), which swallowing every ResponseError would hide (m1)."""
+    queue = IngestQueue(connector, GlobalKeys(key_prefix))
+    raw_redis.set(queue.stream, "not a stream")
+    with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):
+        queue.leave("w1")
+    assert raw_redis.get(queue.stream) == b"not a stream"
